@@ -1,0 +1,74 @@
+"""OptDual-CMDP (Efroni et al. 2020; paper's Appendix "Review of OptDual-CMDP")."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from optaug_jax import estimates, inner, planning
+from optaug_jax.agents import base
+
+
+def optdual(
+    num_episodes: int,
+    delta: jax.typing.ArrayLike = 0.1,
+    bonus_scale: jax.typing.ArrayLike = 1.0,
+    eta: base.Schedule | None = None,
+    *,
+    slack: jax.typing.ArrayLike | None = None,
+    rho: jax.typing.ArrayLike | None = None,
+) -> base.Agent:
+  """OptDual-CMDP: optimistic best response to the Lagrangian, projected dual ascent.
+
+  Episode k solves the extended MDP with cost `c~_k + lambda_k^T d~_k` exactly (one
+  extended DP) and sets `lambda_{k+1} = [lambda_k + eta (D~ q_k - alpha)]_+`, `lambda_1 = 0`.
+
+  Args:
+    num_episodes: `K`.
+    delta: confidence parameter.
+    bonus_scale: multiplier of every confidence radius (1.0 = the paper).
+    eta: `None` for the paper's `sqrt(rho^2 / (H^2 I K))`; a float or a callable
+      `episode -> eta` (0-based episode index).
+    slack: slack `gamma` of a strictly feasible policy; with `eta=None` and no `rho`, the
+      agent uses the bound `rho <= H / gamma` (the cost gap is at most H).
+    rho: the paper's `rho = (V^pibar(c) - V*(c)) / gamma`, if known.
+
+  Returns:
+    `Agent(init, plan, update)`.
+  """
+  if int(num_episodes) != num_episodes or num_episodes < 1:
+    raise ValueError(f"num_episodes: must be a positive integer, got {num_episodes!r}")
+  if not isinstance(delta, jax.core.Tracer) and not 0 < float(delta) < 1:
+    raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
+  if eta is None and slack is None and rho is None:
+    raise ValueError("eta: the paper's step needs rho or the baseline's slack; pass one")
+  base.check_positive("slack", slack)
+  base.check_positive("rho", rho)
+  base.check_positive("eta", eta)
+
+  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
+    return base.init_state(thresholds, initial_state, num_states=num_states,
+                           num_actions=num_actions, horizon=horizon)
+
+  def plan(state: base.AgentState):
+    dtype = state.multipliers.dtype
+    num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
+    if eta is None:
+      rho_k = rho if rho is not None else horizon / slack
+      eta_k = jnp.sqrt(rho_k**2 / (horizon**2 * num_constraints * num_episodes))
+    else:
+      eta_k = base.as_schedule(eta)(state.episode)
+    eta_k = jnp.asarray(eta_k, dtype)
+    model = estimates.optimistic_model(
+        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
+    lmo = planning._extended_lmo(reward, model.lower, model.upper, state.initial_state)
+    q = lmo.occupancy
+    multipliers = inner._shifted_multipliers(
+        q, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
+    info = base.plan_info(model, q, fw_gap=jnp.zeros((), dtype),
+                          pretraining=jnp.zeros((), bool))
+    policy = jax.nn.one_hot(lmo.actions, q.shape[-1], dtype=dtype)
+    return policy, state._replace(multipliers=multipliers), info
+
+  return base.Agent(init=init, plan=plan, update=base.update_state)

@@ -1,0 +1,285 @@
+"""Finite-horizon constrained MDPs: the container, host-side validation, random instances."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from optaug_jax import planning
+
+
+class CMDP(NamedTuple):
+  """A tabular finite-horizon CMDP (paper, Section 2). Costs are minimised.
+
+  Constraint `i` is `V^pi(d_i, p) <= alpha_i`. A batch of CMDPs is a `CMDP` whose fields
+  share leading axes; sizes are always read from the trailing axes.
+  """
+
+  transitions: jax.Array  # [H, S, A, S'] p_h(s'|s,a)
+  cost: jax.Array  # [H, S, A] expected objective cost c_h(s,a) in [0, 1]
+  constraint_costs: jax.Array  # [I, H, S, A] expected constraint costs d_{i,h}(s,a) in [0, 1]
+  thresholds: jax.Array  # [I] alpha_i in [0, H]
+  initial_state: jax.Array  # [] int, s_1
+
+  @property
+  def horizon(self) -> int:
+    return self.transitions.shape[-4]
+
+  @property
+  def num_states(self) -> int:
+    return self.transitions.shape[-3]
+
+  @property
+  def num_actions(self) -> int:
+    return self.transitions.shape[-2]
+
+  @property
+  def num_constraints(self) -> int:
+    return self.thresholds.shape[-1]
+
+
+def _as_numpy(name: str, value) -> np.ndarray:
+  try:
+    return np.asarray(value)
+  except Exception as e:  # pragma: no cover - exotic inputs
+    raise ValueError(f"{name}: cannot be converted to an array ({e})") from e
+
+
+def _at(where) -> tuple[int, ...]:
+  return tuple(int(i) for i in where)
+
+
+def _check_finite(name: str, array: np.ndarray) -> None:
+  if not np.issubdtype(array.dtype, np.number):
+    raise ValueError(f"{name}: expected a numeric array, got dtype {array.dtype}")
+  if not np.all(np.isfinite(array)):
+    bad = np.argwhere(~np.isfinite(array))[0]
+    raise ValueError(f"{name}: contains NaN or inf (first at index {_at(bad)})")
+
+
+def _check_unit_interval(name: str, array: np.ndarray, atol: float) -> None:
+  lo, hi = array.min(initial=0.0), array.max(initial=0.0)
+  if lo < -atol or hi > 1.0 + atol:
+    where = np.unravel_index(np.argmax((array < -atol) | (array > 1 + atol)), array.shape)
+    raise ValueError(
+        f"{name}: costs must lie in [0, 1]; found {float(array[where]):.6g} at index"
+        f" {_at(where)}"
+    )
+
+
+def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
+  """Checks a CMDP on the host; raises `ValueError` naming the field and the fault.
+
+  Checked: ranks and matching sizes (leading batch axes allowed, shared by all fields),
+  NaN/inf, negative transitions, transition rows not summing to 1 (within `atol`), costs
+  outside `[0, 1]`, thresholds outside `[0, H]`, initial state not an integer in `[0, S)`.
+
+  Args:
+    cmdp: a `CMDP` (possibly batched).
+    atol: tolerance of the sum-to-one and range checks.
+
+  Returns:
+    `cmdp`, unchanged, so that `validate_cmdp(CMDP(...))` can be used inline.
+  """
+  if not isinstance(cmdp, CMDP):
+    raise ValueError(f"cmdp: expected an optaug_jax.CMDP, got {type(cmdp).__name__}")
+  p = _as_numpy("transitions", cmdp.transitions)
+  c = _as_numpy("cost", cmdp.cost)
+  d = _as_numpy("constraint_costs", cmdp.constraint_costs)
+  alpha = _as_numpy("thresholds", cmdp.thresholds)
+  s1 = _as_numpy("initial_state", cmdp.initial_state)
+
+  if p.ndim < 4:
+    raise ValueError(f"transitions: expected rank 4 [H, S, A, S'], got shape {p.shape}")
+  batch = p.shape[:-4]
+  horizon, num_states, num_actions, num_next = p.shape[-4:]
+  if num_next != num_states:
+    raise ValueError(
+        f"transitions: shape {p.shape} has {num_next} next states but {num_states} states"
+    )
+  if min(horizon, num_states, num_actions) < 1:
+    raise ValueError(f"transitions: empty axis in shape {p.shape}")
+  if c.shape != batch + (horizon, num_states, num_actions):
+    raise ValueError(
+        f"cost: expected shape {batch + (horizon, num_states, num_actions)} [H, S, A] "
+        f"to match transitions {p.shape}, got {c.shape}"
+    )
+  if d.ndim != len(batch) + 4 or d.shape[:len(batch)] != batch or d.shape[-3:] != (
+      horizon, num_states, num_actions):
+    raise ValueError(
+        f"constraint_costs: expected shape {batch + ('I', horizon, num_states, num_actions)}"
+        f" [I, H, S, A], got {d.shape}"
+    )
+  num_constraints = d.shape[len(batch)]
+  if alpha.shape != batch + (num_constraints,):
+    raise ValueError(
+        f"thresholds: expected shape {batch + (num_constraints,)} (one per constraint),"
+        f" got {alpha.shape}"
+    )
+  if s1.shape != batch:
+    raise ValueError(f"initial_state: expected shape {batch}, got {s1.shape}")
+
+  for name, array in [("transitions", p), ("cost", c), ("constraint_costs", d),
+                      ("thresholds", alpha)]:
+    _check_finite(name, array)
+  if not np.issubdtype(s1.dtype, np.integer):
+    if not np.issubdtype(s1.dtype, np.number) or not np.all(np.isfinite(s1)) or np.any(
+        s1 != np.round(s1)):
+      raise ValueError(f"initial_state: expected an integer state index, got {s1.tolist()}")
+  if np.any(s1 < 0) or np.any(s1 >= num_states):
+    raise ValueError(
+        f"initial_state: {s1.tolist()} is out of range for {num_states} states [0, {num_states})"
+    )
+
+  if p.min() < -atol:
+    where = np.unravel_index(np.argmin(p), p.shape)
+    raise ValueError(
+        f"transitions: probabilities must be non-negative; found {float(p[where]):.6g}"
+        f" at {_at(where)}"
+    )
+  row_sums = p.sum(axis=-1)
+  err = np.abs(row_sums - 1.0)
+  if err.max() > atol:
+    where = np.unravel_index(np.argmax(err), err.shape)
+    raise ValueError(
+        f"transitions: rows must sum to 1 (tolerance {atol:g}); row {_at(where)}"
+        f" [.., h, s, a] sums to {float(row_sums[where]):.10g}"
+    )
+  _check_unit_interval("cost", c, atol)
+  _check_unit_interval("constraint_costs", d, atol)
+  if alpha.min() < -atol or alpha.max() > horizon + atol:
+    where = np.unravel_index(np.argmax((alpha < -atol) | (alpha > horizon + atol)),
+                             alpha.shape)
+    raise ValueError(
+        f"thresholds: must lie in [0, H] = [0, {horizon}]; found {float(alpha[where]):.6g}"
+        f" at {_at(where)}"
+    )
+  return cmdp
+
+
+def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
+  """A policy minimising the summed constraint costs, and its slack.
+
+  The policy is the deterministic DP minimiser of `V^pi(sum_i d_i, p)`; its slack is the
+  paper's `gamma = min_i (alpha_i - V^pi(d_i, p))` (Assumption "Strictly feasible
+  policy"). Jittable; the slack is not positive when no policy of this kind is safe: use
+  `check_safe_policy` on the host to get an error for that.
+
+  Args:
+    cmdp: an (unbatched) `CMDP`.
+
+  Returns:
+    `(policy [H, S, A], slack [])`.
+  """
+  policy = planning.optimal_policy(jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions)
+  _, values = planning.policy_values(cmdp, policy)
+  return policy, jnp.min(cmdp.thresholds - values)
+
+
+def check_safe_policy(cmdp: CMDP, policy, slack=None, *, atol: float = 1e-6) -> float:
+  """Host-side check that `policy` is a strictly feasible baseline for `cmdp`.
+
+  Args:
+    cmdp: an unbatched `CMDP`.
+    policy: `[H, S, A]` candidate baseline policy.
+    slack: optional claimed slack `gamma`; it must be positive and at most the true slack.
+    atol: tolerance of the probability checks.
+
+  Returns:
+    The true slack `min_i (alpha_i - V^pi(d_i, p))`.
+
+  Raises:
+    ValueError: naming the fault (shape, probabilities, not strictly feasible, slack
+      larger than the true one).
+  """
+  validate_cmdp(cmdp)
+  pi = np.asarray(policy)
+  expected = (cmdp.horizon, cmdp.num_states, cmdp.num_actions)
+  if pi.shape != expected:
+    raise ValueError(f"safe_policy: expected shape {expected} [H, S, A], got {pi.shape}")
+  _check_finite("safe_policy", pi)
+  if pi.min() < -atol or np.abs(pi.sum(-1) - 1).max() > atol:
+    raise ValueError("safe_policy: rows must be probability vectors (>= 0, summing to 1)")
+  _, values = planning.policy_values(cmdp, jnp.asarray(pi, dtype=cmdp.transitions.dtype))
+  true_slack = float(np.min(np.asarray(cmdp.thresholds) - np.asarray(values)))
+  if true_slack <= 0:
+    raise ValueError(
+        f"safe_policy: not strictly feasible (slack {true_slack:.4g} <= 0; constraint"
+        f" values {np.asarray(values)} vs thresholds {np.asarray(cmdp.thresholds)})"
+    )
+  if slack is not None:
+    slack = float(slack)
+    if slack <= 0:
+      raise ValueError(f"slack: must be positive, got {slack}")
+    if slack > true_slack + atol:
+      raise ValueError(
+          f"slack: {slack:.4g} exceeds the policy's true slack {true_slack:.4g}"
+      )
+  return true_slack
+
+
+def random_cmdp(
+    key: jax.Array,
+    *,
+    num_states: int,
+    num_actions: int,
+    horizon: int,
+    num_constraints: int = 1,
+    concentration: float = 1.0,
+    threshold_fraction: float = 0.5,
+    dtype=None,
+) -> CMDP:
+  """A random CMDP whose constraints matter. Jittable; vmap over keys for a batch.
+
+  Family: transitions `p_h(.|s,a) ~ Dirichlet(concentration * 1)`, objective and
+  constraint costs i.i.d. uniform on `[0, 1]`, initial state 0. Thresholds interpolate
+  between the constraint values of the safe policy (`safe_policy`: minimises summed
+  constraint costs) and those of the unconstrained cost-optimal policy:
+  `alpha_i = V^safe_i + threshold_fraction * |V^opt_i - V^safe_i|`. Almost surely the
+  safe policy is strictly feasible (slack > 0), and, as `sum_i V^opt_i >= sum_i V^safe_i`,
+  some constraint binds for the unconstrained optimum whenever `threshold_fraction < 1`.
+
+  Args:
+    key: PRNG key.
+    num_states: `S`.
+    num_actions: `A`.
+    horizon: `H`.
+    num_constraints: `I`.
+    concentration: Dirichlet parameter of every transition row.
+    threshold_fraction: position of the thresholds between safe and unconstrained values.
+    dtype: float dtype (default: JAX's default float).
+
+  Returns:
+    A `CMDP`.
+  """
+  dtype = dtype or jnp.zeros(()).dtype
+  k_p, k_c, k_d = jax.random.split(key, 3)
+  shape = (horizon, num_states, num_actions)
+  alpha_dir = jnp.full((num_states,), concentration, dtype)
+  transitions = jax.random.dirichlet(k_p, alpha_dir, shape=shape, dtype=dtype)
+  cost = jax.random.uniform(k_c, shape, dtype)
+  constraint_costs = jax.random.uniform(k_d, (num_constraints,) + shape, dtype)
+  initial_state = jnp.zeros((), jnp.int32)
+  provisional = CMDP(transitions, cost, constraint_costs,
+                     jnp.zeros((num_constraints,), dtype), initial_state)
+  pi_safe, _ = safe_policy(provisional)
+  _, v_safe = planning.policy_values(provisional, pi_safe)
+  pi_opt = planning.optimal_policy(cost, transitions)
+  _, v_opt = planning.policy_values(provisional, pi_opt)
+  thresholds = v_safe + threshold_fraction * jnp.abs(v_opt - v_safe)
+  return provisional._replace(thresholds=jnp.clip(thresholds, 0.0, horizon))
+
+
+def assert_cmdp_shapes(cmdp: CMDP) -> None:
+  """Trace-time shape check of an unbatched CMDP (for use inside jitted code)."""
+  chex.assert_rank(
+      [cmdp.transitions, cmdp.cost, cmdp.constraint_costs, cmdp.thresholds,
+       cmdp.initial_state], [4, 3, 4, 1, 0])
+  h, s, a, _ = cmdp.transitions.shape
+  chex.assert_shape(cmdp.transitions, (h, s, a, s))
+  chex.assert_shape(cmdp.cost, (h, s, a))
+  chex.assert_shape(cmdp.constraint_costs, (cmdp.thresholds.shape[0], h, s, a))

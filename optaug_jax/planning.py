@@ -1,0 +1,229 @@
+"""Dynamic programming in (extended) finite-horizon MDPs.
+
+Every function here is written for ONE problem; callers `jax.vmap`. Array axes follow
+`[H, S, A, S']` (horizon, states, actions, next states).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+if TYPE_CHECKING:  # pragma: no cover
+  from optaug_jax.cmdp import CMDP
+
+
+class ExtendedSolution(NamedTuple):
+  """Solution of an extended (optimistic) MDP."""
+
+  value: jax.Array  # [] optimal value at the initial state
+  policy: jax.Array  # [H, S, A] deterministic (one-hot rows)
+  transitions: jax.Array  # [H, S, A, S'] minimising transitions, inside the box
+
+
+class _LMOSolution(NamedTuple):
+  """What the Frank-Wolfe loop needs from one extended DP (no [H,S,A,S'] tensor)."""
+
+  value: jax.Array  # [] optimal value at the initial state
+  occupancy: jax.Array  # [H, S, A] occupancy of the greedy policy under its transitions
+  actions: jax.Array  # [H, S] greedy actions
+  greedy_transitions: jax.Array  # [H, S, S'] minimising transitions at (s, a*(s))
+  state_occupancy: jax.Array  # [H, S]
+
+
+def occupancy(
+    transitions: jax.Array, policy: jax.Array, initial_state: jax.typing.ArrayLike
+) -> jax.Array:
+  """State-action occupancy measure `q_h(s, a) = P[s_h = s, a_h = a]`.
+
+  The forward recursion of the paper's eq. (jin-recurstion) and eq. (decomp-occ).
+
+  Args:
+    transitions: `[H, S, A, S']` transition probabilities.
+    policy: `[H, S, A]` non-stationary stochastic policy.
+    initial_state: integer scalar, the initial state `s_1`.
+
+  Returns:
+    `[H, S, A]` occupancy measure; each `q_h` sums to 1.
+  """
+  chex.assert_rank([transitions, policy], [4, 3])
+  horizon, num_states, num_actions, _ = transitions.shape
+  chex.assert_shape(policy, (horizon, num_states, num_actions))
+  dtype = jnp.result_type(transitions.dtype, policy.dtype)
+  d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
+
+  def step(d, xs):
+    p_h, pi_h = xs
+    q_h = d[:, None] * pi_h
+    return jnp.einsum("sa,sat->t", q_h, p_h), q_h
+
+  _, q = lax.scan(step, d0, (transitions, policy))
+  return q
+
+
+def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Exact expected costs of `policy` in `cmdp`.
+
+  Args:
+    cmdp: an (unbatched) `CMDP`.
+    policy: `[H, S, A]` policy.
+
+  Returns:
+    `(cost_value, constraint_values)`: `V^pi(c, p)` (scalar) and `V^pi(d_i, p)` `[I]`.
+  """
+  q = occupancy(cmdp.transitions, policy, cmdp.initial_state)
+  cost_value = jnp.sum(cmdp.cost * q)
+  constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
+  return cost_value, constraint_values
+
+
+def _precedence(values: jax.Array) -> jax.Array:
+  """`M[j, k] = 1` iff next state `j` comes before `k` in ascending (value, index) order.
+
+  A strict total order: ties are broken by the lower index, so the result does not depend
+  on a sort's stability (CPU and GPU agree).
+  """
+  idx = jnp.arange(values.shape[0])
+  vj, vk = values[:, None], values[None, :]
+  before = (vj < vk) | ((vj == vk) & (idx[:, None] < idx[None, :]))
+  return before.astype(values.dtype)
+
+
+def box_minimize(
+    values: jax.Array, lower: jax.Array, upper: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+  """`min_p p . values` over `{p in simplex, lower <= p <= upper}` for every row.
+
+  Greedy fill (the inner minimum of the paper's eq. (bw-ind)): start at `lower`, give the
+  free mass `1 - sum(lower)` to the next states in ascending order of `values`, each up to
+  `upper - lower`. The order is computed once and shared by every row; the mass a next
+  state receives is `clip(free - (capacity of the states before it), 0, capacity)`, where
+  "capacity before" is a matmul with the 0/1 precedence matrix (no sort, no cumsum).
+
+  Args:
+    values: `[S']` values of the next states.
+    lower: `[..., S']` lower bounds (rows with `sum(lower) <= 1 <= sum(upper)`).
+    upper: `[..., S']` upper bounds.
+
+  Returns:
+    `(minimum [...], minimiser [..., S'])`.
+  """
+  capacity = upper - lower
+  capacity_before = capacity @ _precedence(values)
+  free = 1.0 - jnp.sum(lower, axis=-1, keepdims=True)
+  p = lower + jnp.clip(free - capacity_before, 0.0, capacity)
+  return p @ values, p
+
+
+def _backward(reward, lower, upper, *, full_transitions: bool = False):
+  """Backward induction of the paper's eq. (bw-ind).
+
+  Returns `(value_1 [S], actions [H, S], transitions)`, where `transitions` is the greedy
+  slice `[H, S, S']` (all the forward pass needs) or, with `full_transitions`, the
+  minimisers of every `(s, a)`, `[H, S, A, S']`.
+  """
+  num_states = reward.shape[1]
+
+  def step(v_next, xs):
+    r_h, lower_h, upper_h = xs
+    expected, p = box_minimize(v_next, lower_h, upper_h)  # [S, A], [S, A, S']
+    q_values = r_h + expected
+    actions = jnp.argmin(q_values, axis=-1)  # first index on ties
+    if not full_transitions:
+      p = jnp.take_along_axis(p, actions[:, None, None], axis=1)[:, 0]
+    return jnp.min(q_values, axis=-1), (actions, p)
+
+  v0 = jnp.zeros((num_states,), reward.dtype)
+  v1, (actions, p) = lax.scan(step, v0, (reward, lower, upper), reverse=True)
+  return v1, actions, p
+
+
+def _forward_deterministic(actions, greedy_transitions, initial_state, num_actions, dtype):
+  """Occupancy of a deterministic policy given only its transitions at `(s, a*(s))`."""
+  num_states = actions.shape[1]
+  d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
+
+  def step(d, p_h):
+    return d @ p_h, d
+
+  _, d = lax.scan(step, d0, greedy_transitions)  # [H, S]
+  q = d[..., None] * jax.nn.one_hot(actions, num_actions, dtype=dtype)
+  return q, d
+
+
+def _extended_lmo(reward, lower, upper, initial_state) -> _LMOSolution:
+  """Extended DP as a linear minimisation oracle over the occupancy set of the box."""
+  v1, actions, p_greedy = _backward(reward, lower, upper)
+  q, d = _forward_deterministic(
+      actions, p_greedy, initial_state, reward.shape[-1], reward.dtype
+  )
+  return _LMOSolution(
+      value=v1[initial_state],
+      occupancy=q,
+      actions=actions,
+      greedy_transitions=p_greedy,
+      state_occupancy=d,
+  )
+
+
+def extended_value_iteration(
+    reward: jax.Array,
+    lower: jax.Array,
+    upper: jax.Array,
+    initial_state: jax.typing.ArrayLike,
+) -> ExtendedSolution:
+  """Optimal policy and transitions of an extended MDP (costs are minimised).
+
+  Solves `min_{pi, p'} V^pi(reward, p')` over all policies and all transitions with
+  `p'_h(.|s,a)` in `{simplex, lower <= p <= upper}`, by the backward induction of the
+  paper's eq. (bw-ind) with the shared-order greedy fill (`box_minimize`). Ties between
+  actions go to the lowest index.
+
+  Args:
+    reward: `[H, S, A]` per-step costs (any sign).
+    lower: `[H, S, A, S']` lower bounds on transitions.
+    upper: `[H, S, A, S']` upper bounds; each row needs `sum(lower) <= 1 <= sum(upper)`.
+    initial_state: integer scalar.
+
+  Returns:
+    `ExtendedSolution(value, policy, transitions)`.
+  """
+  chex.assert_rank([reward, lower, upper], [3, 4, 4])
+  chex.assert_equal_shape([lower, upper])
+  chex.assert_shape(lower, reward.shape + (reward.shape[1],))
+  v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True)
+  policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
+  return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=transitions)
+
+
+def optimal_policy(reward: jax.Array, transitions: jax.Array) -> jax.Array:
+  """Deterministic policy minimising `V^pi(reward, transitions)` (plain backward induction).
+
+  Args:
+    reward: `[H, S, A]` costs.
+    transitions: `[H, S, A, S']` known transitions.
+
+  Returns:
+    `[H, S, A]` one-hot policy; ties go to the lowest action index.
+  """
+
+  def step(v_next, xs):
+    r_h, p_h = xs
+    q_values = r_h + p_h @ v_next
+    return jnp.min(q_values, axis=-1), jnp.argmin(q_values, axis=-1)
+
+  v0 = jnp.zeros((reward.shape[1],), reward.dtype)
+  _, actions = lax.scan(step, v0, (reward, transitions), reverse=True)
+  return jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
+
+
+def policy_from_occupancy(q: jax.Array) -> jax.Array:
+  """Paper's eq. (retrieve-pi): `pi_h(a|s) = q_h(s,a) / sum_a' q_h(s,a')`, uniform where 0."""
+  total = jnp.sum(q, axis=-1, keepdims=True)
+  uniform = jnp.full_like(q, 1.0 / q.shape[-1])
+  safe_total = jnp.where(total > 0, total, 1.0)
+  return jnp.where(total > 0, q / safe_total, uniform)

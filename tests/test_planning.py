@@ -1,0 +1,125 @@
+"""Occupancy, policy values, box minimisation and extended value iteration."""
+
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+
+import optaug_jax as oj
+import references as ref
+
+
+def _problem(seed, s=4, a=3, h=4, radius=0.3):
+  rng = np.random.default_rng(seed)
+  p = rng.dirichlet(np.ones(s), size=(h, s, a))
+  lower, upper = ref.random_box(rng, p, radius)
+  reward = rng.uniform(-1, 1, size=(h, s, a))
+  return reward, lower, upper, p, rng
+
+
+def test_occupancy_matches_loop_and_is_normalised():
+  _, _, _, p, rng = _problem(0)
+  pi = rng.dirichlet(np.ones(3), size=(4, 4))
+  q = oj.occupancy(jnp.asarray(p), jnp.asarray(pi), 2)
+  np.testing.assert_allclose(q, ref.occupancy_loop(p, pi, 2), rtol=1e-12)
+  np.testing.assert_allclose(q.sum((1, 2)), 1.0, rtol=1e-12)
+
+
+def test_policy_values_are_expected_costs():
+  m = oj.random_cmdp(jax.random.PRNGKey(1), num_states=3, num_actions=2, horizon=4,
+                     num_constraints=2)
+  pi = np.random.default_rng(1).dirichlet(np.ones(2), size=(4, 3))
+  q = ref.occupancy_loop(m.transitions, pi, 0)
+  v, vd = oj.policy_values(m, jnp.asarray(pi))
+  assert v == pytest.approx(np.sum(np.asarray(m.cost) * q), rel=1e-12)
+  np.testing.assert_allclose(vd, np.einsum("ihsa,hsa->i", m.constraint_costs, q), rtol=1e-12)
+
+
+def test_box_minimize_matches_lp_per_row():
+  rng = np.random.default_rng(2)
+  for _ in range(20):
+    s = 6
+    values = rng.normal(size=s)
+    values[rng.integers(s)] = values[0]  # a tie
+    p = rng.dirichlet(np.ones(s))
+    lower, upper = ref.random_box(rng, p, 0.4)
+    val, arg = oj.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper))
+    res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
+                                 bounds=list(zip(lower, upper)), method="highs")
+    assert float(val) == pytest.approx(res.fun, abs=1e-10)
+    assert np.all(arg >= lower - 1e-12) and np.all(arg <= upper + 1e-12)
+    assert float(arg.sum()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_box_minimize_breaks_ties_by_index():
+  values = jnp.zeros(4)
+  lower = jnp.zeros(4)
+  upper = jnp.full(4, 0.4)
+  _, p = oj.box_minimize(values, lower, upper)
+  np.testing.assert_allclose(p, [0.4, 0.4, 0.2, 0.0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_extended_value_iteration_matches_extended_lp(seed):
+  reward, lower, upper, _, _ = _problem(seed)
+  sol = oj.extended_value_iteration(jnp.asarray(reward), jnp.asarray(lower),
+                                    jnp.asarray(upper), 1)
+  lp = ref.extended_lp_value(reward, lower, upper, 1)
+  assert float(sol.value) == pytest.approx(lp, abs=1e-8)
+  t = np.asarray(sol.transitions)
+  assert np.all(t >= lower - 1e-12) and np.all(t <= upper + 1e-12)
+  np.testing.assert_allclose(t.sum(-1), 1.0, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(sol.policy).sum(-1), 1.0)
+  assert set(np.unique(sol.policy)) <= {0.0, 1.0}
+  # The returned (policy, transitions) attain the value.
+  q = ref.occupancy_loop(t, sol.policy, 1)
+  assert np.sum(q * reward) == pytest.approx(float(sol.value), abs=1e-10)
+
+
+def test_extended_value_iteration_with_point_box_is_plain_dp():
+  reward, _, _, p, _ = _problem(9)
+  sol = oj.extended_value_iteration(jnp.asarray(reward), jnp.asarray(p), jnp.asarray(p), 0)
+  np.testing.assert_allclose(sol.transitions, p, atol=1e-12)
+  lp = ref.extended_lp_value(reward, p, p, 0)
+  assert float(sol.value) == pytest.approx(lp, abs=1e-8)
+
+
+def test_zero_values_tie_break_gives_lowest_action():
+  h, s, a = 3, 3, 4
+  sol = oj.extended_value_iteration(jnp.zeros((h, s, a)), jnp.zeros((h, s, a, s)),
+                                    jnp.ones((h, s, a, s)), 0)
+  np.testing.assert_array_equal(np.argmax(sol.policy, -1), 0)
+  np.testing.assert_allclose(sol.transitions[..., 0], 1.0)
+
+
+def test_kernels_jit_and_vmap_parity():
+  problems = [_problem(seed) for seed in range(3)]
+  reward, lower, upper, p = (jnp.asarray(np.stack([x[i] for x in problems])) for i in range(4))
+  pi = jax.nn.softmax(reward, axis=-1)
+  checks = [
+      (lambda r, lo, up, pp, po: oj.extended_value_iteration(r, lo, up, 0)),
+      (lambda r, lo, up, pp, po: oj.occupancy(pp, po, 0)),
+      (lambda r, lo, up, pp, po: oj.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0])),
+      (lambda r, lo, up, pp, po: oj.optimal_policy(r, pp)),
+  ]
+  for fn in checks:
+    batched = jax.jit(jax.vmap(fn))(reward, lower, upper, p, pi)
+    for j in range(3):
+      single = fn(reward[j], lower[j], upper[j], p[j], pi[j])
+      chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), rtol=1e-12)
+      chex.assert_trees_all_close(single, jax.jit(fn)(reward[j], lower[j], upper[j], p[j],
+                                                      pi[j]), rtol=1e-12)
+
+
+def test_float32_extended_value_iteration():
+  reward, lower, upper, _, _ = _problem(4)
+  sol = oj.extended_value_iteration(jnp.asarray(reward, jnp.float32),
+                                    jnp.asarray(lower, jnp.float32),
+                                    jnp.asarray(upper, jnp.float32), 1)
+  assert sol.value.dtype == jnp.float32
+  assert float(sol.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 1),
+                                           abs=1e-5)
