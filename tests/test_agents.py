@@ -1,0 +1,215 @@
+"""Agents and the runner: pre-training, dual steps, batching, retracing, resuming."""
+
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import optaug_jax as oj
+
+S, A, H, I = 4, 3, 5, 2
+
+
+def _cmdp(seed=0, dtype=None):
+  return oj.random_cmdp(jax.random.PRNGKey(seed), num_states=S, num_actions=A, horizon=H,
+                        num_constraints=I, dtype=dtype)
+
+
+def _optaug(m, num_episodes=30, pretrain=10, **kw):
+  pi, slack = oj.safe_policy(m)
+  kw = {"eta": 20.0, "fw_iters": 30, **kw}
+  return oj.optaug(num_episodes=num_episodes, safe_policy=pi, pretrain_episodes=pretrain,
+                   slack=slack, **kw)
+
+
+def test_log_shapes_and_pretraining_phase():
+  m = _cmdp()
+  agent = _optaug(m)
+  state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=30)
+  chex.assert_shape([log.cost_value, log.fw_gap, log.pretraining, log.sampled_cost], (30,))
+  chex.assert_shape([log.constraint_values, log.multipliers,
+                     log.optimistic_constraint_values, log.sampled_constraint_costs], (30, I))
+  assert int(state.episode) == 30
+  assert float(state.counts.visits.sum()) == 30 * H
+  pretraining = np.asarray(log.pretraining)
+  np.testing.assert_array_equal(pretraining, np.arange(30) < 10)
+  # Pre-training plays the safe policy: its exact values, zero multipliers and gaps.
+  pi, _ = oj.safe_policy(m)
+  v, vd = oj.policy_values(m, pi)
+  np.testing.assert_allclose(log.cost_value[:10], v, rtol=1e-12)
+  np.testing.assert_allclose(log.constraint_values[:10], np.broadcast_to(vd, (10, I)),
+                             rtol=1e-12)
+  np.testing.assert_array_equal(log.multipliers[:10], 0.0)
+  np.testing.assert_array_equal(log.fw_gap[:10], 0.0)
+  assert np.all(np.isfinite(np.asarray(log.cost_value)))
+
+
+def test_optaug_dual_step_uses_the_schedule():
+  """lambda_{k+1} = [lambda_k + eta_k (V(d~, p~) - alpha)]_+ with a callable schedule."""
+  m = _cmdp(1)
+  eta_fn = lambda count: 2.0 + 3.0 * count
+  agent = _optaug(m, eta=eta_fn, bonus_scale=0.05, pretrain=5)
+  _, log = oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=30)
+  lam = np.zeros(I)
+  alpha = np.asarray(m.thresholds)
+  for k in range(5, 30):
+    lam = np.maximum(lam + eta_fn(k - 5) * (np.asarray(log.optimistic_constraint_values[k])
+                                            - alpha), 0)
+    np.testing.assert_allclose(log.multipliers[k], lam, rtol=1e-9, atol=1e-12)
+
+
+def test_paper_schedule_and_pretrain_bound():
+  sched = oj.paper_eta_schedule(10, 2.0, 0.5)
+  sigma = 10 / (0.5 * 2.0)
+  assert float(sched(0)) == pytest.approx((5 * sigma) ** 2.5)
+  assert float(sched(3)) == pytest.approx((14 * sigma) ** 2.5)
+  k = oj.pretrain_episodes_bound(num_states=10, num_actions=4, horizon=10, slack=1.0, nu=0.5)
+  assert k == int(np.ceil(max(2 * 100 * 4 * 1000 / 0.5, 4 * 10 * 10 * 4 * 1e4 / 0.25)))
+
+
+def test_optdual_dual_step_and_default_eta():
+  m = _cmdp(2)
+  _, slack = oj.safe_policy(m)
+  agent = oj.optdual(num_episodes=25, slack=float(slack), bonus_scale=0.05)
+  _, log = oj.run(agent, jax.random.PRNGKey(2), m, num_episodes=25)
+  eta = np.sqrt((H / float(slack)) ** 2 / (H**2 * I * 25))
+  lam = np.zeros(I)
+  for k in range(25):
+    lam = np.maximum(lam + eta * (np.asarray(log.optimistic_constraint_values[k])
+                                  - np.asarray(m.thresholds)), 0)
+    np.testing.assert_allclose(log.multipliers[k], lam, rtol=1e-9, atol=1e-12)
+  assert not np.any(np.asarray(log.pretraining))
+
+
+def test_run_vmapped_over_64_seeds_matches_single_runs():
+  m = _cmdp(3)
+  agent = _optaug(m, num_episodes=12, pretrain=4, fw_iters=10)
+  keys = jax.random.split(jax.random.PRNGKey(0), 64)
+  many = jax.jit(jax.vmap(lambda k: oj.run(agent, k, m, num_episodes=12)))
+  state, log = many(keys)
+  chex.assert_shape(log.cost_value, (64, 12))
+  for j in [0, 17, 63]:
+    s1, l1 = oj.run(agent, keys[j], m, num_episodes=12)
+    chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], log), rtol=1e-9, atol=1e-10)
+    chex.assert_trees_all_close(s1, jax.tree.map(lambda x: x[j], state), rtol=1e-9,
+                                atol=1e-10)
+  # Different seeds explore differently.
+  assert np.unique(np.asarray(state.counts.visits).reshape(64, -1), axis=0).shape[0] > 1
+
+
+def test_run_vmapped_over_a_batch_of_cmdps():
+  """One compiled call over (key, CMDP) pairs; each CMDP has its own safe policy and slack,
+  so the agent is built inside the vmapped function (its closure holds tracers)."""
+  keys = jax.random.split(jax.random.PRNGKey(5), 6)
+  cmdps = jax.vmap(lambda k: oj.random_cmdp(k, num_states=S, num_actions=A, horizon=H,
+                                            num_constraints=I))(keys)
+
+  def one(key, m):
+    pi, slack = oj.safe_policy(m)
+    agent = oj.optaug(num_episodes=10, safe_policy=pi, pretrain_episodes=3, slack=slack,
+                      eta=10.0, fw_iters=10)
+    return oj.run(agent, key, m, num_episodes=10)
+
+  _, log = jax.jit(jax.vmap(one))(keys, cmdps)
+  chex.assert_shape(log.cost_value, (6, 10))
+  for j in [0, 5]:
+    _, l1 = one(keys[j], jax.tree.map(lambda x: x[j], cmdps))
+    chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], log), rtol=1e-9, atol=1e-10)
+  # Same fixed-agent pattern as DESIGN.md for OptDual (no per-CMDP baseline needed).
+  agent = oj.optdual(num_episodes=10, eta=0.5)
+  _, log = jax.jit(jax.vmap(lambda k, m: oj.run(agent, k, m, num_episodes=10)))(keys, cmdps)
+  chex.assert_shape(log.multipliers, (6, 10, I))
+
+
+def test_no_retracing_across_calls():
+  m = _cmdp(4)
+  agent = _optaug(m, num_episodes=8, pretrain=2, fw_iters=5)
+
+  @jax.jit
+  @chex.assert_max_traces(n=1)
+  def go(key, cmdp):
+    return oj.run(agent, key, cmdp, num_episodes=8)
+
+  for seed in range(3):
+    go(jax.random.PRNGKey(seed), m)
+  go(jax.random.PRNGKey(9), _cmdp(5))  # another CMDP of the same shapes: no retrace
+  before = oj.run._cache_size()
+  oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=8)
+  oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=8)
+  assert oj.run._cache_size() - before <= 1
+
+
+def test_resume_equals_uninterrupted_run():
+  m = _cmdp(6)
+  agent = _optaug(m, num_episodes=20, pretrain=5, fw_iters=10)
+  key = jax.random.PRNGKey(3)
+  full_state, full_log = oj.run(agent, key, m, num_episodes=20)
+  state, log_a = oj.run(agent, key, m, num_episodes=7)
+  state, log_b = oj.run(agent, key, m, num_episodes=13, state=state)
+  joined = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), log_a, log_b)
+  chex.assert_trees_all_equal(joined, full_log)
+  chex.assert_trees_all_equal(state, full_state)
+
+
+def test_float32_default_run_is_finite():
+  m = _cmdp(7, dtype=jnp.float32)
+  pi, slack = oj.safe_policy(m)
+  agent = oj.optaug(num_episodes=15, safe_policy=pi, pretrain_episodes=5, slack=slack,
+                    fw_iters=20)  # the paper's eta schedule: eta ~ 1e5 and growing
+  state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=15)
+  assert log.cost_value.dtype == jnp.float32 and state.multipliers.dtype == jnp.float32
+  for leaf in jax.tree.leaves(log):
+    assert np.all(np.isfinite(np.asarray(leaf, np.float64)))
+
+
+def test_regret_decomposition_on_a_small_cmdp():
+  """The paper's decomposition, measured: in the optimistic model the augmented Lagrangian
+  drives the constraint to alpha (optimisation error ~ 0), and the true violation (the
+  estimation error, from optimism) shrinks as the counts grow."""
+  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3,
+                     num_constraints=1)
+  lp = oj.solve_lp(m)
+  pi, slack = oj.safe_policy(m)
+  k_total = 2000
+  agent = oj.optaug(num_episodes=k_total, safe_policy=pi, pretrain_episodes=50, slack=slack,
+                    eta=10.0, fw_iters=100, bonus_scale=0.05)
+  _, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=k_total)
+  alpha = float(m.thresholds[0])
+  early, late = slice(100, 200), slice(k_total - 100, k_total)
+  optimistic = np.asarray(log.optimistic_constraint_values[:, 0]) - alpha
+  assert np.max(np.abs(optimistic[late])) < 5e-3
+  viol = np.maximum(np.asarray(log.constraint_values[:, 0]) - alpha, 0)
+  assert np.mean(viol[late]) < 0.5 * np.mean(viol[early])
+  assert np.mean(viol[late]) < 0.06
+  gap = np.asarray(log.cost_value) - lp.value
+  assert np.mean(np.abs(gap[late])) < 0.5 * np.mean(np.abs(gap[early]))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"pretrain_episodes": 50}, "pretrain_episodes"),
+    ({"delta": 1.5}, "delta"),
+    ({"nu": 1.0}, "nu"),
+    ({"slack": None, "eta": None}, "slack: required"),
+    ({"slack": -1.0}, "slack: must be positive"),
+    ({"eta": -2.0}, "eta: must be positive"),
+    ({"safe_policy": np.ones((H, S, A))}, "safe_policy"),
+    ({"step_rule": "armijo"}, "step_rule"),
+    ({"fw_iters": 2.5}, "fw_iters"),
+])
+def test_optaug_rejects_bad_configuration(kwargs, message):
+  m = _cmdp()
+  pi, slack = oj.safe_policy(m)
+  args = {"num_episodes": 20, "safe_policy": pi, "pretrain_episodes": 5, "slack": 1.0,
+          **kwargs}
+  with pytest.raises(ValueError, match=message):
+    oj.optaug(**args)
+
+
+def test_optdual_rejects_bad_configuration():
+  with pytest.raises(ValueError, match="rho or the baseline's slack"):
+    oj.optdual(num_episodes=10)
+  with pytest.raises(ValueError, match="num_episodes"):
+    oj.optdual(num_episodes=0, eta=1.0)

@@ -1,0 +1,183 @@
+"""Augmented Lagrangian and the Frank-Wolfe inner solver against cvxpy and closed forms."""
+
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import optaug_jax as oj
+from optaug_jax import inner
+import references as ref
+
+
+def _instance(seed=3, s=3, a=2, h=3, num_constraints=2, radius=0.2):
+  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=s, num_actions=a, horizon=h,
+                     num_constraints=num_constraints)
+  rng = np.random.default_rng(seed)
+  lower, upper = ref.random_box(rng, np.asarray(m.transitions), radius)
+  return m, jnp.asarray(lower), jnp.asarray(upper)
+
+
+def test_augmented_lagrangian_closed_form():
+  m, _, _ = _instance()
+  rng = np.random.default_rng(0)
+  q = jnp.asarray(rng.uniform(size=m.cost.shape))
+  lam = jnp.asarray([0.5, 0.0])
+  eta = 3.0
+  d = np.asarray(m.constraint_costs)
+  viol = np.einsum("ihsa,hsa->i", d, q) - np.asarray(m.thresholds)
+  expected = np.sum(np.asarray(m.cost) * q) + np.sum(np.maximum(lam + eta * viol, 0) ** 2) / (
+      2 * eta)
+  got = oj.augmented_lagrangian(q, m.cost, m.constraint_costs, m.thresholds, lam, eta)
+  assert float(got) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("eta", [1.0, 10.0, 100.0])
+def test_solve_inner_matches_cvxpy(eta):
+  m, lower, upper = _instance()
+  lam = jnp.asarray([0.3, 0.0])
+  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
+                               lam, eta)
+  sol = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta,
+                       num_iters=3000, step_rule="linesearch")
+  assert abs(float(sol.objective) - optimum) <= 1e-3
+  # The gap certifies the error (cvxpy's own accuracy is ~1e-9).
+  assert float(sol.objective) - optimum <= float(sol.fw_gap) + 1e-8
+  # The objective is the augmented Lagrangian of the returned occupancy.
+  assert float(sol.objective) == pytest.approx(float(oj.augmented_lagrangian(
+      sol.occupancy, m.cost, m.constraint_costs, m.thresholds, lam, eta)), rel=1e-12)
+  # (policy, transitions) reproduce the occupancy, and the transitions lie in the box.
+  q = ref.occupancy_loop(sol.transitions, sol.policy, 0)
+  np.testing.assert_allclose(q, sol.occupancy, atol=1e-9)
+  t = np.asarray(sol.transitions)
+  assert np.all(t >= np.asarray(lower) - 1e-9) and np.all(t <= np.asarray(upper) + 1e-9)
+  np.testing.assert_allclose(t.sum(-1), 1.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("step_rule", ["standard", "linesearch"])
+def test_gap_certificate_and_progress(step_rule):
+  m, lower, upper = _instance(seed=5, s=4, a=3, h=4)
+  lam = jnp.asarray([1.0, 0.2])
+  eta = 30.0
+  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
+                               lam, eta)
+  errors = []
+  for t in [10, 100, 1000]:
+    sol = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta,
+                         num_iters=t, step_rule=step_rule)
+    err = float(sol.objective) - optimum
+    assert -1e-8 <= err <= float(sol.fw_gap) + 1e-8
+    errors.append(err)
+  assert errors[-1] < errors[0]
+  assert errors[-1] < 5e-3
+
+
+def test_exact_line_search_matches_grid():
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    num = 3
+    a = jnp.asarray(rng.normal(size=num))
+    b = jnp.asarray(rng.normal(size=num) * 2)
+    g = float(rng.normal())
+    eta = float(rng.uniform(0.1, 10))
+    t = float(inner._exact_line_search(g, a, b, eta))
+    grid = np.linspace(0, 1, 200001)
+    phi = grid * g + np.sum(np.maximum(np.asarray(a) + grid[:, None] * np.asarray(b), 0) ** 2,
+                            1) / (2 * eta)
+    phi_t = t * g + np.sum(np.maximum(np.asarray(a) + t * np.asarray(b), 0) ** 2) / (2 * eta)
+    assert 0.0 <= t <= 1.0
+    assert phi_t <= phi.min() + 1e-9
+
+
+def test_tol_stops_early_with_certificate():
+  m, lower, upper = _instance()
+  lam = jnp.asarray([0.3, 0.0])
+  sol = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, 100.0,
+                       num_iters=5000, tol=1e-2)
+  assert float(sol.fw_gap) <= 1e-2
+  assert 0 < int(sol.num_iters) < 5000
+
+
+def test_solve_inner_jit_vmap_parity_and_no_retrace():
+  problems = [_instance(seed) for seed in range(3)]
+  stack = lambda i: jnp.stack([jnp.asarray(p[0][i]) if i < 5 else p[i - 4] for p in problems])
+  cost = jnp.stack([p[0].cost for p in problems])
+  d = jnp.stack([p[0].constraint_costs for p in problems])
+  alpha = jnp.stack([p[0].thresholds for p in problems])
+  lower = jnp.stack([p[1] for p in problems])
+  upper = jnp.stack([p[2] for p in problems])
+  lam = jnp.asarray([[0.3, 0.0], [0.0, 1.0], [2.0, 2.0]])
+  eta = jnp.asarray([1.0, 10.0, 100.0])
+
+  @jax.jit
+  @chex.assert_max_traces(n=1)
+  def solve(c, dd, lo, up, al, la, et):
+    return oj.solve_inner(c, dd, lo, up, 0, al, la, et, num_iters=50)
+
+  batched = jax.vmap(solve)(cost, d, lower, upper, alpha, lam, eta)
+  for j in range(3):
+    args = (cost[j], d[j], lower[j], upper[j], alpha[j], lam[j], eta[j])
+    single = solve(*args)
+    eager = oj.solve_inner(cost[j], d[j], lower[j], upper[j], 0, alpha[j], lam[j], eta[j],
+                           num_iters=50)
+    chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), atol=1e-10)
+    chex.assert_trees_all_close(single, eager, atol=1e-10)
+
+
+def test_bad_step_rule():
+  m, lower, upper = _instance()
+  with pytest.raises(ValueError, match="step_rule"):
+    oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
+                   jnp.zeros(2), 1.0, num_iters=3, step_rule="armijo")
+
+
+def _binding_cmdp():
+  """A CMDP whose LP optimum has a binding constraint and a strictly randomised policy."""
+  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3,
+                     num_constraints=1)
+  lp = oj.solve_lp(m)
+  assert lp.multipliers[0] > 1e-3  # binding
+  return m, lp
+
+
+def test_known_model_alm_last_iterate_vs_dual_descent():
+  """The paper's central claim on a known model: ALM's LAST iterate reaches the LP optimum
+  and feasibility, while dual descent's iterates keep violating the constraint."""
+  m, lp = _binding_cmdp()
+  p = m.transitions
+  eta = 5.0
+  solve = jax.jit(lambda lam: oj.solve_inner(m.cost, m.constraint_costs, p, p, 0,
+                                             m.thresholds, lam, eta, num_iters=2000))
+  lam = jnp.zeros(1)
+  for _ in range(40):
+    sol = solve(lam)
+    lam = jnp.maximum(lam + eta * (jnp.einsum("ihsa,hsa->i", m.constraint_costs,
+                                              sol.occupancy) - m.thresholds), 0)
+  value, cons = oj.policy_values(m, sol.policy)
+  assert abs(float(value) - lp.value) <= 1e-2
+  assert float(jnp.max(cons - m.thresholds)) <= 1e-2
+  assert float(lam[0]) == pytest.approx(lp.multipliers[0], abs=5e-2)
+
+  # Dual (projected) descent with the same best-response oracle, step 0.5.
+  best_response = jax.jit(lambda lam: oj.extended_value_iteration(
+      m.cost + jnp.einsum("i,ihsa->hsa", lam, m.constraint_costs), p, p, 0).policy)
+  lam = jnp.zeros(1)
+  violations, gaps = [], []
+  for _ in range(200):
+    pi = best_response(lam)
+    value, cons = oj.policy_values(m, pi)
+    lam = jnp.maximum(lam + 0.5 * (cons - m.thresholds), 0)
+    violations.append(float(cons[0] - m.thresholds[0]))
+    gaps.append(float(value) - lp.value)
+  late_v, late_g = np.array(violations[100:]), np.array(gaps[100:])
+  # Every late iterate is off by a finite amount: either it violates or it is suboptimal.
+  assert np.min(np.maximum(late_v, np.abs(late_g))) > 1e-2
+  # ... and it keeps violating: a fixed fraction of late iterates, up to the very end
+  # (here ~17%: the violating vertex is off by ~0.1, the safe one by ~0.02).
+  assert np.mean(late_v > 1e-2) > 0.1
+  assert np.max(late_v[-20:]) > 1e-2
+  # ... while the averages converge (weak regret is fine).
+  assert abs(np.mean(late_v)) < 0.1
