@@ -213,3 +213,30 @@ def test_optdual_rejects_bad_configuration():
     oj.optdual(num_episodes=10)
   with pytest.raises(ValueError, match="num_episodes"):
     oj.optdual(num_episodes=0, eta=1.0)
+
+
+@pytest.mark.parametrize("step_rule", ["standard", "linesearch"])
+def test_optaug_plan_matches_numpy_reference(step_rule):
+  """The jitted plan (optimistic model, Frank-Wolfe, dual step) against the independent
+  NumPy implementation, from counts gathered by a few episodes."""
+  from optaug_jax import numpy_reference as npr
+  m = _cmdp(8)
+  pi, slack = oj.safe_policy(m)
+  agent = oj.optaug(num_episodes=40, safe_policy=pi, pretrain_episodes=6, slack=slack,
+                    eta=25.0, fw_iters=60, step_rule=step_rule, bonus_scale=0.3)
+  state, _ = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=8)  # 2 optimistic steps
+  policy, new_state, info = jax.jit(agent.plan)(state)
+  counts = tuple(np.array(x) for x in state.counts)
+  c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=40, delta=0.1,
+                                                bonus_scale=0.3)
+  q, gap = npr.frank_wolfe(c_t, d_t, lower, upper, 0, np.asarray(m.thresholds),
+                           np.asarray(state.multipliers), 25.0, num_iters=60,
+                           step_rule=step_rule)
+  lam = np.maximum(np.asarray(state.multipliers) + 25.0 * (
+      np.einsum("ihsa,hsa->i", d_t, q) - np.asarray(m.thresholds)), 0)
+  np.testing.assert_allclose(new_state.multipliers, lam, rtol=1e-7, atol=1e-9)
+  np.testing.assert_allclose(info.fw_gap, gap, rtol=1e-6, atol=1e-9)
+  np.testing.assert_allclose(policy.sum(-1), 1.0)
+  np.testing.assert_allclose(info.optimistic_constraint_values,
+                             np.einsum("ihsa,hsa->i", d_t, q), rtol=1e-7, atol=1e-9)
+  np.testing.assert_allclose(info.optimistic_cost_value, np.sum(c_t * q), rtol=1e-7)
