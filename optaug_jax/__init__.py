@@ -6,19 +6,22 @@ from optaug_jax.cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, v
 from optaug_jax.env import Trajectory, sample_episode
 from optaug_jax.estimates import Counts, OptimisticModel, optimistic_model
 from optaug_jax.inner import InnerSolution, augmented_lagrangian, solve_inner
+from optaug_jax.known_model import (KnownModelLog, alm_known_model,
+                                    dual_descent_known_model)
 from optaug_jax.metrics import EpisodeLog, Regrets, regrets
 from optaug_jax.planning import (ExtendedSolution, box_minimize, extended_value_iteration,
                                  occupancy, optimal_policy, policy_values)
 from optaug_jax.reference import LPSolution, solve_lp
 from optaug_jax.runner import episode_step, run
+from optaug_jax.sensitivity import InnerSensitivities, inner_sensitivities
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Agent", "AgentState", "CMDP", "Counts", "EpisodeLog", "ExtendedSolution",
-    "InnerSolution", "LPSolution", "OptimisticModel", "PlanInfo", "Regrets", "Trajectory",
-    "augmented_lagrangian", "box_minimize", "check_safe_policy", "episode_step",
-    "extended_value_iteration", "occupancy", "optaug", "optdual", "optimal_policy",
+    "InnerSensitivities", "InnerSolution", "KnownModelLog", "LPSolution", "OptimisticModel", "PlanInfo", "Regrets", "Trajectory",
+    "alm_known_model", "augmented_lagrangian", "box_minimize", "dual_descent_known_model", "check_safe_policy", "episode_step",
+    "extended_value_iteration", "inner_sensitivities", "occupancy", "optaug", "optdual", "optimal_policy",
     "optimistic_model", "paper_eta_schedule", "policy_values", "pretrain_episodes_bound",
     "random_cmdp", "regrets", "run", "safe_policy", "sample_episode", "solve_inner",
     "solve_lp", "validate_cmdp", "__version__",

@@ -54,17 +54,17 @@ def _at(where) -> tuple[int, ...]:
 
 
 def _check_finite(name: str, array: np.ndarray) -> None:
-  if not np.issubdtype(array.dtype, np.number):
-    raise ValueError(f"{name}: expected a numeric array, got dtype {array.dtype}")
+  if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
+    raise ValueError(f"{name}: expected a real numeric array, got dtype {array.dtype}")
   if not np.all(np.isfinite(array)):
     bad = np.argwhere(~np.isfinite(array))[0]
     raise ValueError(f"{name}: contains NaN or inf (first at index {_at(bad)})")
 
 
-def _check_unit_interval(name: str, array: np.ndarray, atol: float) -> None:
+def _check_unit_interval(name: str, array: np.ndarray) -> None:
   lo, hi = array.min(initial=0.0), array.max(initial=0.0)
-  if lo < -atol or hi > 1.0 + atol:
-    where = np.unravel_index(np.argmax((array < -atol) | (array > 1 + atol)), array.shape)
+  if lo < 0.0 or hi > 1.0:
+    where = np.unravel_index(np.argmax((array < 0.0) | (array > 1.0)), array.shape)
     raise ValueError(
         f"{name}: costs must lie in [0, 1]; found {float(array[where]):.6g} at index"
         f" {_at(where)}"
@@ -76,11 +76,12 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
 
   Checked: ranks and matching sizes (leading batch axes allowed, shared by all fields),
   NaN/inf, negative transitions, transition rows not summing to 1 (within `atol`), costs
-  outside `[0, 1]`, thresholds outside `[0, H]`, initial state not an integer in `[0, S)`.
+  outside `[0, 1]`, thresholds outside `[0, H]`, initial state not an integer in `[0, S)`,
+  no constraint. Ranges are checked exactly; only the row sums have a tolerance.
 
   Args:
     cmdp: a `CMDP` (possibly batched).
-    atol: tolerance of the sum-to-one and range checks.
+    atol: tolerance of the sum-to-one check.
 
   Returns:
     `cmdp`, unchanged, so that `validate_cmdp(CMDP(...))` can be used inline.
@@ -115,6 +116,8 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
         f" [I, H, S, A], got {d.shape}"
     )
   num_constraints = d.shape[len(batch)]
+  if num_constraints < 1:
+    raise ValueError(f"constraint_costs: needs at least one constraint (I >= 1), got {d.shape}")
   if alpha.shape != batch + (num_constraints,):
     raise ValueError(
         f"thresholds: expected shape {batch + (num_constraints,)} (one per constraint),"
@@ -135,7 +138,7 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
         f"initial_state: {s1.tolist()} is out of range for {num_states} states [0, {num_states})"
     )
 
-  if p.min() < -atol:
+  if p.min() < 0:  # no tolerance: a negative probability breaks sampling
     where = np.unravel_index(np.argmin(p), p.shape)
     raise ValueError(
         f"transitions: probabilities must be non-negative; found {float(p[where]):.6g}"
@@ -149,11 +152,10 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
         f"transitions: rows must sum to 1 (tolerance {atol:g}); row {_at(where)}"
         f" [.., h, s, a] sums to {float(row_sums[where]):.10g}"
     )
-  _check_unit_interval("cost", c, atol)
-  _check_unit_interval("constraint_costs", d, atol)
-  if alpha.min() < -atol or alpha.max() > horizon + atol:
-    where = np.unravel_index(np.argmax((alpha < -atol) | (alpha > horizon + atol)),
-                             alpha.shape)
+  _check_unit_interval("cost", c)
+  _check_unit_interval("constraint_costs", d)
+  if alpha.min() < 0.0 or alpha.max() > horizon:
+    where = np.unravel_index(np.argmax((alpha < 0.0) | (alpha > horizon)), alpha.shape)
     raise ValueError(
         f"thresholds: must lie in [0, H] = [0, {horizon}]; found {float(alpha[where]):.6g}"
         f" at {_at(where)}"
@@ -202,7 +204,7 @@ def check_safe_policy(cmdp: CMDP, policy, slack=None, *, atol: float = 1e-6) -> 
   if pi.shape != expected:
     raise ValueError(f"safe_policy: expected shape {expected} [H, S, A], got {pi.shape}")
   _check_finite("safe_policy", pi)
-  if pi.min() < -atol or np.abs(pi.sum(-1) - 1).max() > atol:
+  if pi.min() < 0 or np.abs(pi.sum(-1) - 1).max() > atol:
     raise ValueError("safe_policy: rows must be probability vectors (>= 0, summing to 1)")
   _, values = planning.policy_values(cmdp, jnp.asarray(pi, dtype=cmdp.transitions.dtype))
   true_slack = float(np.min(np.asarray(cmdp.thresholds) - np.asarray(values)))

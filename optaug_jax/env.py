@@ -41,8 +41,9 @@ def sample_episode(key: jax.Array, cmdp: CMDP, policy: jax.Array) -> Trajectory:
   def step(state, x):
     k, p_h, pi_h, c_h, d_h = x
     k_a, k_s, k_c, k_d = jax.random.split(k, 4)
-    action = jax.random.categorical(k_a, jnp.log(pi_h[state]))
-    next_state = jax.random.categorical(k_s, jnp.log(p_h[state, action])).astype(jnp.int32)
+    action = jax.random.categorical(k_a, jnp.log(jnp.maximum(pi_h[state], 0.0)))
+    next_state = jax.random.categorical(
+        k_s, jnp.log(jnp.maximum(p_h[state, action], 0.0))).astype(jnp.int32)
     cost = jax.random.bernoulli(k_c, c_h[state, action]).astype(c_h.dtype)
     constraint_cost = jax.random.bernoulli(k_d, d_h[:, state, action]).astype(d_h.dtype)
     return next_state, (state, action, cost, constraint_cost)

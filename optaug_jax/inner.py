@@ -19,6 +19,7 @@ from jax import lax
 from optaug_jax import planning
 
 _STEP_RULES = ("standard", "linesearch")
+_GRADIENTS = ("unrolled", "envelope")
 
 
 class InnerSolution(NamedTuple):
@@ -53,8 +54,11 @@ def augmented_lagrangian(
   Returns:
     Scalar objective.
   """
-  shifted = _shifted_multipliers(occupancy, constraint_costs, thresholds, multipliers, eta)
-  return jnp.sum(cost * occupancy) + jnp.sum(shifted**2) / (2.0 * eta)
+  # Written as (eta / 2) ||[lambda / eta + (D q - alpha)]_+||^2: no eta^2 intermediate, so
+  # float32 stays finite for eta up to ~1e37 (accuracy is another matter: use x64).
+  violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
+  scaled = jnp.maximum(multipliers / eta + violation, 0.0)
+  return jnp.sum(cost * occupancy) + 0.5 * eta * jnp.sum(scaled**2)
 
 
 def _shifted_multipliers(q, constraint_costs, thresholds, multipliers, eta):
@@ -64,11 +68,13 @@ def _shifted_multipliers(q, constraint_costs, thresholds, multipliers, eta):
 
 
 def _exact_line_search(g_dir, a, b, eta):
-  """`argmin_{t in [0, 1]} t g_dir + ||[a + t b]_+||^2 / (2 eta)`, exactly.
+  """`argmin_{t in [0, 1]} t g_dir + (eta / 2) ||[a + t b]_+||^2`, exactly.
 
-  The objective is a convex piecewise quadratic whose pieces change where some
-  `a_i + t b_i` crosses 0 (at most I breakpoints). On each piece the active set is fixed
-  and the minimiser is closed-form; the global minimiser is the best clipped piece-minimiser.
+  Scale-free form: `a = lambda / eta + (D q - alpha)`, `b = D (q_lmo - q)` (no factor eta,
+  so nothing grows like eta^2). The objective is a convex piecewise quadratic whose pieces
+  change where some `a_i + t b_i` crosses 0 (at most I breakpoints). On each piece the
+  active set is fixed and the minimiser is closed-form; the global minimiser is the best
+  clipped piece-minimiser.
   """
   dtype = a.dtype
   safe_b = jnp.where(b == 0, 1.0, b)
@@ -79,13 +85,12 @@ def _exact_line_search(g_dir, a, b, eta):
   mid = 0.5 * (left + right)
   active = (a[None, :] + mid[:, None] * b[None, :]) > 0  # [I + 1, I]
   curvature = jnp.sum(jnp.where(active, b * b, 0.0), axis=1)
-  slope0 = eta * g_dir + jnp.sum(jnp.where(active, a * b, 0.0), axis=1)
+  slope0 = g_dir / eta + jnp.sum(jnp.where(active, a * b, 0.0), axis=1)
   safe_curv = jnp.where(curvature > 0, curvature, 1.0)
   t_free = jnp.where(curvature > 0, -slope0 / safe_curv,
                      jnp.where(slope0 > 0, -jnp.inf, jnp.inf))
   t = jnp.clip(t_free, left, right)
-  values = t * g_dir + jnp.sum(jnp.maximum(a + t[:, None] * b, 0.0) ** 2, axis=1) / (
-      2.0 * eta)
+  values = t * g_dir + 0.5 * eta * jnp.sum(jnp.maximum(a + t[:, None] * b, 0.0) ** 2, axis=1)
   return t[jnp.argmin(values)]
 
 
@@ -136,8 +141,8 @@ def _frank_wolfe(
       step = 2.0 / (state.t.astype(cost.dtype) + 2.0)
     else:
       violation = jnp.einsum("ihsa,hsa->i", constraint_costs, state.q) - thresholds
-      a = multipliers + eta * violation
-      b = eta * jnp.einsum("ihsa,hsa->i", constraint_costs, direction)
+      a = multipliers / eta + violation
+      b = jnp.einsum("ihsa,hsa->i", constraint_costs, direction)
       step = _exact_line_search(jnp.sum(cost * direction), a, b, eta)
     q = state.q + step * direction
     z = state.z
@@ -178,6 +183,7 @@ def solve_inner(
     num_iters: int,
     step_rule: str = "linesearch",
     tol: float | None = None,
+    gradient: str = "unrolled",
 ) -> InnerSolution:
   """Approximately solves the paper's eq. (primal-step) by Frank-Wolfe (Algorithm InnerOpt-FW).
 
@@ -202,18 +208,40 @@ def solve_inner(
     tol: if given, stop as soon as the Frank-Wolfe gap is `<= tol` (at most `num_iters`
       steps). Uses `lax.while_loop`: not reverse-differentiable, and under `vmap` every
       batch member runs until the slowest stops (results stay per-member exact).
+    gradient: how derivatives flow (values are identical in both modes):
+      `"unrolled"`: reverse mode through the Frank-Wolfe iterations (and the line search):
+        the derivative of the T-step output. Needs `tol=None`.
+      `"envelope"`: Danskin's theorem at the returned point. Only `objective` carries a
+        derivative, that of the optimal value: `d/dc = q*`, `d/dD_i = lambda+_i q*`,
+        `d/dalpha = -lambda+`, `d/dlambda = lambda+ / eta`,
+        `d/deta = -||lambda+||^2 / (2 eta^2) + lambda+ . (D q* - alpha) / eta` with
+        `lambda+ = [lambda + eta (D q* - alpha)]_+`; for the box, the derivative of
+        `min_{q in Q(box)} <grad f(q*), q>` (same KKT multipliers). The iterations are not
+        differentiated (no memory for them); the other outputs are constants. Exact at an
+        exact optimum; the error is of the order of the Frank-Wolfe accuracy.
 
   Returns:
     `InnerSolution`; `objective - optimum <= fw_gap`.
   """
   if step_rule not in _STEP_RULES:
     raise ValueError(f"step_rule: expected one of {_STEP_RULES}, got {step_rule!r}")
+  if gradient not in _GRADIENTS:
+    raise ValueError(f"gradient: expected one of {_GRADIENTS}, got {gradient!r}")
   chex.assert_rank([cost, constraint_costs, lower, upper, thresholds, multipliers],
                    [3, 4, 4, 4, 1, 1])
   chex.assert_equal_shape([lower, upper])
+  inputs = (cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers, eta)
+  if gradient == "envelope":
+    inputs = lax.stop_gradient(inputs)
   state, objective = _frank_wolfe(
-      cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers, eta,
-      num_iters=num_iters, step_rule=step_rule, tol=tol, with_transitions=True)
+      *inputs, num_iters=num_iters, step_rule=step_rule, tol=tol, with_transitions=True)
+  if gradient == "envelope":
+    objective = augmented_lagrangian(
+        state.q, cost, constraint_costs, thresholds, multipliers, eta)
+    # Box sensitivity: the linearised problem at q* has the same optimal KKT multipliers.
+    v1, _, _ = planning._backward(state.grad, lower, upper)
+    linear_value = v1[initial_state]
+    objective = objective + (linear_value - lax.stop_gradient(linear_value))
   return InnerSolution(
       occupancy=state.q,
       policy=planning.policy_from_occupancy(state.q),

@@ -35,17 +35,30 @@ def regrets(log: EpisodeLog, optimal_value: jax.typing.ArrayLike,
             thresholds: jax.typing.ArrayLike) -> Regrets:
   """Strong (positive-part) and weak (signed) cumulative regrets (paper's Section 2).
 
+  Extra leading axes of `optimal_value` and `thresholds` line up with the log's leading
+  axes FROM THE LEFT: for a log `[M CMDPs, N seeds, K]`, `optimal_value` may be `[]`, `[M]`
+  or `[M, N]`, and `thresholds` `[I]`, `[M, I]` or `[M, N, I]`.
+
   Args:
     log: `EpisodeLog` with `cost_value [..., K]`, `constraint_values [..., K, I]`; leading
       axes (seeds, CMDPs) pass through.
-    optimal_value: `V^{pi*}(c, p)`, shape broadcastable to `[...]`.
-    thresholds: `alpha`, shape broadcastable to `[..., I]`.
+    optimal_value: `V^{pi*}(c, p)`, shape a prefix of the log's leading axes.
+    thresholds: `alpha`, shape (a prefix of the leading axes) + `[I]`.
 
   Returns:
     `Regrets`, each `[..., K]`.
   """
-  optimal_value = jnp.asarray(optimal_value)[..., None]
-  thresholds = jnp.asarray(thresholds)[..., None, :]
+  lead = log.cost_value.shape[:-1]
+  optimal_value = jnp.asarray(optimal_value)
+  thresholds = jnp.asarray(thresholds)
+  if (optimal_value.shape != lead[:optimal_value.ndim]
+      or thresholds.shape[:-1] != lead[:thresholds.ndim - 1]):
+    raise ValueError(
+        f"optimal_value {optimal_value.shape} / thresholds {thresholds.shape}: leading axes"
+        f" must be a prefix of the log's leading axes {lead}")
+  pad = lambda x, n: x.reshape(x.shape + (1,) * n)
+  optimal_value = pad(optimal_value, len(lead) - optimal_value.ndim + 1)
+  thresholds = jnp.moveaxis(pad(thresholds, len(lead) - thresholds.ndim + 2), thresholds.ndim - 1, -1)
   cost_gap = log.cost_value - optimal_value
   violation = log.constraint_values - thresholds
   return Regrets(

@@ -13,6 +13,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+# Full float32 accuracy for the small matmuls of the DP (TF32 on GPUs would break the
+# sum-to-one of the filled transition rows at ~1e-3).
+_HIGHEST = lax.Precision.HIGHEST
+
 if TYPE_CHECKING:  # pragma: no cover
   from optaug_jax.cmdp import CMDP
 
@@ -59,7 +63,7 @@ def occupancy(
   def step(d, xs):
     p_h, pi_h = xs
     q_h = d[:, None] * pi_h
-    return jnp.einsum("sa,sat->t", q_h, p_h), q_h
+    return jnp.einsum("sa,sat->t", q_h, p_h, precision=_HIGHEST), q_h
 
   _, q = lax.scan(step, d0, (transitions, policy))
   return q
@@ -113,10 +117,10 @@ def box_minimize(
     `(minimum [...], minimiser [..., S'])`.
   """
   capacity = upper - lower
-  capacity_before = capacity @ _precedence(values)
+  capacity_before = jnp.matmul(capacity, _precedence(values), precision=_HIGHEST)
   free = 1.0 - jnp.sum(lower, axis=-1, keepdims=True)
   p = lower + jnp.clip(free - capacity_before, 0.0, capacity)
-  return p @ values, p
+  return jnp.matmul(p, values, precision=_HIGHEST), p
 
 
 def _backward(reward, lower, upper, *, full_transitions: bool = False):
@@ -148,7 +152,7 @@ def _forward_deterministic(actions, greedy_transitions, initial_state, num_actio
   d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
 
   def step(d, p_h):
-    return d @ p_h, d
+    return jnp.matmul(d, p_h, precision=_HIGHEST), d
 
   _, d = lax.scan(step, d0, greedy_transitions)  # [H, S]
   q = d[..., None] * jax.nn.one_hot(actions, num_actions, dtype=dtype)
@@ -213,7 +217,7 @@ def optimal_policy(reward: jax.Array, transitions: jax.Array) -> jax.Array:
 
   def step(v_next, xs):
     r_h, p_h = xs
-    q_values = r_h + p_h @ v_next
+    q_values = r_h + jnp.matmul(p_h, v_next, precision=_HIGHEST)
     return jnp.min(q_values, axis=-1), jnp.argmin(q_values, axis=-1)
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
@@ -222,8 +226,11 @@ def optimal_policy(reward: jax.Array, transitions: jax.Array) -> jax.Array:
 
 
 def policy_from_occupancy(q: jax.Array) -> jax.Array:
-  """Paper's eq. (retrieve-pi): `pi_h(a|s) = q_h(s,a) / sum_a' q_h(s,a')`, uniform where 0."""
+  """Paper's eq. (retrieve-pi): `pi_h(a|s) = q_h(s,a) / sum_a' q_h(s,a')`, uniform where 0.
+
+  A NaN in `q` propagates to the policy (it is never hidden behind the uniform fallback).
+  """
   total = jnp.sum(q, axis=-1, keepdims=True)
   uniform = jnp.full_like(q, 1.0 / q.shape[-1])
-  safe_total = jnp.where(total > 0, total, 1.0)
-  return jnp.where(total > 0, q / safe_total, uniform)
+  unreached = total == 0
+  return jnp.where(unreached, uniform, q / jnp.where(unreached, 1.0, total))

@@ -63,6 +63,23 @@ def test_negative_transitions():
     oj.validate_cmdp(m._replace(transitions=p))
 
 
+def test_tiny_negative_probability_is_rejected():
+  m = _np(_small())
+  p = m.transitions.copy()
+  p[0, 0, 0, :] = [1.0 + 5e-7, -5e-7, 0.0]  # sums to 1 exactly; one entry negative
+  with pytest.raises(ValueError, match="transitions: probabilities must be non-negative"):
+    oj.validate_cmdp(m._replace(transitions=p))
+
+
+def test_no_constraint_and_complex_costs_are_named():
+  m = _np(_small())
+  with pytest.raises(ValueError, match="constraint_costs: needs at least one constraint"):
+    oj.validate_cmdp(m._replace(constraint_costs=m.constraint_costs[:0],
+                                thresholds=m.thresholds[:0]))
+  with pytest.raises(ValueError, match="cost: expected a real numeric array"):
+    oj.validate_cmdp(m._replace(cost=m.cost.astype(complex)))
+
+
 def test_rows_not_summing_to_one():
   m = _np(_small())
   p = m.transitions.copy()

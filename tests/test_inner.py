@@ -85,9 +85,9 @@ def test_exact_line_search_matches_grid():
     eta = float(rng.uniform(0.1, 10))
     t = float(inner._exact_line_search(g, a, b, eta))
     grid = np.linspace(0, 1, 200001)
-    phi = grid * g + np.sum(np.maximum(np.asarray(a) + grid[:, None] * np.asarray(b), 0) ** 2,
-                            1) / (2 * eta)
-    phi_t = t * g + np.sum(np.maximum(np.asarray(a) + t * np.asarray(b), 0) ** 2) / (2 * eta)
+    phi = grid * g + 0.5 * eta * np.sum(
+        np.maximum(np.asarray(a) + grid[:, None] * np.asarray(b), 0) ** 2, 1)
+    phi_t = t * g + 0.5 * eta * np.sum(np.maximum(np.asarray(a) + t * np.asarray(b), 0) ** 2)
     assert 0.0 <= t <= 1.0
     assert phi_t <= phi.min() + 1e-9
 
@@ -125,6 +125,28 @@ def test_solve_inner_jit_vmap_parity_and_no_retrace():
                            num_iters=50)
     chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), atol=1e-10)
     chex.assert_trees_all_close(single, eager, atol=1e-10)
+
+
+@pytest.mark.parametrize("eta", [1e6, 1e12, 1e19, 1e30])
+def test_float32_large_eta_stays_finite(eta):
+  """The paper's schedule reaches eta ~ 1e19 within ~1e4 optimistic episodes: the float32
+  solve must stay finite (accuracy at such eta needs x64, see README)."""
+  m, lower, upper = _instance()
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  sol = oj.solve_inner(f32(m.cost), f32(m.constraint_costs), f32(lower), f32(upper), 0,
+                       f32(m.thresholds), f32(jnp.asarray([1e3, 0.0])), jnp.float32(eta),
+                       num_iters=20)
+  for leaf in [sol.objective, sol.fw_gap, sol.occupancy, sol.policy]:
+    assert np.all(np.isfinite(np.asarray(leaf)))
+
+
+def test_nan_occupancy_is_not_hidden_by_the_policy():
+  from optaug_jax import planning
+  q = jnp.zeros((2, 2, 2)).at[0, 0].set(jnp.nan).at[0, 1].set(0.0).at[1, 0, 1].set(1.0)
+  pi = planning.policy_from_occupancy(q)
+  assert np.all(np.isnan(np.asarray(pi[0, 0])))
+  np.testing.assert_allclose(pi[0, 1], 0.5)  # unreached: uniform
+  np.testing.assert_allclose(pi[1, 0], [0.0, 1.0])
 
 
 def test_bad_step_rule():

@@ -35,6 +35,22 @@ def test_regrets_match_loop_with_leading_axes():
       np.testing.assert_allclose(r.weak_constraint[s, t], wcon.max(), rtol=1e-12, atol=1e-12)
 
 
+def test_regrets_align_extra_axes_from_the_left():
+  """[M CMDPs, N seeds, K] with per-CMDP optima [M] and thresholds [M, I], also for M == N."""
+  rng = np.random.default_rng(1)
+  cost = jnp.asarray(rng.uniform(size=(3, 3, 4)))
+  cons = jnp.asarray(rng.uniform(size=(3, 3, 4, 2)))
+  v = jnp.asarray([0.1, 0.5, 0.9])
+  alpha = jnp.asarray(rng.uniform(size=(3, 2)))
+  r = oj.regrets(_log(cost, cons), v, alpha)
+  for m in range(3):
+    rm = oj.regrets(_log(cost[m], cons[m]), v[m], alpha[m])
+    np.testing.assert_allclose(r.weak_cost[m], rm.weak_cost, rtol=1e-12)
+    np.testing.assert_allclose(r.weak_constraint[m], rm.weak_constraint, rtol=1e-12)
+  with np.testing.assert_raises(ValueError):
+    oj.regrets(_log(cost, cons), jnp.zeros(4), alpha)
+
+
 def test_regrets_per_cmdp_optima_broadcast():
   cost = jnp.ones((2, 5))
   cons = jnp.ones((2, 5, 1))

@@ -22,7 +22,11 @@ class AgentState(NamedTuple):
 
 
 class PlanInfo(NamedTuple):
-  """What `plan` reports about the policy it returns."""
+  """What `plan` reports about the policy it returns.
+
+  During pre-training the "optimistic" values are those of the safe policy under the
+  optimistic costs and the point estimate p-bar (no p~ is optimised then).
+  """
 
   optimistic_cost_value: jax.Array  # [] V^{pi_k}(c~_k, p~_k) = c~ . q_k
   optimistic_constraint_values: jax.Array  # [I] V^{pi_k}(d~_k, p~_k) = D~ q_k

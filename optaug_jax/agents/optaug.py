@@ -117,7 +117,7 @@ def optaug(
   base.check_positive("eta", eta)
   if not isinstance(safe_policy, jax.core.Tracer):
     pi = np.asarray(safe_policy)
-    if pi.ndim != 3 or not np.all(np.isfinite(pi)) or pi.min() < -1e-6 or np.abs(
+    if pi.ndim != 3 or not np.all(np.isfinite(pi)) or pi.min() < 0 or np.abs(
         pi.sum(-1) - 1).max() > 1e-5:
       raise ValueError(
           "safe_policy: expected an [H, S, A] array of probability rows (>= 0, summing"
@@ -142,7 +142,9 @@ def optaug(
       return pi_bar, jnp.zeros_like(state.multipliers), q, jnp.zeros((), dtype)
 
     def explore(_):
-      eta_k = jnp.asarray(eta_fn(state.episode - pretrain_episodes), dtype)
+      # Clamped: under a batched predicate lax.cond runs both branches (result discarded).
+      count = jnp.maximum(state.episode - pretrain_episodes, 0)
+      eta_k = jnp.asarray(eta_fn(count), dtype)
       fw, _ = inner._frank_wolfe(
           model.cost, model.constraint_costs, model.lower, model.upper,
           state.initial_state, state.thresholds, state.multipliers, eta_k,

@@ -1,0 +1,214 @@
+"""Gradients of the inner optimum and of known-model runs (float64: see conftest.py)."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import optaug_jax as oj
+import references as ref
+
+
+def _instance(seed=3, radius=0.2, s=3, a=2, h=3):
+  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=s, num_actions=a, horizon=h,
+                     num_constraints=2)
+  rng = np.random.default_rng(seed)
+  lower, upper = ref.random_box(rng, np.asarray(m.transitions), radius)
+  return m, jnp.asarray(lower), jnp.asarray(upper)
+
+
+LAM = jnp.asarray([0.3, 0.0])
+
+
+def _sens(m, lower, upper, lam=LAM, eta=10.0, **kw):
+  kw = {"num_iters": 2000, **kw}
+  return oj.inner_sensitivities(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
+                                lam, eta, **kw)
+
+
+@pytest.mark.parametrize("eta", [1.0, 10.0])
+def test_envelope_equals_analytic_identities(eta):
+  m, lower, upper = _instance()
+  s = _sens(m, lower, upper, eta=eta)
+  q = np.asarray(s.occupancy)
+  d = np.asarray(m.constraint_costs)
+  viol = np.einsum("ihsa,hsa->i", d, q) - np.asarray(m.thresholds)
+  lam_plus = np.maximum(np.asarray(LAM) + eta * viol, 0)
+  assert np.any(lam_plus > 0)  # the penalty is active: the identities are not trivial
+  np.testing.assert_allclose(s.next_multipliers, lam_plus, rtol=1e-12)
+  np.testing.assert_allclose(s.thresholds, -lam_plus, rtol=1e-12, atol=1e-14)
+  np.testing.assert_allclose(s.multipliers, lam_plus / eta, rtol=1e-12, atol=1e-14)
+  np.testing.assert_allclose(s.cost, q, rtol=1e-12, atol=1e-14)
+  np.testing.assert_allclose(s.constraint_costs, lam_plus[:, None, None, None] * q[None],
+                             rtol=1e-12, atol=1e-14)
+  d_eta = -np.sum(lam_plus**2) / (2 * eta**2) + lam_plus @ viol / eta
+  assert float(s.eta) == pytest.approx(d_eta, rel=1e-10, abs=1e-14)
+
+
+def _cvx_value(m, lower, upper, **over):
+  args = {"cost": m.cost, "constraint_costs": m.constraint_costs, "lower": lower,
+          "upper": upper, "thresholds": m.thresholds, "multipliers": LAM, "eta": 10.0, **over}
+  value, _ = ref.inner_cvxpy(args["cost"], args["constraint_costs"], args["lower"],
+                             args["upper"], 0, args["thresholds"], args["multipliers"],
+                             args["eta"])
+  return value
+
+
+def _fd(m, lower, upper, field, index, h=1e-5):
+  """Central and one-sided differences of the cvxpy optimum in one entry of `field`."""
+  fields = {"cost": m.cost, "constraint_costs": m.constraint_costs, "lower": lower,
+            "upper": upper, "thresholds": m.thresholds, "multipliers": LAM,
+            "eta": jnp.asarray(10.0)}
+  values = []
+  for shift in (h, 0.0, -h):
+    arr = np.array(fields[field], np.float64)
+    arr[index] += shift
+    over = {k: v for k, v in fields.items() if k not in ("lower", "upper")}
+    over[field] = arr
+    lo = over.pop("lower", lower)
+    up = over.pop("upper", upper)
+    values.append(_cvx_value(m, lo, up, **over))
+  f_plus, f0, f_minus = values
+  return (f_plus - f_minus) / (2 * h), (f_plus - f0) / h, (f0 - f_minus) / h
+
+
+def test_envelope_matches_finite_differences_of_cvxpy_optimum():
+  """Central differences of the cvxpy optimum (Clarabel, tolerances 1e-10) against the
+  envelope gradient of a Frank-Wolfe optimum (T = 20000, gap ~1.4e-6: measured errors
+  <= 5e-5, tolerance 1e-4). Box entries are compared where the optimum is differentiable
+  (one-sided differences agree)."""
+  m, lower, upper = _instance()
+  s = _sens(m, lower, upper, num_iters=20000)
+  assert float(s.fw_gap) < 1e-5
+  checks = [("thresholds", (0,)), ("thresholds", (1,)), ("multipliers", (0,)),
+            ("multipliers", (1,)), ("eta", ()), ("cost", (0, 0, 1)), ("cost", (1, 2, 0)),
+            ("constraint_costs", (1, 0, 0, 0)), ("constraint_costs", (1, 2, 1, 1))]
+  for field, index in checks:
+    central, _, _ = _fd(m, lower, upper, field, index)
+    got = float(np.asarray(getattr(s, field))[index])
+    assert got == pytest.approx(central, abs=1e-4), (field, index)
+  compared_nonzero = 0
+  for field in ["lower", "upper"]:
+    grad = np.asarray(getattr(s, field))
+    candidates = [tuple(i) for i in np.argwhere(np.abs(grad) > 1e-3)][:4]
+    for index in candidates:
+      central, fwd, bwd = _fd(m, lower, upper, field, index, h=1e-6)
+      if abs(fwd - bwd) < 1e-4:  # differentiable there
+        assert grad[index] == pytest.approx(central, abs=1e-4), (field, index)
+        compared_nonzero += 1
+  assert compared_nonzero >= 2
+
+
+@pytest.mark.parametrize("step_rule", ["standard", "linesearch"])
+def test_unrolled_gradients_pass_check_grads(step_rule):
+  m, lower, upper = _instance(seed=4)
+
+  def f(cost, d, lo, up, alpha, lam, eta):
+    return oj.solve_inner(cost, d, lo, up, 0, alpha, lam, eta, num_iters=15,
+                          step_rule=step_rule).objective
+
+  args = (m.cost, m.constraint_costs, lower, upper, m.thresholds, jnp.asarray([0.5, 0.2]),
+          jnp.asarray(3.0))
+  check_grads(f, args, order=1, modes=["rev"], eps=1e-6)
+
+
+def test_unrolled_and_envelope_agree_at_convergence():
+  """Where Frank-Wolfe converges (eta = 3 here: gap ~1e-16) the derivative of the T-step
+  output equals the envelope derivative. Away from convergence they differ, as they should
+  (measured: 5.7e-4 at eta = 10, T = 2000, gap 1.3e-5)."""
+  m, lower, upper = _instance()
+  env = _sens(m, lower, upper, gradient="envelope", num_iters=500, eta=3.0)
+  unr = _sens(m, lower, upper, gradient="unrolled", num_iters=500, eta=3.0)
+  assert abs(float(env.fw_gap)) < 1e-12
+  for field in ["thresholds", "multipliers", "eta", "cost", "constraint_costs"]:
+    np.testing.assert_allclose(getattr(unr, field), getattr(env, field), atol=1e-10)
+
+
+def test_price_of_safety_lp_dual_and_alm_limit():
+  """dV*/dalpha of the exact CMDP: the LP's dual variable, central differences of the LP
+  value, and the known-model ALM's limiting multiplier agree."""
+  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3)
+  lp = oj.solve_lp(m)
+  h = 1e-5
+  up = oj.solve_lp(m._replace(thresholds=m.thresholds + h)).value
+  down = oj.solve_lp(m._replace(thresholds=m.thresholds - h)).value
+  assert -lp.multipliers[0] == pytest.approx((up - down) / (2 * h), abs=1e-6)
+  log = jax.jit(lambda eta: oj.alm_known_model(m, eta, num_iters=40, inner_iters=2000))(5.0)
+  assert float(log.multipliers[-1, 0]) == pytest.approx(lp.multipliers[0], abs=2e-3)
+  assert float(log.cost_value[-1]) == pytest.approx(lp.value, abs=1e-3)
+
+
+def test_known_model_alm_is_differentiable_end_to_end():
+  """Gradients of the last iterate's cost, violation and multiplier w.r.t. eta, thresholds
+  and costs (unrolled through N outer and T inner iterations) against central differences.
+
+  Here the last primal iterate is a vertex, so d(cost, violation)/d eta is exactly 0 (the
+  iterate is locally constant in eta); the multiplier carries the eta-dependence."""
+  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3)
+
+  def final(eta, alpha, cost):
+    log = oj.alm_known_model(m._replace(thresholds=alpha, cost=cost), eta, num_iters=4,
+                             inner_iters=30)
+    violation = jnp.sum(jnp.maximum(log.constraint_values[-1] - alpha, 0.0))
+    return log.cost_value[-1] + 2.0 * violation + jnp.sum(log.multipliers[-1])
+
+  args = (jnp.asarray(2.0), m.thresholds, m.cost)
+  check_grads(final, args, order=1, modes=["rev"], eps=1e-6)
+  d_eta, d_alpha, d_cost = jax.grad(final, argnums=(0, 1, 2))(*args)
+  assert float(d_eta) != 0.0 and float(jnp.abs(d_alpha).sum()) > 0
+  assert float(jnp.abs(d_cost).sum()) > 0
+
+
+def test_envelope_known_model_gradient_flows_through_dual_steps():
+  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3)
+  g = jax.grad(lambda eta: oj.alm_known_model(m, eta, num_iters=3, inner_iters=50,
+                                              gradient="envelope").multipliers[-1, 0])(2.0)
+  assert np.isfinite(float(g))
+
+
+def test_gradients_under_jit_and_vmap():
+  problems = [_instance(seed) for seed in range(3)]
+  cost = jnp.stack([p[0].cost for p in problems])
+  d = jnp.stack([p[0].constraint_costs for p in problems])
+  alpha = jnp.stack([p[0].thresholds for p in problems])
+  lower = jnp.stack([p[1] for p in problems])
+  upper = jnp.stack([p[2] for p in problems])
+  eta = jnp.asarray([1.0, 5.0, 20.0])
+
+  def sens(c, dd, lo, up, al, et):
+    return oj.inner_sensitivities(c, dd, lo, up, 0, al, LAM, et, num_iters=100)
+
+  batched = jax.jit(jax.vmap(sens))(cost, d, lower, upper, alpha, eta)
+  for j in range(3):
+    single = sens(cost[j], d[j], lower[j], upper[j], alpha[j], eta[j])
+    chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), atol=1e-10)
+
+
+@pytest.mark.parametrize("gradient", ["unrolled", "envelope"])
+def test_no_nan_at_kinks(gradient):
+  """LMO ties (all costs 0: every action ties, V = 0 at every step) and the positive part
+  exactly at 0 (lambda = 0, alpha = D q*): gradients are finite. There the returned
+  derivative is one element of the (Clarke) subdifferential: ties go to the lowest index
+  and d[x]_+^2/dx = 0 at x = 0."""
+  h, s, a = 3, 3, 2
+  zeros = jnp.zeros((h, s, a))
+  d = jnp.zeros((1, h, s, a))
+  lower, upper = jnp.zeros((h, s, a, s)), jnp.ones((h, s, a, s))
+  f = lambda c, dd, al, lam, eta, lo, up: oj.solve_inner(
+      c, dd, lo, up, 0, al, lam, eta, num_iters=10, gradient=gradient).objective
+  grads = jax.jit(jax.grad(f, argnums=tuple(range(7))))(zeros, d, jnp.zeros(1), jnp.zeros(1),
+                                                        1.0, lower, upper)
+  for g in jax.tree.leaves(grads):
+    assert np.all(np.isfinite(np.asarray(g)))
+  np.testing.assert_allclose(grads[2], 0.0)  # d/dalpha = -lambda+ = 0 at the kink
+
+
+def test_sensitivity_rejects_unrolled_with_tol():
+  m, lower, upper = _instance()
+  with pytest.raises(ValueError, match="tol"):
+    _sens(m, lower, upper, gradient="unrolled", tol=1e-3)
+  with pytest.raises(ValueError, match="gradient"):
+    oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, LAM, 1.0,
+                   num_iters=2, gradient="implicit")
