@@ -169,32 +169,14 @@ def test_known_model_alm_last_iterate_vs_dual_descent():
   """The paper's central claim on a known model: ALM's LAST iterate reaches the LP optimum
   and feasibility, while dual descent's iterates keep violating the constraint."""
   m, lp = _binding_cmdp()
-  p = m.transitions
-  eta = 5.0
-  solve = jax.jit(lambda lam: oj.solve_inner(m.cost, m.constraint_costs, p, p, 0,
-                                             m.thresholds, lam, eta, num_iters=2000))
-  lam = jnp.zeros(1)
-  for _ in range(40):
-    sol = solve(lam)
-    lam = jnp.maximum(lam + eta * (jnp.einsum("ihsa,hsa->i", m.constraint_costs,
-                                              sol.occupancy) - m.thresholds), 0)
-  value, cons = oj.policy_values(m, sol.policy)
-  assert abs(float(value) - lp.value) <= 1e-2
-  assert float(jnp.max(cons - m.thresholds)) <= 1e-2
-  assert float(lam[0]) == pytest.approx(lp.multipliers[0], abs=5e-2)
+  log = jax.jit(lambda eta: oj.alm_known_model(m, eta, num_iters=40, inner_iters=2000))(5.0)
+  assert abs(float(log.cost_value[-1]) - lp.value) <= 1e-2
+  assert float(jnp.max(log.constraint_values[-1] - m.thresholds)) <= 1e-2
+  assert float(log.multipliers[-1, 0]) == pytest.approx(lp.multipliers[0], abs=5e-2)
 
-  # Dual (projected) descent with the same best-response oracle, step 0.5.
-  best_response = jax.jit(lambda lam: oj.extended_value_iteration(
-      m.cost + jnp.einsum("i,ihsa->hsa", lam, m.constraint_costs), p, p, 0).policy)
-  lam = jnp.zeros(1)
-  violations, gaps = [], []
-  for _ in range(200):
-    pi = best_response(lam)
-    value, cons = oj.policy_values(m, pi)
-    lam = jnp.maximum(lam + 0.5 * (cons - m.thresholds), 0)
-    violations.append(float(cons[0] - m.thresholds[0]))
-    gaps.append(float(value) - lp.value)
-  late_v, late_g = np.array(violations[100:]), np.array(gaps[100:])
+  dd = jax.jit(lambda eta: oj.dual_descent_known_model(m, eta, num_iters=200))(0.5)
+  late_v = np.asarray(dd.constraint_values[100:, 0] - m.thresholds[0])
+  late_g = np.asarray(dd.cost_value[100:]) - lp.value
   # Every late iterate is off by a finite amount: either it violates or it is suboptimal.
   assert np.min(np.maximum(late_v, np.abs(late_g))) > 1e-2
   # ... and it keeps violating: a fixed fraction of late iterates, up to the very end
@@ -203,3 +185,23 @@ def test_known_model_alm_last_iterate_vs_dual_descent():
   assert np.max(late_v[-20:]) > 1e-2
   # ... while the averages converge (weak regret is fine).
   assert abs(np.mean(late_v)) < 0.1
+
+
+def test_dual_descent_known_model_matches_a_numpy_loop():
+  m, _ = _binding_cmdp()
+  log = oj.dual_descent_known_model(m, 0.5, num_iters=30)
+  p, c, d = (np.asarray(x) for x in (m.transitions, m.cost, m.constraint_costs))
+  alpha = np.asarray(m.thresholds)
+  lam = np.zeros(1)
+  for n in range(30):
+    reward = c + np.tensordot(lam, d, axes=1)
+    v = np.zeros(p.shape[1])
+    pi = np.zeros_like(c)
+    for h in reversed(range(p.shape[0])):
+      qv = reward[h] + p[h] @ v
+      pi[h, np.arange(p.shape[1]), qv.argmin(-1)] = 1
+      v = qv.min(-1)
+    q = ref.occupancy_loop(p, pi, 0)
+    lam = np.maximum(lam + 0.5 * (np.einsum("ihsa,hsa->i", d, q) - alpha), 0)
+    np.testing.assert_allclose(log.multipliers[n], lam, rtol=1e-12, atol=1e-14)
+    assert float(log.cost_value[n]) == pytest.approx(np.sum(c * q), rel=1e-12)
