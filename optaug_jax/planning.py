@@ -204,6 +204,36 @@ def extended_value_iteration(
   return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=transitions)
 
 
+def optimistic_policy_evaluation(
+    reward: jax.Array, policy: jax.Array, lower: jax.Array, upper: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+  """Optimistic evaluation of a FIXED policy: `min_{p' in box} V^pi(reward, p')`.
+
+  Backward induction `Q_h(s,a) = r_h(s,a) + min_{p in box} p . V_{h+1}`,
+  `V_h(s) = sum_a pi_h(a|s) Q_h(s,a)` (Efroni et al. 2020's optimistic policy evaluation).
+
+  Args:
+    reward: `[H, S, A]` costs.
+    policy: `[H, S, A]` policy.
+    lower: `[H, S, A, S']` lower transition bounds.
+    upper: `[H, S, A, S']` upper transition bounds.
+
+  Returns:
+    `(values [H, S], q_values [H, S, A])`; `values[0, s_1]` is the optimistic value.
+  """
+
+  def step(v_next, xs):
+    r_h, pi_h, lower_h, upper_h = xs
+    expected, _ = box_minimize(v_next, lower_h, upper_h)
+    q_values = r_h + expected
+    v = jnp.sum(pi_h * q_values, axis=-1)
+    return v, (v, q_values)
+
+  v0 = jnp.zeros((reward.shape[1],), reward.dtype)
+  _, (values, q_values) = lax.scan(step, v0, (reward, policy, lower, upper), reverse=True)
+  return values, q_values
+
+
 def optimal_policy(reward: jax.Array, transitions: jax.Array) -> jax.Array:
   """Deterministic policy minimising `V^pi(reward, transitions)` (plain backward induction).
 

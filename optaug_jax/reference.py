@@ -90,3 +90,70 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
       occupancy=q,
       multipliers=-np.asarray(res.ineqlin.marginals),
   )
+
+
+def extended_polytope(lower: np.ndarray, upper: np.ndarray, initial_state: int):
+  """Sparse constraints of the extended polytope Z (paper's Appendix C), z flattened
+  `[H, S, A, S']`: `(A_eq, b_eq, A_box, b_box)` with `z >= 0` left to variable bounds.
+
+  Flow: `sum_{a,s'} z_1(s,a,s') = 1{s = s_1}`, `sum_{a,s'} z_h(s,a,s') = sum_{s'',a'}
+  z_{h-1}(s'',a',s)`; box: `lower * sum_s'' z_h(s,a,s'') <= z_h(s,a,s') <= upper * (same)`.
+  """
+  horizon, num_states, num_actions, _ = lower.shape
+  n = horizon * num_states * num_actions * num_states
+  idx = np.arange(n).reshape(horizon, num_states, num_actions, num_states)
+  # Outflow of (h, s): all z_h(s, ., .).
+  rows_out = np.repeat(np.arange(horizon * num_states), num_actions * num_states)
+  cols_out = idx.reshape(horizon * num_states, -1).ravel()
+  # Inflow into (h, s) for h >= 1: z_{h-1}(., ., s).
+  inflow = np.moveaxis(idx[:-1], -1, 1).reshape((horizon - 1) * num_states, -1)
+  rows_in = np.repeat(np.arange(num_states, horizon * num_states), num_states * num_actions)
+  a_eq = sp.csr_matrix(
+      (np.concatenate([np.ones(cols_out.size), -np.ones(inflow.size)]),
+       (np.concatenate([rows_out, rows_in]), np.concatenate([cols_out, inflow.ravel()]))),
+      shape=(horizon * num_states, n))
+  b_eq = np.zeros(horizon * num_states)
+  b_eq[initial_state] = 1.0
+  # Box rows, one per (h, s, a, s') and side: z(s') - u(s') * sum_s'' z(s'') <= 0, etc.
+  m = n
+  row = np.repeat(np.arange(m), num_states)
+  col = np.repeat(idx.reshape(-1, num_states), num_states, axis=0).ravel()
+  own = np.tile(np.eye(num_states).ravel(), horizon * num_states * num_actions)
+  up = np.repeat(upper.ravel(), num_states)
+  lo = np.repeat(lower.ravel(), num_states)
+  a_box = sp.vstack([
+      sp.csr_matrix((own - up, (row, col)), shape=(m, n)),
+      sp.csr_matrix((lo - own, (row, col)), shape=(m, n)),
+  ]).tocsr()
+  return a_eq, b_eq, a_box, np.zeros(2 * m)
+
+
+def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thresholds
+                      ) -> tuple[np.ndarray, bool]:
+  """OptCMDP's episode problem: `min c~ . q  s.t.  D~ q <= alpha`, q the occupancy of some
+  `z in Z` (the extended LP of Efroni et al. 2020), by HiGHS.
+
+  If the optimistic problem is infeasible (possible outside the success event), falls back
+  to the safest occupancy `argmin sum_i d~_i . q` over Z.
+
+  Returns:
+    `(q [H, S, A], feasible)`.
+  """
+  cost, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
+  lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+  horizon, num_states, num_actions = cost.shape
+  a_eq, b_eq, a_box, b_box = extended_polytope(lower, upper, int(initial_state))
+  expand = lambda x: np.repeat(x.reshape(-1), num_states)  # [H,S,A] -> z-space
+  a_con = sp.csr_matrix(np.stack([expand(di) for di in d]))
+  res = scipy.optimize.linprog(
+      expand(cost), A_ub=sp.vstack([a_box, a_con]).tocsr(),
+      b_ub=np.concatenate([b_box, np.asarray(thresholds, np.float64)]), A_eq=a_eq, b_eq=b_eq,
+      bounds=(0, None), method="highs")
+  feasible = res.status == 0
+  if not feasible:
+    res = scipy.optimize.linprog(expand(d.sum(0)), A_ub=a_box, b_ub=b_box, A_eq=a_eq,
+                                 b_eq=b_eq, bounds=(0, None), method="highs")
+    if res.status != 0:
+      raise RuntimeError(f"HiGHS failed on the extended polytope: {res.message}")
+  z = np.maximum(res.x, 0.0).reshape(horizon, num_states, num_actions, num_states)
+  return z.sum(-1), feasible

@@ -1,0 +1,59 @@
+"""OptCMDP (Efroni, Mannor, Pirotta 2020): an exact extended LP every episode."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from optaug_jax import estimates, planning, reference
+from optaug_jax.agents import base
+
+
+def _host_solve(cost, constraint_costs, lower, upper, initial_state, thresholds):
+  q, _ = reference.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
+                                     thresholds)
+  return q.astype(np.asarray(cost).dtype)
+
+
+def optcmdp(
+    num_episodes: int,
+    delta: jax.typing.ArrayLike = 0.1,
+    bonus_scale: jax.typing.ArrayLike = 1.0,
+) -> base.Agent:
+  """OptCMDP: `min_{q} c~ . q  s.t.  D~ q <= alpha` over the extended polytope, exactly.
+
+  The LP-based reference without cancellation of errors. The LP is solved by HiGHS on the
+  host through `jax.pure_callback` from inside the jitted step; under `vmap` the calls run
+  one after another (`vmap_method="sequential"`), so this agent is much slower than the
+  DP-based ones. If the optimistic problem is infeasible it plays the safest occupancy.
+
+  Args:
+    num_episodes: `K`.
+    delta: confidence parameter.
+    bonus_scale: multiplier of every confidence radius.
+
+  Returns:
+    `Agent(init, plan, update)`; multipliers stay 0 (no dual variables).
+  """
+  if int(num_episodes) != num_episodes or num_episodes < 1:
+    raise ValueError(f"num_episodes: must be a positive integer, got {num_episodes!r}")
+  if not isinstance(delta, jax.core.Tracer) and not 0 < float(delta) < 1:
+    raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
+
+  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
+    return base.init_state(thresholds, initial_state, num_states=num_states,
+                           num_actions=num_actions, horizon=horizon)
+
+  def plan(state: base.AgentState):
+    model = estimates.optimistic_model(
+        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    shape = jax.ShapeDtypeStruct(model.cost.shape, model.cost.dtype)
+    q = jax.pure_callback(_host_solve, shape, model.cost, model.constraint_costs, model.lower,
+                          model.upper, state.initial_state, state.thresholds,
+                          vmap_method="sequential")
+    info = base.plan_info(model, q, fw_gap=jnp.zeros((), q.dtype),
+                          pretraining=jnp.zeros((), bool))
+    return planning.policy_from_occupancy(q), state, info
+
+  return base.Agent(init=init, plan=plan, update=base.update_state)

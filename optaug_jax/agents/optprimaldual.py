@@ -1,0 +1,100 @@
+"""OptPrimalDual-CMDP (Efroni, Mannor, Pirotta 2020, "Exploration-Exploitation in
+Constrained MDPs", Algorithm OptPrimalDual-CMDP)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from optaug_jax import estimates, planning
+from optaug_jax.agents import base
+
+
+class PrimalDualState(NamedTuple):
+  """`AgentState` plus the current policy (the mirror-descent iterate)."""
+
+  counts: estimates.Counts
+  multipliers: jax.Array  # [I]
+  episode: jax.Array  # [] int
+  thresholds: jax.Array  # [I]
+  initial_state: jax.Array  # [] int
+  policy: jax.Array  # [H, S, A] pi_k, the policy played next
+
+
+def optprimaldual(
+    num_episodes: int,
+    delta: jax.typing.ArrayLike = 0.1,
+    bonus_scale: jax.typing.ArrayLike = 1.0,
+    policy_step: jax.typing.ArrayLike | None = None,
+    dual_step: jax.typing.ArrayLike | None = None,
+) -> base.Agent:
+  """Optimistic primal-dual: exponentiated-gradient policy update, projected dual ascent.
+
+  Episode k plays `pi_k` and then, with the model updated by that episode (here: at the
+  start of episode k+1, which sees the same data):
+    Q^k   = optimistic evaluation of pi_k for the cost `c~ + lambda_k^T d~`
+            (min over the transition box, `planning.optimistic_policy_evaluation`),
+    pi_{k+1}(a|s) ∝ pi_k(a|s) exp(-t_pi Q^k_h(s, a))        (mirror descent, KL),
+    lambda_{k+1} = [lambda_k + t_lambda (V~^{pi_k}(d~_i) - alpha)]_+,
+  where `V~^{pi_k}(d~_i)` is the optimistic evaluation of constraint i alone. `pi_1` is
+  uniform, `lambda_1 = 0`.
+
+  Args:
+    num_episodes: `K`.
+    delta: confidence parameter.
+    bonus_scale: multiplier of every confidence radius.
+    policy_step: `t_pi`; default `sqrt(2 log A / (H^2 K))` (Efroni et al.'s choice).
+    dual_step: `t_lambda`; default `1 / sqrt(H^2 K)`.
+
+  Returns:
+    `Agent(init, plan, update)`; its state is a `PrimalDualState`.
+  """
+  if int(num_episodes) != num_episodes or num_episodes < 1:
+    raise ValueError(f"num_episodes: must be a positive integer, got {num_episodes!r}")
+  if not isinstance(delta, jax.core.Tracer) and not 0 < float(delta) < 1:
+    raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
+  base.check_positive("policy_step", policy_step)
+  base.check_positive("dual_step", dual_step)
+
+  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
+    state = base.init_state(thresholds, initial_state, num_states=num_states,
+                            num_actions=num_actions, horizon=horizon)
+    uniform = jnp.full((horizon, num_states, num_actions), 1.0 / num_actions,
+                       state.multipliers.dtype)
+    return PrimalDualState(*state, policy=uniform)
+
+  def plan(state: PrimalDualState):
+    dtype = state.multipliers.dtype
+    horizon, _, num_actions = state.policy.shape
+    t_pi = (jnp.sqrt(2.0 * jnp.log(num_actions) / (horizon**2 * num_episodes))
+            if policy_step is None else policy_step)
+    t_lam = 1.0 / jnp.sqrt(horizon**2 * num_episodes) if dual_step is None else dual_step
+    model = estimates.optimistic_model(
+        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    # Optimistic evaluation of the previous policy (data up to the last episode).
+    lagrangian = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers,
+                                         model.constraint_costs)
+    _, q_values = planning.optimistic_policy_evaluation(
+        lagrangian, state.policy, model.lower, model.upper)
+    evaluate = jax.vmap(planning.optimistic_policy_evaluation, in_axes=(0, None, None, None))
+    constraint_v, _ = evaluate(model.constraint_costs, state.policy, model.lower, model.upper)
+    constraint_values = constraint_v[:, 0, state.initial_state]
+    first = state.episode == 0
+    logits = jnp.log(jnp.maximum(state.policy, jnp.finfo(dtype).tiny)) - t_pi * q_values
+    policy = jnp.where(first, state.policy, jax.nn.softmax(logits, axis=-1))
+    multipliers = jnp.where(first, state.multipliers, jnp.maximum(
+        state.multipliers + t_lam * (constraint_values - state.thresholds), 0.0))
+    cost_v, _ = planning.optimistic_policy_evaluation(model.cost, policy, model.lower,
+                                                      model.upper)
+    new_constraint_v, _ = evaluate(model.constraint_costs, policy, model.lower, model.upper)
+    info = base.PlanInfo(
+        optimistic_cost_value=cost_v[0, state.initial_state],
+        optimistic_constraint_values=new_constraint_v[:, 0, state.initial_state],
+        fw_gap=jnp.zeros((), dtype),
+        pretraining=jnp.zeros((), bool),
+    )
+    return policy, state._replace(policy=policy, multipliers=multipliers), info
+
+  return base.Agent(init=init, plan=plan, update=base.update_state)
