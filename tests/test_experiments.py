@@ -37,3 +37,32 @@ def test_sensitivity_quick(tmp_path):
   assert (tmp_path / "sensitivity.png").exists()
   ident = results["agreement_and_cost"]["identities"]["envelope"]
   assert ident["rel_err_d_alpha"] < 1e-12 and ident["rel_err_d_cost"] < 1e-12
+
+
+def _cancellation_args(out, *extra):
+  return ["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon", "3",
+          "--seeds", "3", "--episodes", "40", "--chunk", "15", "--pretrain", "5",
+          "--fw-iters", "5", "--agents", "optaug,optdual,optprimaldual", "--out", str(out),
+          *extra]
+
+
+def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
+  import numpy as np
+  cancellation = _load("cancellation")
+  full = cancellation.main(_cancellation_args(tmp_path / "full"))
+  assert set(full) == {"optaug", "optdual", "optprimaldual"}
+  # Interrupted after one chunk (15 of 40 episodes), then resumed twice.
+  assert cancellation.main(_cancellation_args(tmp_path / "cut", "--max-chunks", "1")) is None
+  assert cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--max-chunks",
+                                              "1")) is None
+  cancellation.main(_cancellation_args(tmp_path / "cut", "--resume"))
+  a = np.load(tmp_path / "full" / "results.npz")
+  b = np.load(tmp_path / "cut" / "results.npz")
+  assert sorted(a.files) == sorted(b.files)
+  for name in a.files:
+    np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+  for name in ["config.json", "summary.json", "regrets.png", "oscillation.png",
+               "multipliers.png"]:
+    assert (tmp_path / "cut" / name).exists()
+  with pytest.raises(ValueError, match="--resume: arguments differ"):
+    cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--bonus-scale", "0.5"))

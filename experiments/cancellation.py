@@ -1,0 +1,309 @@
+"""Cancellation of errors, measured: strong vs weak regrets of OptAug-CMDP and the baselines.
+
+Runs every agent vmapped over seeds, episodes in jitted chunks, with a progress line and a
+checkpoint after every chunk (`--resume` continues an interrupted run; the result equals an
+uninterrupted run bit for bit). Writes DIR/config.json, DIR/results.npz, DIR/summary.json,
+figures, and prints a summary table.
+
+  python experiments/cancellation.py                          # media_streaming, ~3 min, 2 cores
+  python experiments/cancellation.py --benchmark random --agents optaug,optdual --seeds 64 \\
+      --episodes 5000 --out results/random
+  python experiments/cancellation.py --out results/ms --resume  # continue an interrupted run
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import optaug_jax as oj
+from optaug_jax import runner
+
+AGENTS = ("optaug", "optdual", "optprimaldual", "optcmdp")
+EPSILONS = (0.01, 0.05, 0.1)
+LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "fw_gap",
+              "optimistic_cost_value", "optimistic_constraint_values")
+
+
+def build_problem(args):
+  """(cmdp, safe policy, slack) of the chosen benchmark."""
+  if args.benchmark == "random":
+    cmdp = oj.random_cmdp(jax.random.PRNGKey(args.problem_seed), num_states=args.states,
+                          num_actions=args.actions, horizon=args.horizon,
+                          num_constraints=args.constraints)
+    oj.validate_cmdp(cmdp)
+    policy, _ = oj.safe_policy(cmdp)
+    return cmdp, policy, oj.check_safe_policy(cmdp, policy)
+  from optaug_jax import benchmarks
+  bench = benchmarks.make_benchmark(args.benchmark)
+  return bench.cmdp, bench.safe_policy, float(bench.slack)
+
+
+def build_agent(name, args, cmdp, safe_policy, slack):
+  k = args.episodes
+  common = {"delta": args.delta, "bonus_scale": args.bonus_scale}
+  if name == "optaug":
+    eta = None if args.eta == "paper" else float(args.eta)
+    return oj.optaug(num_episodes=k, safe_policy=safe_policy, pretrain_episodes=args.pretrain,
+                     slack=slack, nu=args.nu, eta=eta, fw_iters=args.fw_iters,
+                     step_rule=args.step_rule, **common)
+  if name == "optdual":
+    eta = None if args.dual_eta == "paper" else float(args.dual_eta)
+    return oj.optdual(num_episodes=k, eta=eta, slack=slack, **common)
+  if name == "optprimaldual":
+    return oj.optprimaldual(num_episodes=k, **common)
+  if name == "optcmdp":
+    return oj.optcmdp(num_episodes=k, **common)
+  raise ValueError(f"--agents: unknown agent {name!r}; choose from {AGENTS}")
+
+
+def _progress(name, done, total, started, seeds):
+  elapsed = time.perf_counter() - started
+  rate = done / max(elapsed, 1e-9)
+  eta_s = (total - done) / max(rate, 1e-9)
+  bar = "#" * int(30 * done / total)
+  sys.stdout.write(f"\r{name:13s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
+                   f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s ")
+  sys.stdout.flush()
+
+
+def _save_checkpoint(path, done, state, logs, seconds):
+  leaves = jax.tree.leaves(state)
+  arrays = {f"state_{i}": np.asarray(x) for i, x in enumerate(leaves)}
+  arrays.update({f"log_{k}": v for k, v in logs.items()})
+  tmp = path + ".tmp.npz"
+  np.savez(tmp, done=done, seconds=seconds, **arrays)
+  os.replace(tmp, path)
+
+
+def run_agent(name, agent, cmdp, keys, args, checkpoint):
+  """Chunked vmapped run with checkpoints; returns (logs dict of [seeds, K, ...], seconds)."""
+  k_total, chunk = args.episodes, args.chunk
+  init = jax.vmap(lambda _: runner.init_agent(agent, cmdp))(keys)
+  treedef = jax.tree.structure(init)
+  state, done, logs, seconds = init, 0, {f: [] for f in LOG_FIELDS}, 0.0
+  if args.resume and os.path.exists(checkpoint):
+    ck = np.load(checkpoint)
+    done, seconds = int(ck["done"]), float(ck["seconds"])
+    leaves = [jnp.asarray(ck[f"state_{i}"]) for i in range(treedef.num_leaves)]
+    state = jax.tree.unflatten(treedef, leaves)
+    logs = {f: [ck[f"log_{f}"]] for f in LOG_FIELDS}
+  run_chunk = {}  # compiled per chunk length
+  started = time.perf_counter() - seconds
+  chunks_run = 0
+  while done < k_total:
+    if args.max_chunks is not None and chunks_run >= args.max_chunks:
+      print(f"\n{name}: stopped after {chunks_run} chunks (--max-chunks); use --resume")
+      return None, seconds
+    n = min(chunk, k_total - done)
+    if n not in run_chunk:
+      run_chunk[n] = jax.jit(jax.vmap(
+          lambda key, st, n=n: oj.run(agent, key, cmdp, num_episodes=n, state=st)),
+          donate_argnums=1)
+    state, log = run_chunk[n](keys, state)
+    log = jax.device_get(log)
+    for f in LOG_FIELDS:
+      logs[f].append(np.asarray(getattr(log, f)))
+    done += n
+    chunks_run += 1
+    seconds = time.perf_counter() - started
+    merged = {f: np.concatenate(v, axis=1) for f, v in logs.items()}
+    logs = {f: [v] for f, v in merged.items()}
+    _save_checkpoint(checkpoint, done, state, merged, seconds)
+    _progress(name, done, k_total, started, keys.shape[0])
+  sys.stdout.write("\n")
+  return {f: np.concatenate(v, axis=1) for f, v in logs.items()}, seconds
+
+
+def _mean_ci(x):
+  x = np.asarray(x, np.float64)
+  half = 1.96 * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
+  return {"mean": float(x.mean()), "ci95": [float(x.mean() - half), float(x.mean() + half)]}
+
+
+def _slope(curve):
+  """Log-log slope of a cumulative regret over the second half of the run."""
+  k = np.arange(1, len(curve) + 1)
+  half = slice(len(curve) // 2, len(curve))
+  y = np.asarray(curve[half], np.float64)
+  if np.any(y <= 0):
+    return None
+  return float(np.polyfit(np.log(k[half]), np.log(y), 1)[0])
+
+
+def summarise(logs, lp_value, thresholds, seconds):
+  log = oj.EpisodeLog(
+      cost_value=jnp.asarray(logs["cost_value"]),
+      constraint_values=jnp.asarray(logs["constraint_values"]),
+      optimistic_cost_value=None, optimistic_constraint_values=None, multipliers=None,
+      fw_gap=None, pretraining=None, sampled_cost=None, sampled_constraint_costs=None)
+  reg = oj.regrets(log, lp_value, thresholds)
+  out = {}
+  for field in reg._fields:
+    curves = np.asarray(getattr(reg, field))
+    out[field] = _mean_ci(curves[:, -1])
+    if field.startswith("strong"):
+      out[f"{field}_slope"] = _slope(curves.mean(0))
+  violation = np.max(logs["constraint_values"] - np.asarray(thresholds), axis=-1)
+  out["unsafe_fraction"] = {str(e): float(np.mean(violation > e)) for e in EPSILONS}
+  late = violation[:, violation.shape[1] // 2:]
+  out["unsafe_fraction_second_half"] = {str(e): float(np.mean(late > e)) for e in EPSILONS}
+  out["mean_fw_gap_second_half"] = float(np.mean(logs["fw_gap"][:, logs["fw_gap"].shape[1] // 2:]))
+  out["seconds"] = seconds
+  return out, {f: np.asarray(getattr(reg, f)) for f in reg._fields}
+
+
+def plot(curves, logs, thresholds, out):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+  for name, reg in curves.items():
+    for ax, field in zip(axes.ravel(), ["strong_cost", "weak_cost", "strong_constraint",
+                                        "weak_constraint"]):
+      c = reg[field]
+      mean, half = c.mean(0), 1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0])
+      k = np.arange(1, c.shape[1] + 1)
+      ax.plot(k, mean, label=name)
+      ax.fill_between(k, mean - half, mean + half, alpha=0.25)
+      ax.set_title(field.replace("_", " ") + " regret (cumulative)")
+      ax.set_xlabel("episode")
+  axes[0, 0].legend()
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, "regrets.png"), dpi=110)
+  plt.close(fig)
+
+  fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 3.5), squeeze=False)
+  for ax, (name, lg) in zip(axes[0], logs.items()):
+    gap = lg["constraint_values"] - np.asarray(thresholds)  # [seeds, K, I]
+    last = slice(max(0, gap.shape[1] - 200), gap.shape[1])
+    k = np.arange(gap.shape[1])[last]
+    for s in range(min(3, gap.shape[0])):
+      ax.plot(k, gap[s, last].max(-1), lw=0.8)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_title(f"{name}: V(d) - alpha, last episodes")
+    ax.set_xlabel("episode")
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, "oscillation.png"), dpi=110)
+  plt.close(fig)
+
+  fig, ax = plt.subplots(figsize=(6, 3.5))
+  for name, lg in logs.items():
+    ax.plot(lg["multipliers"].mean(0)[:, 0], label=name)
+  ax.set_xlabel("episode")
+  ax.set_ylabel("multiplier lambda_1 (mean over seeds)")
+  ax.set_yscale("symlog")
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, "multipliers.png"), dpi=110)
+  plt.close(fig)
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--benchmark", default="media_streaming",
+                 choices=["media_streaming", "factored", "gridworld", "random"])
+  p.add_argument("--agents", default="optaug,optdual,optprimaldual",
+                 help=f"comma-separated subset of {','.join(AGENTS)} (optcmdp is slow:"
+                      " one HiGHS LP per seed and episode, sequential)")
+  p.add_argument("--seeds", type=int, default=32)
+  p.add_argument("--episodes", type=int, default=3000)
+  p.add_argument("--chunk", type=int, default=250, help="episodes per jitted chunk")
+  p.add_argument("--out", default="results/cancellation")
+  p.add_argument("--resume", action="store_true", help="continue from DIR's checkpoints")
+  p.add_argument("--max-chunks", type=int, default=None,
+                 help="stop each agent after this many chunks (simulates an interruption)")
+  p.add_argument("--seed", type=int, default=0, help="seed of the episode keys")
+  p.add_argument("--delta", type=float, default=0.1)
+  p.add_argument("--bonus-scale", type=float, default=0.1)
+  p.add_argument("--pretrain", type=int, default=300, help="OptAug's K'")
+  p.add_argument("--eta", default="100", help="OptAug's eta: a float or 'paper'")
+  p.add_argument("--nu", type=float, default=0.5)
+  p.add_argument("--fw-iters", type=int, default=50)
+  p.add_argument("--step-rule", default="linesearch", choices=["linesearch", "standard"])
+  p.add_argument("--dual-eta", default="paper", help="OptDual's step: a float or 'paper'")
+  p.add_argument("--x64", action="store_true", help="float64 (needed for eta='paper')")
+  # random benchmark
+  p.add_argument("--states", type=int, default=10)
+  p.add_argument("--actions", type=int, default=4)
+  p.add_argument("--horizon", type=int, default=10)
+  p.add_argument("--constraints", type=int, default=1)
+  p.add_argument("--problem-seed", type=int, default=0)
+  return p.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  if args.x64:
+    jax.config.update("jax_enable_x64", True)
+  names = [a.strip() for a in args.agents.split(",") if a.strip()]
+  os.makedirs(args.out, exist_ok=True)
+  config = {k: v for k, v in vars(args).items() if k not in ("resume", "max_chunks")}
+  config_path = os.path.join(args.out, "config.json")
+  if args.resume and os.path.exists(config_path):
+    with open(config_path) as f:
+      saved = json.load(f)["arguments"]
+    if saved != config:
+      diff = {k: (saved.get(k), v) for k, v in config.items() if saved.get(k) != v}
+      raise ValueError(f"--resume: arguments differ from the saved run: {diff}")
+  cmdp, safe_policy, slack = build_problem(args)
+  lp = oj.solve_lp(cmdp)
+  versions = {p: importlib.metadata.version(p) for p in ("jax", "jaxlib", "optax", "numpy",
+                                                          "scipy", "optaug-jax")}
+  with open(config_path, "w") as f:
+    json.dump({"arguments": config, "versions": versions, "lp_value": lp.value,
+               "thresholds": np.asarray(cmdp.thresholds).tolist(), "safe_policy_slack": slack,
+               "seed_keys": f"jax.random.split(PRNGKey({args.seed}), {args.seeds})",
+               "device": str(jax.devices()[0]), "dtype": str(cmdp.cost.dtype)}, f, indent=2)
+  print(f"{args.benchmark}: S={cmdp.num_states} A={cmdp.num_actions} H={cmdp.horizon}"
+        f" I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
+        f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {slack:.4f}")
+  keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
+  logs, curves, summary = {}, {}, {}
+  for name in names:
+    agent = build_agent(name, args, cmdp, safe_policy, slack)
+    result, seconds = run_agent(name, agent, cmdp, keys, args,
+                                os.path.join(args.out, f"checkpoint_{name}.npz"))
+    if result is None:
+      return None
+    logs[name] = result
+    summary[name], curves[name] = summarise(result, lp.value, cmdp.thresholds, seconds)
+  np.savez_compressed(os.path.join(args.out, "results.npz"),
+                      **{f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()})
+  with open(os.path.join(args.out, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=2)
+  plot(curves, logs, cmdp.thresholds, args.out)
+  print_table(summary, args)
+  return summary
+
+
+def print_table(summary, args):
+  print(f"\nK = {args.episodes} episodes, {args.seeds} seeds; regrets: mean [95% CI];"
+        " slope: log-log over the second half")
+  head = (f"{'agent':13s} {'strong cost':>22s} {'weak cost':>22s} {'strong constr':>22s}"
+          f" {'weak constr':>22s} {'slope c':>7s} {'slope d':>7s}"
+          + "".join(f" {'>' + str(e):>6s}" for e in EPSILONS) + f" {'time':>7s}")
+  print(head)
+  fmt = lambda d: f"{d['mean']:8.1f} [{d['ci95'][0]:6.1f},{d['ci95'][1]:6.1f}]"
+  sl = lambda x: "   n/a" if x is None else f"{x:7.2f}"
+  for name, s in summary.items():
+    print(f"{name:13s} {fmt(s['strong_cost']):>22s} {fmt(s['weak_cost']):>22s}"
+          f" {fmt(s['strong_constraint']):>22s} {fmt(s['weak_constraint']):>22s}"
+          f" {sl(s['strong_cost_slope'])} {sl(s['strong_constraint_slope'])}"
+          + "".join(f" {s['unsafe_fraction'][str(e)]:6.3f}" for e in EPSILONS)
+          + f" {s['seconds']:6.0f}s")
+  print("columns >eps: fraction of (seed, episode) pairs whose constraint violation exceeds"
+        " eps")
+
+
+if __name__ == "__main__":
+  main()
