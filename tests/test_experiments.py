@@ -66,3 +66,19 @@ def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
     assert (tmp_path / "cut" / name).exists()
   with pytest.raises(ValueError, match="--resume: arguments differ"):
     cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--bonus-scale", "0.5"))
+
+
+def test_known_model_experiment_quick(tmp_path):
+  results = _load("known_model").main(["--iters", "30", "--inner-iters", "100", "--alm-etas",
+                                       "10", "--dual-etas", "0.5", "--out", str(tmp_path)])
+  assert (tmp_path / "known_model.png").exists()
+  alm = results["alm"]["10.0"]
+  assert abs(alm["objective_gap"][-1]) < 1e-2 and alm["violation"][-1] < 1e-2
+
+
+def test_inner_solver_experiment_quick(tmp_path):
+  pytest.importorskip("cvxpy")
+  results = _load("inner_solver").main(["--etas", "1,10", "--iters", "1,30",
+                                        "--out", str(tmp_path)])
+  for r in results.values():
+    assert all(row["error"] <= row["fw_gap"] + 1e-8 for row in r["rows"])
