@@ -35,15 +35,11 @@ LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "fw_gap",
 
 def build_problem(args):
   """(cmdp, safe policy, slack) of the chosen benchmark."""
+  kwargs = {}
   if args.benchmark == "random":
-    cmdp = oj.random_cmdp(jax.random.PRNGKey(args.problem_seed), num_states=args.states,
-                          num_actions=args.actions, horizon=args.horizon,
-                          num_constraints=args.constraints)
-    oj.validate_cmdp(cmdp)
-    policy, _ = oj.safe_policy(cmdp)
-    return cmdp, policy, oj.check_safe_policy(cmdp, policy)
-  from optaug_jax import benchmarks
-  bench = benchmarks.make_benchmark(args.benchmark)
+    kwargs = dict(seed=args.problem_seed, num_states=args.states, num_actions=args.actions,
+                  horizon=args.horizon, num_constraints=args.constraints)
+  bench = oj.make_benchmark(args.benchmark, **kwargs)
   return bench.cmdp, bench.safe_policy, float(bench.slack)
 
 

@@ -3,6 +3,9 @@
 from optaug_jax.agents import (Agent, AgentState, PlanInfo, PrimalDualState, optaug, optcmdp,
                                optdual, optprimaldual, paper_eta_schedule,
                                pretrain_episodes_bound)
+from optaug_jax.benchmarks import (BENCHMARKS, Benchmark, factored, gridworld,
+                                   make_benchmark, media_streaming, plot_gridworld,
+                                   random_family)
 from optaug_jax.cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
 from optaug_jax.env import Trajectory, sample_episode
 from optaug_jax.estimates import Counts, OptimisticModel, optimistic_model
@@ -20,6 +23,8 @@ from optaug_jax.sensitivity import InnerSensitivities, inner_sensitivities
 __version__ = "0.1.0"
 
 __all__ = [
+    "BENCHMARKS", "Benchmark", "factored", "gridworld", "make_benchmark", "media_streaming",
+    "plot_gridworld", "random_family",
     "Agent", "AgentState", "CMDP", "Counts", "EpisodeLog", "ExtendedSolution",
     "InnerSensitivities", "InnerSolution", "KnownModelLog", "PrimalDualState", "LPSolution", "OptimisticModel", "PlanInfo", "Regrets", "Trajectory",
     "alm_known_model", "augmented_lagrangian", "box_minimize", "dual_descent_known_model", "check_safe_policy", "episode_step",
