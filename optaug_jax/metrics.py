@@ -22,6 +22,64 @@ class EpisodeLog(NamedTuple):
   sampled_constraint_costs: jax.Array  # [I] realised constraint costs of the episode
 
 
+class RunSummary(NamedTuple):
+  """Running totals of a run (`run(..., logs="summary")`): memory independent of K.
+
+  Per-constraint totals are kept; the paper's constraint regrets are their max over `i`
+  (`Regrets.strong_constraint[..., -1] == max_i strong_constraint[..., i]`).
+  """
+
+  episodes: jax.Array  # [] int, episodes summarised
+  strong_cost: jax.Array  # [] sum_k [V^{pi_k}(c) - V*]_+
+  weak_cost: jax.Array  # [] sum_k (V^{pi_k}(c) - V*)
+  strong_constraint: jax.Array  # [I] sum_k [V^{pi_k}(d_i) - alpha_i]_+
+  weak_constraint: jax.Array  # [I] sum_k (V^{pi_k}(d_i) - alpha_i)
+  max_violation: jax.Array  # [I] max_k (V^{pi_k}(d_i) - alpha_i) (-inf before any episode)
+  violating_episodes: jax.Array  # [I] int, episodes with V^{pi_k}(d_i) > alpha_i
+  max_fw_gap: jax.Array  # [] largest Frank-Wolfe gap
+  multipliers: jax.Array  # [I] lambda after the last episode
+
+  @classmethod
+  def zeros(cls, num_constraints: int, dtype) -> "RunSummary":
+    """The summary of no episode."""
+    zero, vec = jnp.zeros((), dtype), jnp.zeros((num_constraints,), dtype)
+    return cls(
+        episodes=jnp.zeros((), jnp.int32), strong_cost=zero, weak_cost=zero,
+        strong_constraint=vec, weak_constraint=vec,
+        max_violation=jnp.full((num_constraints,), -jnp.inf, dtype),
+        violating_episodes=jnp.zeros((num_constraints,), jnp.int32),
+        max_fw_gap=zero, multipliers=vec)
+
+  def merge(self, later: "RunSummary") -> "RunSummary":
+    """The summary of this run followed by `later` (its continuation)."""
+    return RunSummary(
+        episodes=self.episodes + later.episodes,
+        strong_cost=self.strong_cost + later.strong_cost,
+        weak_cost=self.weak_cost + later.weak_cost,
+        strong_constraint=self.strong_constraint + later.strong_constraint,
+        weak_constraint=self.weak_constraint + later.weak_constraint,
+        max_violation=jnp.maximum(self.max_violation, later.max_violation),
+        violating_episodes=self.violating_episodes + later.violating_episodes,
+        max_fw_gap=jnp.maximum(self.max_fw_gap, later.max_fw_gap),
+        multipliers=later.multipliers)
+
+  add = merge
+
+
+def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
+  """The `RunSummary` of one (unbatched) episode log."""
+  dtype = log.cost_value.dtype
+  cost_gap = log.cost_value - jnp.asarray(optimal_value, dtype)
+  violation = log.constraint_values - jnp.asarray(thresholds, dtype)
+  return RunSummary(
+      episodes=jnp.ones((), jnp.int32),
+      strong_cost=jnp.maximum(cost_gap, 0.0), weak_cost=cost_gap,
+      strong_constraint=jnp.maximum(violation, 0.0), weak_constraint=violation,
+      max_violation=violation,
+      violating_episodes=(violation > 0).astype(jnp.int32),
+      max_fw_gap=log.fw_gap, multipliers=log.multipliers)
+
+
 class Regrets(NamedTuple):
   """Cumulative regrets `[..., K]` (the value at index k sums episodes 1..k+1)."""
 

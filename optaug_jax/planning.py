@@ -97,44 +97,91 @@ def _precedence(values: jax.Array) -> jax.Array:
   return before.astype(values.dtype)
 
 
+# Ways to write the shared-order greedy fill (see `box_minimize`); `experiments/benchmark.py`
+# times them side by side.
+FILL_METHODS = ("matmul", "sort", "scan", "unrolled")
+DEFAULT_FILL = "matmul"
+
+
+def _sorted_order(values: jax.Array) -> jax.Array:
+  """Indices of `values` in ascending order, ties by index (a stable sort)."""
+  return jnp.argsort(values, stable=True)
+
+
+def _fill_sorted(free, capacity_sorted, method):
+  """Mass given to each next state in sorted order, `[..., S']` (sorted axis last)."""
+  if method == "sort":
+    before = jnp.cumsum(capacity_sorted, axis=-1) - capacity_sorted
+    return jnp.clip(free[..., None] - before, 0.0, capacity_sorted)
+  if method == "scan":
+    def step(remaining, cap_j):
+      give = jnp.clip(remaining, 0.0, cap_j)
+      return remaining - give, give
+    _, gives = lax.scan(step, free, jnp.moveaxis(capacity_sorted, -1, 0))
+    return jnp.moveaxis(gives, 0, -1)
+  # "unrolled": the same sequential fill as straight-line code (fuses into one loop).
+  gives = []
+  remaining = free
+  for j in range(capacity_sorted.shape[-1]):
+    give = jnp.clip(remaining, 0.0, capacity_sorted[..., j])
+    remaining = remaining - give
+    gives.append(give)
+  return jnp.stack(gives, axis=-1)
+
+
 def box_minimize(
-    values: jax.Array, lower: jax.Array, upper: jax.Array
+    values: jax.Array, lower: jax.Array, upper: jax.Array, *, method: str = "matmul",
 ) -> tuple[jax.Array, jax.Array]:
   """`min_p p . values` over `{p in simplex, lower <= p <= upper}` for every row.
 
   Greedy fill (the inner minimum of the paper's eq. (bw-ind)): start at `lower`, give the
-  free mass `1 - sum(lower)` to the next states in ascending order of `values`, each up to
-  `upper - lower`. The order is computed once and shared by every row; the mass a next
-  state receives is `clip(free - (capacity of the states before it), 0, capacity)`, where
-  "capacity before" is a matmul with the 0/1 precedence matrix (no sort, no cumsum).
+  free mass `1 - sum(lower)` to the next states in ascending order of `values` (ties by
+  index), each up to `upper - lower`. The order is computed once and shared by every row.
 
   Args:
     values: `[S']` values of the next states.
     lower: `[..., S']` lower bounds (rows with `sum(lower) <= 1 <= sum(upper)`).
     upper: `[..., S']` upper bounds.
+    method: how the fill is written (same result up to rounding):
+      `"matmul"`: the mass a next state receives is `clip(free - capacity before it, 0,
+        capacity)`, "capacity before" a matmul with the 0/1 precedence matrix (no sort);
+      `"sort"`: stable argsort, gather, cumsum, scatter back;
+      `"scan"`: `lax.scan` over the sorted next states carrying the free mass;
+      `"unrolled"`: the same sequential fill, unrolled at trace time.
 
   Returns:
     `(minimum [...], minimiser [..., S'])`.
   """
+  if method not in FILL_METHODS:
+    raise ValueError(f"method: expected one of {FILL_METHODS}, got {method!r}")
   capacity = upper - lower
-  capacity_before = jnp.matmul(capacity, _precedence(values), precision=_HIGHEST)
-  free = 1.0 - jnp.sum(lower, axis=-1, keepdims=True)
-  p = lower + jnp.clip(free - capacity_before, 0.0, capacity)
+  free = 1.0 - jnp.sum(lower, axis=-1)
+  if method == "matmul":
+    capacity_before = jnp.matmul(capacity, _precedence(values), precision=_HIGHEST)
+    p = lower + jnp.clip(free[..., None] - capacity_before, 0.0, capacity)
+  else:
+    order = _sorted_order(values)
+    give_sorted = _fill_sorted(free, jnp.take(capacity, order, axis=-1), method)
+    inverse = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0]))
+    p = lower + jnp.take(give_sorted, inverse, axis=-1)
   return jnp.matmul(p, values, precision=_HIGHEST), p
 
 
-def _backward(reward, lower, upper, *, full_transitions: bool = False):
+def _backward(reward, lower, upper, *, full_transitions: bool = False,
+              method: str | None = None):
   """Backward induction of the paper's eq. (bw-ind).
 
   Returns `(value_1 [S], actions [H, S], transitions)`, where `transitions` is the greedy
   slice `[H, S, S']` (all the forward pass needs) or, with `full_transitions`, the
-  minimisers of every `(s, a)`, `[H, S, A, S']`.
+  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`
+  (default `DEFAULT_FILL`, read at trace time).
   """
   num_states = reward.shape[1]
+  method = method or DEFAULT_FILL
 
   def step(v_next, xs):
     r_h, lower_h, upper_h = xs
-    expected, p = box_minimize(v_next, lower_h, upper_h)  # [S, A], [S, A, S']
+    expected, p = box_minimize(v_next, lower_h, upper_h, method=method)  # [S, A], [S, A, S']
     q_values = r_h + expected
     actions = jnp.argmin(q_values, axis=-1)  # first index on ties
     if not full_transitions:

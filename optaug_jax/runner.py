@@ -12,7 +12,9 @@ from optaug_jax import planning
 from optaug_jax.agents.base import Agent, AgentState
 from optaug_jax.cmdp import CMDP, assert_cmdp_shapes
 from optaug_jax.env import sample_episode
-from optaug_jax.metrics import EpisodeLog
+from optaug_jax.metrics import EpisodeLog, RunSummary, summarize_episode
+
+_LOGS = ("full", "summary")
 
 
 def init_agent(agent: Agent, cmdp: CMDP) -> AgentState:
@@ -46,9 +48,40 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
   return state, log
 
 
-@functools.partial(jax.jit, static_argnames=("agent", "num_episodes"))
+def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs):
+  """Unjitted body of `run` (shared with `run_sharded`)."""
+  assert_cmdp_shapes(cmdp)
+  if state is None:
+    state = init_agent(agent, cmdp)
+
+  def step(st, _):
+    # Episode k's key is fold_in(key, k), made here: no [K] array of keys in memory.
+    return episode_step(agent, cmdp, st, jax.random.fold_in(key, st.episode))
+
+  if logs == "full":
+    return lax.scan(step, state, None, length=num_episodes)
+
+  def accumulate(carry, _):
+    st, summary = carry
+    st, log = step(st, None)
+    return (st, summary.add(summarize_episode(log, optimal_value, cmdp.thresholds))), None
+
+  dtype = state.multipliers.dtype
+  summary = RunSummary.zeros(cmdp.num_constraints, dtype)
+  (state, summary), _ = lax.scan(accumulate, (state, summary), None, length=num_episodes)
+  return state, summary
+
+
+def _check_logs(logs):
+  if logs not in _LOGS:
+    raise ValueError(f"logs: expected one of {_LOGS}, got {logs!r}")
+
+
+@functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs"))
 def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
-        state: AgentState | None = None) -> tuple[AgentState, EpisodeLog]:
+        state: AgentState | None = None, logs: str = "full",
+        optimal_value: jax.typing.ArrayLike = 0.0
+        ) -> tuple[AgentState, EpisodeLog | RunSummary]:
   """Runs `agent` for `num_episodes` episodes in `cmdp` (jitted `lax.scan`).
 
   Episode `k` (0-based, counted from the start of learning) uses the key
@@ -61,13 +94,115 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
     cmdp: an unbatched `CMDP` (vmap for batches).
     num_episodes: episodes to run now (static).
     state: optional state to continue from; `None` starts afresh.
+    logs: `"full"`: an `EpisodeLog` with every field stacked over the episodes (memory
+      grows with `num_episodes`); `"summary"`: a `RunSummary` of running totals (final
+      regrets, violations, last multipliers), whose memory does not depend on
+      `num_episodes`. Summaries of consecutive chunks combine with `RunSummary.merge`.
+    optimal_value: `V*` for the summary's cost regrets (ignored with `logs="full"`;
+      the default 0 makes them plain sums of `V^{pi_k}(c)`).
 
   Returns:
-    `(final state, EpisodeLog)` with every log field stacked over the episodes.
+    `(final state, EpisodeLog or RunSummary)`.
   """
-  assert_cmdp_shapes(cmdp)
-  if state is None:
-    state = init_agent(agent, cmdp)
-  episodes = state.episode + jnp.arange(num_episodes, dtype=jnp.int32)
-  keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, episodes)
-  return lax.scan(functools.partial(episode_step, agent, cmdp), state, keys)
+  _check_logs(logs)
+  return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs)
+
+
+def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
+                state: AgentState | None = None, logs: str = "full",
+                optimal_value: jax.typing.ArrayLike = 0.0, batched_cmdp: bool = False,
+                batch_size: int | None = None, mesh: jax.sharding.Mesh | None = None,
+                donate_state: bool = False):
+  """`run` for a batch of seeds, sharded over devices, in bounded memory.
+
+  Equivalent to `jax.vmap(lambda k: run(agent, k, cmdp, ...))(keys)` (the same numbers per
+  seed), but the seeds are split over the devices of a 1-D mesh (`jax.shard_map` with
+  `NamedSharding` along the axis `"seeds"`; no communication between devices) and each
+  device processes its seeds `batch_size` at a time (`lax.map`), so the memory of the
+  intermediates is that of `batch_size` seeds. With `logs="summary"` the outputs are
+  `O(num seeds)`, so 10,000 seeds and long runs fit in a few MiB. When the number of
+  seeds is not a multiple of the device count, the batch is padded (by repeating the last
+  seed) and the padding is dropped from the results, which then come back replicated on
+  every device (pass a multiple of the device count to keep them sharded).
+
+  Multi-host: call `jax.distributed.initialize()` on every process first; the default
+  mesh then spans every device of every host (`jax.devices()`), and `keys` must be the
+  same global array on every process.
+
+  Args:
+    agent: an `Agent`.
+    keys: `[N]` PRNG keys (one run per key).
+    cmdp: a `CMDP`, shared by every seed, or with a leading `[N]` axis if `batched_cmdp`.
+    num_episodes: episodes per run (static).
+    state: optional `[N]`-batched state to continue from.
+    logs: `"full"` or `"summary"` (see `run`).
+    optimal_value: `V*` for summaries: a scalar, or `[N]` (one per run).
+    batched_cmdp: `cmdp` has a leading `[N]` axis (one CMDP per run).
+    batch_size: seeds processed at a time on each device (`None`: all at once).
+    mesh: a 1-D `Mesh` with axis name `"seeds"` (default: every device).
+    donate_state: let XLA reuse the buffers of `state` (it is invalid afterwards).
+
+  Returns:
+    `(final states, logs)`, each with a leading `[N]` axis.
+  """
+  _check_logs(logs)
+  if mesh is None:
+    mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
+                         axis_types=(jax.sharding.AxisType.Auto,))
+  if mesh.axis_names != ("seeds",):
+    raise ValueError(f"mesh: expected a 1-D mesh with axis 'seeds', got {mesh.axis_names}")
+  keys = jnp.asarray(keys) if not isinstance(keys, jax.Array) else keys
+  num_seeds = keys.shape[0]
+  num_devices = mesh.devices.size
+  padded = -(-num_seeds // num_devices) * num_devices
+  per_device = padded // num_devices
+  if batch_size is not None and (int(batch_size) != batch_size or batch_size < 1):
+    raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
+  optimal_value = jnp.broadcast_to(jnp.asarray(optimal_value), (num_seeds,))
+
+  def pad(x):
+    extra = padded - x.shape[0]
+    if extra == 0:
+      return x
+    return jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)], axis=0)
+
+  batched = jax.tree.map(pad, (keys, optimal_value) + ((cmdp,) if batched_cmdp else ()))
+  shared = () if batched_cmdp else (cmdp,)
+  fn = _sharded_fn(agent, num_episodes, logs, mesh, batched_cmdp,
+                   None if batch_size is None else min(int(batch_size), per_device),
+                   donate_state)
+  on_seeds = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seeds"))
+  everywhere = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  out = fn(jax.device_put(batched, on_seeds), jax.device_put(jax.tree.map(pad, state), on_seeds),
+           jax.device_put(shared, everywhere))
+  if padded != num_seeds:
+    if jax.sharding.AxisType.Explicit in mesh.axis_types:
+      # An explicit axis cannot hold a batch that is not a multiple of its size: the
+      # unpadded outputs are replicated (pass a multiple to keep them sharded).
+      out = jax.device_put(out, everywhere)
+    out = jax.jit(lambda t: jax.tree.map(lambda x: x[:num_seeds], t))(out)
+  return out
+
+
+@functools.lru_cache(maxsize=64)
+def _sharded_fn(agent, num_episodes, logs, mesh, batched_cmdp, batch_size, donate):
+  """The jitted, sharded function of `run_sharded` (cached per static configuration)."""
+  seeds = jax.sharding.PartitionSpec("seeds")
+  replicated = jax.sharding.PartitionSpec()
+
+  def one(args, shared):
+    (key, optimal_value, *maybe_cmdp), state = args
+    cmdp = maybe_cmdp[0] if batched_cmdp else shared[0]
+    return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes,
+                logs=logs)
+
+  def local(batched, state, shared):
+    fn = lambda args: one(args, shared)
+    if batch_size is None:
+      return jax.vmap(fn)((batched, state))
+    return lax.map(fn, (batched, state), batch_size=batch_size)  # vmapped chunks
+
+  sharded = jax.shard_map(local, mesh=mesh, in_specs=(seeds, seeds, replicated),
+                          out_specs=seeds, check_vma=False)  # no collectives inside
+  return jax.jit(sharded, out_shardings=jax.sharding.NamedSharding(mesh, seeds),
+                 donate_argnums=(1,) if donate else ())

@@ -25,10 +25,19 @@ def test_quickstart_runs_and_saves(tmp_path):
   assert json.loads((tmp_path / "config.json").read_text())["episodes"] == 60
 
 
-def test_step_benchmark_quick(tmp_path):
+def test_benchmark_quick(tmp_path):
   out = tmp_path / "bench.json"
-  result = _load("step_benchmark").main(["--quick", "--out", str(out)])
-  assert result["jax_step_1_seed_s"] > 0 and out.exists()
+  result = _load("benchmark").main(["--quick", "--sections", "kernel,step,memory,sweep",
+                                    "--out", str(out)])
+  assert out.exists() and json.loads(out.read_text())["hardware"]["cpu_count"] >= 1
+  assert result["step"]["vmapped_vs_numpy"] > 0
+  assert result["kernel"]["best_fill"] in {"matmul", "sort", "scan", "unrolled"}
+  assert result["sweep"]["seeds"] == 50
+  full = [m for m in result["memory"] if m["logs"] == "full"]
+  summary = [m for m in result["memory"] if m["logs"] == "summary"]
+  if full[0]["bytes"] is not None:  # logs grow with K; summaries do not
+    assert full[-1]["bytes"]["output"] > full[0]["bytes"]["output"]
+    assert summary[-1]["bytes"]["output"] == summary[0]["bytes"]["output"]
 
 
 def test_sensitivity_quick(tmp_path):

@@ -1,0 +1,424 @@
+"""Performance table of optaug-jax, measured side by side in one run.
+
+Sections (every time is the median of several calls after compilation; machines here are
+noisy, so compare the ratios printed, which come from the same run):
+
+  kernel   extended-DP backward pass (S=10, A=4, H=10), 100 seeds vmapped, for each way
+           of writing the shared-order greedy fill (`planning.FILL_METHODS`), and NumPy;
+  step     one OptAug-CMDP episode step (S=10, A=4, H=10, I=2, fw_iters=100): JAX at 1
+           seed, seed by seed, 256 seeds vmapped (each fill), sharded over the host's
+           devices, and the NumPy step (`optaug_jax.numpy_reference`);
+  scaling  the vmapped step against seeds, S (S^2 A H) and fw_iters;
+  compile  compile time of `run` against K and the number of seeds;
+  memory   XLA's buffer sizes of a vmapped run against K, full logs vs summary logs;
+  sweep    10,000 seeds in bounded memory (`run_sharded`, summary logs, `batch_size`).
+
+  python experiments/benchmark.py                       # full table, ~6 min on 2 cores
+  python experiments/benchmark.py --host-devices 2      # also shard over 2 CPU devices
+  python experiments/benchmark.py --quick               # CI-sized smoke run
+
+Results go to `--out` (JSON, with the hardware description and the arguments).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__":  # the device count must be fixed before jax is imported
+  for i, arg in enumerate(sys.argv):
+    if arg.startswith("--host-devices"):
+      n = arg.split("=", 1)[1] if "=" in arg else sys.argv[i + 1]
+      os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                 + f" --xla_force_host_platform_device_count={int(n)}")
+
+import argparse  # pylint: disable=g-import-not-at-top,wrong-import-position
+import json
+import platform
+import resource
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import optaug_jax as oj
+from optaug_jax import numpy_reference as npr
+from optaug_jax import planning
+
+
+def _median_time(fn, reps):
+  """Median wall time of `fn()` over `reps` calls (after one warm-up call)."""
+  jax.block_until_ready(fn())
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t0)
+  return float(np.median(times))
+
+
+def _compile(jitted, *args):
+  """(compiled, seconds to lower and compile)."""
+  t0 = time.perf_counter()
+  compiled = jitted.lower(*args).compile()
+  return compiled, time.perf_counter() - t0
+
+
+def _memory(compiled):
+  """XLA's buffer sizes (bytes) of a compiled function, or None where not reported."""
+  try:
+    m = compiled.memory_analysis()
+  except Exception:  # pylint: disable=broad-except
+    return None
+  if m is None:
+    return None
+  return {"argument": int(m.argument_size_in_bytes), "output": int(m.output_size_in_bytes),
+          "temp": int(m.temp_size_in_bytes)}
+
+
+def _peak_rss_mib():
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _problem(s, a, h, i, dtype=jnp.float32):
+  cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=s, num_actions=a, horizon=h,
+                        num_constraints=i, dtype=dtype)
+  policy, slack = oj.safe_policy(cmdp)
+  return cmdp, policy, float(slack)
+
+
+def _warm_state(agent, cmdp, warm=20):
+  """A state after `warm` pre-training episodes (non-trivial counts), then exploring."""
+  state, _ = oj.run(agent, jax.random.PRNGKey(1), cmdp, num_episodes=warm)
+  return state
+
+
+def _batch(tree, n):
+  return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), tree)
+
+
+class Table:
+  """Rows printed as they come and kept for the JSON file."""
+
+  def __init__(self):
+    self.rows = []
+
+  def add(self, section, name, *, seeds, time_s, sizes, fw_iters=None, compile_s=None,
+          memory=None, **extra):
+    row = {"section": section, "name": name, "seeds": seeds, "sizes": sizes,
+           "time_per_call_s": time_s, "time_per_seed_s": time_s / seeds,
+           "compile_s": compile_s, "memory_bytes": memory, **extra}
+    if fw_iters:
+      row["fw_iteration_seeds_per_s"] = seeds * fw_iters / time_s
+    self.rows.append(row)
+    mem = "" if not memory else f"{sum(memory.values()) / 2**20:9.2f} MiB"
+    fw = (f"{row['fw_iteration_seeds_per_s']:10.3g}" if fw_iters else " " * 10)
+    comp = f"{compile_s:7.2f}" if compile_s is not None else " " * 7
+    print(f"{section:8s} {name:38s} {sizes:22s} {seeds:6d} {time_s * 1e3:10.3f}"
+          f" {time_s / seeds * 1e6:10.2f} {fw} {comp} {mem}", flush=True)
+    return row
+
+  @staticmethod
+  def header():
+    print(f"{'section':8s} {'variant':38s} {'sizes':22s} {'seeds':>6s} {'ms/call':>10s}"
+          f" {'us/seed':>10s} {'FWit*seed/s':>10s} {'compile':>7s} {'XLA buffers':>13s}")
+
+
+def kernel_section(table, args):
+  s, a, h, b = 10, 4, 10, args.kernel_seeds
+  rng = np.random.default_rng(0)
+  p = rng.dirichlet(np.ones(s), size=(b, h, s, a))
+  radius = rng.uniform(0.0, 0.2, size=p.shape)
+  lower = np.clip(p - radius, 0, 1).astype(np.float32)
+  upper = np.clip(p + radius, 0, 1).astype(np.float32)
+  reward = rng.uniform(size=(b, h, s, a)).astype(np.float32)
+  sizes = f"S={s} A={a} H={h}"
+  out = {}
+  for method in planning.FILL_METHODS:
+    fn = jax.jit(jax.vmap(lambda r, lo, up, m=method: planning._backward(r, lo, up, method=m)))
+    compiled, c = _compile(fn, reward, lower, upper)
+    t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
+    out[method] = table.add("kernel", f"backward, fill={method}", seeds=b, time_s=t,
+                            sizes=sizes, compile_s=c, memory=_memory(compiled))
+  lmo = jax.jit(jax.vmap(lambda r, lo, up: planning._extended_lmo(r, lo, up, 0)))
+  compiled, c = _compile(lmo, reward, lower, upper)
+  t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
+  table.add("kernel", f"LMO = backward + forward ({planning.DEFAULT_FILL})", seeds=b,
+            time_s=t, sizes=sizes, compile_s=c, memory=_memory(compiled))
+  n_np = min(b, 20)
+  t0 = time.perf_counter()
+  for j in range(n_np):
+    npr.extended_lmo(reward[j].astype(np.float64), lower[j].astype(np.float64),
+                     upper[j].astype(np.float64), 0)
+  t = (time.perf_counter() - t0) / n_np
+  out["numpy"] = table.add("kernel", "NumPy LMO (backward + forward)", seeds=1, time_s=t,
+                           sizes=sizes)
+  best = min(planning.FILL_METHODS, key=lambda m: out[m]["time_per_seed_s"])
+  return {"best_fill": best, "best_us_per_seed": out[best]["time_per_seed_s"] * 1e6,
+          "numpy_us": t * 1e6, "target_us_per_seed": 30.0}
+
+
+def _step_fns(agent, cmdp):
+  single = jax.jit(lambda st, k: oj.episode_step(agent, cmdp, st, k))
+  batched = jax.jit(jax.vmap(lambda st, k: oj.episode_step(agent, cmdp, st, k)))
+  return single, batched
+
+
+def _time_step(table, name, agent, cmdp, state, seeds, reps, sizes, fw_iters):
+  _, batched = _step_fns(agent, cmdp)
+  states = _batch(state, seeds)
+  keys = jax.random.split(jax.random.PRNGKey(2), seeds)
+  compiled, c = _compile(batched, states, keys)
+  t = _median_time(lambda: compiled(states, keys), reps)
+  return table.add("step", name, seeds=seeds, time_s=t, sizes=sizes, fw_iters=fw_iters,
+                   compile_s=c, memory=_memory(compiled))
+
+
+def step_section(table, args):
+  s, a, h, i, t_fw, n = 10, 4, 10, 2, args.fw_iters, args.seeds
+  cmdp, policy, slack = _problem(s, a, h, i)
+  agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20, slack=slack,
+                    fw_iters=t_fw, eta=100.0)
+  state = _warm_state(agent, cmdp)
+  sizes = f"S={s} A={a} H={h} I={i} T={t_fw}"
+  single, _ = _step_fns(agent, cmdp)
+  keys = jax.random.split(jax.random.PRNGKey(2), n)
+  compiled1, c1 = _compile(single, state, keys[0])
+  t1 = _median_time(lambda: compiled1(state, keys[0]), args.reps)
+  table.add("step", "JAX, 1 seed", seeds=1, time_s=t1, sizes=sizes, fw_iters=t_fw,
+            compile_s=c1, memory=_memory(compiled1))
+  m = min(n, args.seed_by_seed)
+
+  def seed_by_seed():
+    return [compiled1(state, keys[j]) for j in range(m)]
+
+  t_loop = _median_time(seed_by_seed, max(1, args.reps // 2))
+  loop = table.add("step", f"JAX, seed by seed ({m} calls)", seeds=m, time_s=t_loop,
+                   sizes=sizes, fw_iters=t_fw)
+  fills = {}
+  for method in planning.FILL_METHODS if not args.quick else (planning.DEFAULT_FILL,):
+    old, planning.DEFAULT_FILL = planning.DEFAULT_FILL, method
+    try:
+      fills[method] = _time_step(table, f"JAX, vmapped, fill={method}", agent, cmdp, state,
+                                 n, args.reps, sizes, t_fw)
+    finally:
+      planning.DEFAULT_FILL = old
+  vmapped = fills[planning.DEFAULT_FILL]
+  sharded = None
+  if jax.device_count() > 1:
+    mesh = jax.make_mesh((jax.device_count(),), ("seeds",))
+    on_seeds = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seeds"))
+    fn = jax.jit(jax.shard_map(jax.vmap(lambda st, k: oj.episode_step(agent, cmdp, st, k)),
+                               mesh=mesh, in_specs=jax.sharding.PartitionSpec("seeds"),
+                               out_specs=jax.sharding.PartitionSpec("seeds"),
+                               check_vma=False))
+    states = jax.device_put(_batch(state, n), on_seeds)
+    dkeys = jax.device_put(keys, on_seeds)
+    compiled, c = _compile(fn, states, dkeys)
+    t = _median_time(lambda: compiled(states, dkeys), args.reps)
+    sharded = table.add("step", f"JAX, vmapped, sharded over {jax.device_count()} devices",
+                        seeds=n, time_s=t, sizes=sizes, fw_iters=t_fw, compile_s=c)
+
+  np_cmdp = [np.asarray(x, np.float64) for x in (cmdp.transitions, cmdp.cost,
+                                                  cmdp.constraint_costs, cmdp.thresholds)]
+  np_cmdp[0] = np_cmdp[0] / np_cmdp[0].sum(-1, keepdims=True)  # float32 rows -> exact sums
+  counts = tuple(np.array(x, np.float64) for x in state.counts)
+  rng = np.random.default_rng(0)
+
+  def numpy_step():
+    return npr.optaug_step(rng, *np_cmdp, 0, tuple(c.copy() for c in counts), np.zeros(i),
+                           100.0, num_episodes=1000, delta=0.1, bonus_scale=1.0,
+                           num_iters=t_fw, step_rule="linesearch")
+
+  t_np = _median_time(numpy_step, args.numpy_reps)
+  table.add("step", "NumPy, 1 seed", seeds=1, time_s=t_np, sizes=sizes, fw_iters=t_fw)
+  per_seed = vmapped["time_per_seed_s"]
+  ratios = {
+      "vmapped_vs_numpy": t_np / per_seed,
+      "vmapped_vs_seed_by_seed": loop["time_per_seed_s"] / per_seed,
+      "jax_1_seed_vs_numpy": t_np / t1,
+      "targets": {"vmapped_vs_numpy": 50.0, "vmapped_vs_seed_by_seed": 5.0},
+  }
+  if sharded:
+    ratios["sharded_vs_numpy"] = t_np / sharded["time_per_seed_s"]
+    ratios["sharded_vs_seed_by_seed"] = loop["time_per_seed_s"] / sharded["time_per_seed_s"]
+  return ratios
+
+
+def scaling_section(table, args):
+  """Per-step time of the vmapped step against seeds, S and fw_iters (one at a time)."""
+  base = {"S": 10, "A": 4, "H": 10, "I": 2, "T": args.fw_iters, "N": args.seeds}
+  grids = {"N": args.scale_seeds, "S": args.scale_states, "T": args.scale_fw_iters}
+  out = {}
+  for axis, values in grids.items():
+    rows = []
+    for v in values:
+      cfg = dict(base, **{axis: v})
+      cmdp, policy, slack = _problem(cfg["S"], cfg["A"], cfg["H"], cfg["I"])
+      agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
+                        slack=slack, fw_iters=cfg["T"], eta=100.0)
+      state = _warm_state(agent, cmdp)
+      sizes = f"S={cfg['S']} A={cfg['A']} H={cfg['H']} I={cfg['I']} T={cfg['T']}"
+      row = _time_step(table, f"scaling in {axis}", agent, cmdp, state, cfg["N"],
+                       args.reps, sizes, cfg["T"])
+      rows.append({axis: v, "time_per_step_s": row["time_per_call_s"],
+                   "compile_s": row["compile_s"]})
+    # Growth relative to the first point, against the growth of the work.
+    work = {"N": lambda c: c, "S": lambda c: c * c, "T": lambda c: c}[axis]
+    t0, w0 = rows[0]["time_per_step_s"], work(rows[0][axis])
+    for r in rows:
+      r["time_ratio"] = r["time_per_step_s"] / t0
+      r["work_ratio"] = work(r[axis]) / w0
+    out[axis] = rows
+    print(f"         {axis}: time ratio / work ratio = "
+          + ", ".join(f"{r[axis]}: {r['time_ratio']:.2f}/{r['work_ratio']:.2f}" for r in rows),
+          flush=True)
+  return out
+
+
+def compile_section(table, args):
+  """Compile time of the jitted run: independent of K and of the number of seeds."""
+  cmdp, policy, slack = _problem(10, 4, 10, 2)
+  agent = oj.optaug(num_episodes=10_000, safe_policy=policy, pretrain_episodes=20,
+                    slack=slack, fw_iters=args.fw_iters, eta=100.0)
+  out = []
+  for k, n in [(10, 16), (1000, 16), (100, 16), (100, args.seeds), (100, 4 * args.seeds)]:
+    fn = jax.jit(jax.vmap(lambda key, k=k: oj.run(agent, key, cmdp, num_episodes=k)))
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    t0 = time.perf_counter()
+    fn.lower(keys).compile()
+    c = time.perf_counter() - t0
+    print(f"compile  run, K={k:5d}, seeds={n:5d}: {c:6.2f} s", flush=True)
+    out.append({"K": k, "seeds": n, "compile_s": c})
+  return out
+
+
+def memory_section(table, args):
+  """XLA buffer sizes of a vmapped run: logs grow with K, everything else does not."""
+  cmdp, policy, slack = _problem(10, 4, 10, 2)
+  agent = oj.optaug(num_episodes=100_000, safe_policy=policy, pretrain_episodes=20,
+                    slack=slack, fw_iters=args.fw_iters, eta=100.0)
+  n = args.memory_seeds
+  keys = jax.random.split(jax.random.PRNGKey(0), n)
+  out = []
+  for logs in ("full", "summary"):
+    for k in args.memory_episodes:
+      fn = jax.jit(jax.vmap(lambda key, k=k, logs=logs: oj.run(
+          agent, key, cmdp, num_episodes=k, logs=logs)))
+      mem = _memory(fn.lower(keys).compile())
+      print(f"memory   run, logs={logs:7s} K={k:6d}, seeds={n}: "
+            + (", ".join(f"{key} {v / 2**20:.2f} MiB" for key, v in mem.items())
+               if mem else "not reported"), flush=True)
+      out.append({"logs": logs, "K": k, "seeds": n, "bytes": mem})
+  return out
+
+
+def sweep_section(table, args):
+  """Many seeds in bounded memory: run_sharded with summary logs and batch_size."""
+  cmdp, policy, slack = _problem(10, 4, 10, 2)
+  agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=0,
+                    slack=slack, fw_iters=args.fw_iters, eta=100.0)
+  n, k, bs = args.sweep_seeds, args.sweep_episodes, args.sweep_batch
+  keys = jax.random.split(jax.random.PRNGKey(0), n)
+  rss0 = _peak_rss_mib()
+  t0 = time.perf_counter()
+  _, summary = oj.run_sharded(agent, keys, cmdp, num_episodes=k, logs="summary",
+                              batch_size=bs)
+  jax.block_until_ready(summary)
+  wall = time.perf_counter() - t0
+  rss1 = _peak_rss_mib()
+  sizes = f"S=10 A=4 H=10 I=2 T={args.fw_iters}"
+  table.add("sweep", f"run_sharded, K={k}, batch_size={bs}", seeds=n, time_s=wall,
+            sizes=sizes, fw_iters=args.fw_iters * k, peak_rss_mib=rss1,
+            peak_rss_before_mib=rss0)
+  print(f"sweep    peak RSS {rss0:.0f} MiB before, {rss1:.0f} MiB after"
+        f" ({n} seeds x {k} episodes, incl. compile)", flush=True)
+  return {"seeds": n, "episodes": k, "batch_size": bs, "wall_s": wall,
+          "peak_rss_before_mib": rss0, "peak_rss_after_mib": rss1,
+          "mean_weak_cost": float(jnp.mean(summary.weak_cost))}
+
+
+def hardware():
+  cpu = platform.processor()
+  try:
+    with open("/proc/cpuinfo") as f:
+      names = [l.split(":", 1)[1].strip() for l in f if l.startswith("model name")]
+    cpu = names[0] if names else cpu
+  except OSError:
+    pass
+  return {"platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
+          "jax_backend": jax.default_backend(), "jax": jax.__version__,
+          "devices": [str(d) for d in jax.devices()], "python": platform.python_version()}
+
+
+def parse_args(argv):
+  p = argparse.ArgumentParser(description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--quick", action="store_true", help="tiny sizes, for CI")
+  p.add_argument("--host-devices", type=int, default=None,
+                 help="CPU devices to create (command line only: set before jax starts)")
+  p.add_argument("--sections", default="kernel,step,scaling,compile,memory,sweep")
+  p.add_argument("--seeds", type=int, default=256)
+  p.add_argument("--fw-iters", type=int, default=100)
+  p.add_argument("--kernel-seeds", type=int, default=100)
+  p.add_argument("--seed-by-seed", type=int, default=16, help="calls timed seed by seed")
+  p.add_argument("--reps", type=int, default=7)
+  p.add_argument("--numpy-reps", type=int, default=3)
+  p.add_argument("--scale-seeds", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[16, 64, 256, 1024])
+  p.add_argument("--scale-states", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[5, 10, 20])
+  p.add_argument("--scale-fw-iters", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[25, 50, 100, 200])
+  p.add_argument("--memory-seeds", type=int, default=64)
+  p.add_argument("--memory-episodes", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[100, 1000, 10000])
+  p.add_argument("--sweep-seeds", type=int, default=10_000)
+  p.add_argument("--sweep-episodes", type=int, default=2)
+  p.add_argument("--sweep-batch", type=int, default=500)
+  p.add_argument("--out", default="results/benchmark.json")
+  args = p.parse_args(argv)
+  if args.quick:
+    args.seeds, args.fw_iters, args.kernel_seeds, args.seed_by_seed = 8, 5, 8, 2
+    args.reps, args.numpy_reps = 2, 1
+    args.scale_seeds, args.scale_states, args.scale_fw_iters = [4, 8], [3, 5], [2, 4]
+    args.memory_seeds, args.memory_episodes = 2, [10, 100]
+    args.sweep_seeds, args.sweep_episodes, args.sweep_batch = 50, 1, 16
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  sections = args.sections.split(",")
+  hw = hardware()
+  print(f"optaug-jax {oj.__version__} benchmark: {hw['cpu']} ({hw['cpu_count']} cores),"
+        f" jax {hw['jax']} on {hw['jax_backend']}, {jax.device_count()} device(s), float32")
+  table = Table()
+  Table.header()
+  results = {"arguments": vars(args), "hardware": hw}
+  for name in sections:
+    results[name] = globals()[f"{name}_section"](table, args)
+  results["rows"] = table.rows
+  if "kernel" in results:
+    k = results["kernel"]
+    print(f"kernel target (<= 30 us/seed at 100 seeds): best fill {k['best_fill']}"
+          f" {k['best_us_per_seed']:.1f} us/seed; NumPy {k['numpy_us']:.0f} us")
+  if "step" in results:
+    r = results["step"]
+    print(f"step ratios: vmapped vs NumPy {r['vmapped_vs_numpy']:.1f}x (target 50x),"
+          f" vmapped vs seed by seed {r['vmapped_vs_seed_by_seed']:.1f}x (target 5x),"
+          f" JAX 1 seed vs NumPy {r['jax_1_seed_vs_numpy']:.1f}x"
+          + (f"; sharded vs NumPy {r['sharded_vs_numpy']:.1f}x,"
+             f" sharded vs seed by seed {r['sharded_vs_seed_by_seed']:.1f}x"
+             if "sharded_vs_numpy" in r else ""))
+  if args.out:
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+      json.dump(results, f, indent=2, default=str)
+    print(f"wrote {args.out}")
+  return results
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,195 @@
+"""Summary logs, `run_sharded` (multi-device, batched), and the fill variants of the kernel."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+
+import optaug_jax as oj
+from optaug_jax import planning
+import references as ref
+
+K = 24
+
+
+@pytest.fixture(scope="module")
+def setup():
+  cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=4,
+                        num_constraints=2)
+  policy, slack = oj.safe_policy(cmdp)
+  agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4, slack=slack,
+                    eta=10.0, fw_iters=8, bonus_scale=0.1)
+  keys = jax.random.split(jax.random.PRNGKey(1), 5)
+  state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=K))(keys)
+  return cmdp, agent, keys, state, log
+
+
+def _numpy_summary(log, optimal_value, thresholds):
+  """Independent NumPy totals of a full log `[N, K]`."""
+  gap = np.asarray(log.cost_value) - optimal_value
+  viol = np.asarray(log.constraint_values) - np.asarray(thresholds)
+  return {"strong_cost": np.maximum(gap, 0).sum(-1), "weak_cost": gap.sum(-1),
+          "strong_constraint": np.maximum(viol, 0).sum(-2), "weak_constraint": viol.sum(-2),
+          "max_violation": viol.max(-2), "violating_episodes": (viol > 0).sum(-2),
+          "max_fw_gap": np.asarray(log.fw_gap).max(-1),
+          "multipliers": np.asarray(log.multipliers)[:, -1]}
+
+
+def test_summary_logs_equal_totals_of_full_logs(setup):
+  cmdp, agent, keys, state, log = setup
+  v_star = 1.3
+  st, summary = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=K, logs="summary",
+                                          optimal_value=v_star))(keys)
+  assert np.all(np.asarray(summary.episodes) == K)
+  want = _numpy_summary(log, v_star, cmdp.thresholds)
+  for name, value in want.items():
+    np.testing.assert_allclose(getattr(summary, name), value, rtol=1e-10, atol=1e-12,
+                               err_msg=name)
+  # The paper's constraint regrets are the max over constraints of the totals.
+  r = oj.regrets(log, v_star, cmdp.thresholds)
+  np.testing.assert_allclose(summary.strong_constraint.max(-1), r.strong_constraint[:, -1],
+                             rtol=1e-10)
+  np.testing.assert_allclose(summary.weak_cost, r.weak_cost[:, -1], rtol=1e-10)
+  jax.tree.map(np.testing.assert_array_equal, st, state)
+
+
+def test_summary_of_chunks_merges_to_summary_of_run(setup):
+  cmdp, agent, keys, _, _ = setup
+  _, whole = oj.run(agent, keys[0], cmdp, num_episodes=K, logs="summary")
+  s1, a = oj.run(agent, keys[0], cmdp, num_episodes=10, logs="summary")
+  _, b = oj.run(agent, keys[0], cmdp, num_episodes=K - 10, logs="summary", state=s1)
+  merged = a.merge(b)
+  for name in whole._fields:
+    np.testing.assert_allclose(getattr(merged, name), getattr(whole, name), rtol=1e-12,
+                               err_msg=name)
+
+
+def test_run_rejects_unknown_logs(setup):
+  cmdp, agent, keys, _, _ = setup
+  with pytest.raises(ValueError, match="logs"):
+    oj.run(agent, keys[0], cmdp, num_episodes=2, logs="none")
+
+
+@pytest.mark.parametrize("batch_size", [None, 2, 5])
+def test_run_sharded_equals_vmapped_run(setup, batch_size):
+  cmdp, agent, keys, state, log = setup
+  st, lg = oj.run_sharded(agent, keys, cmdp, num_episodes=K, batch_size=batch_size)
+  jax.tree.map(np.testing.assert_array_equal, st, state)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14), lg, log)
+
+
+def test_run_sharded_summary_batched_cmdps_and_resume(setup):
+  cmdp, agent, keys, _, _ = setup
+  cmdps = jax.vmap(lambda k: oj.random_cmdp(k, num_states=4, num_actions=3, horizon=4,
+                                            num_constraints=2))(
+                                                jax.random.split(jax.random.PRNGKey(7), 5))
+  v_star = jnp.linspace(1.0, 2.0, 5)
+  state, log = jax.vmap(lambda k, m: oj.run(agent, k, m, num_episodes=K))(keys, cmdps)
+  half, _ = oj.run_sharded(agent, keys, cmdps, num_episodes=10, batched_cmdp=True)
+  st, summary = oj.run_sharded(agent, keys, cmdps, num_episodes=K - 10, batched_cmdp=True,
+                               state=half, logs="summary", optimal_value=v_star,
+                               batch_size=3, donate_state=True)
+  jax.tree.map(np.testing.assert_array_equal, st, state)
+  # Summary of the last K - 10 episodes against NumPy totals.
+  tail = jax.tree.map(lambda x: x[:, 10:], log)
+  want = _numpy_summary(tail, np.asarray(v_star)[:, None], np.asarray(cmdps.thresholds)[:, None])
+  for name in ("strong_cost", "weak_cost", "strong_constraint", "multipliers"):
+    np.testing.assert_allclose(getattr(summary, name), want[name], rtol=1e-10, err_msg=name)
+
+
+def test_run_sharded_rejects_bad_arguments(setup):
+  cmdp, agent, keys, _, _ = setup
+  with pytest.raises(ValueError, match="batch_size"):
+    oj.run_sharded(agent, keys, cmdp, num_episodes=2, batch_size=0)
+  with pytest.raises(ValueError, match="mesh"):
+    oj.run_sharded(agent, keys, cmdp, num_episodes=2,
+                   mesh=jax.make_mesh((1,), ("batch",)))
+
+
+_SUBPROCESS = textwrap.dedent("""
+    import jax, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import optaug_jax as oj
+    assert jax.device_count() == 4, jax.devices()
+    cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=4,
+                          num_constraints=2)
+    policy, slack = oj.safe_policy(cmdp)
+    agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4,
+                      slack=slack, eta=10.0, fw_iters=8, bonus_scale=0.1)
+    keys = jax.random.split(jax.random.PRNGKey(1), 10)  # not a multiple of 4: padded
+    state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=12))(keys)
+    st, lg = oj.run_sharded(agent, keys, cmdp, num_episodes=12, batch_size=2)
+    assert lg.cost_value.shape == (10, 12)
+    jax.tree.map(np.testing.assert_array_equal, st, state)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14),
+                 lg, log)
+    # The inputs really are spread over the 4 devices.
+    mesh = jax.make_mesh((4,), ("seeds",))  # explicit axes (the default) work too
+    _, s = oj.run_sharded(agent, keys[:8], cmdp, num_episodes=3, logs="summary", mesh=mesh)
+    assert len(s.weak_cost.sharding.device_set) == 4
+    assert s.weak_cost.sharding.spec[0] == "seeds"  # stays sharded (8 = 2 x 4 devices)
+    _, padded = oj.run_sharded(agent, keys, cmdp, num_episodes=12, mesh=mesh)
+    np.testing.assert_allclose(padded.cost_value, log.cost_value, rtol=1e-12)
+    print("sharded ok")
+""")
+
+
+def test_run_sharded_on_4_cpu_devices_in_a_subprocess():
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+             JAX_PLATFORMS="cpu")
+  root = pathlib.Path(__file__).parent.parent
+  out = subprocess.run([sys.executable, "-c", _SUBPROCESS], env=env, cwd=root,
+                       capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "sharded ok" in out.stdout
+
+
+@pytest.mark.parametrize("method", planning.FILL_METHODS)
+def test_fill_methods_match_lp_per_row(method):
+  rng = np.random.default_rng(3)
+  for _ in range(10):
+    s = 7
+    values = rng.normal(size=s)
+    values[rng.integers(s)] = values[0]  # a tie
+    p = rng.dirichlet(np.ones(s), size=3)
+    lower, upper = ref.random_box(rng, p, 0.4)
+    val, arg = oj.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper),
+                               method=method)
+    for row in range(3):
+      res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
+                                   bounds=list(zip(lower[row], upper[row])), method="highs")
+      assert float(val[row]) == pytest.approx(res.fun, abs=1e-10)
+    assert np.all(arg >= lower - 1e-12) and np.all(arg <= upper + 1e-12)
+    np.testing.assert_allclose(np.asarray(arg).sum(-1), 1.0, atol=1e-12)
+  # Ties go to the lowest index whatever the method.
+  _, p = oj.box_minimize(jnp.zeros(4), jnp.zeros(4), jnp.full(4, 0.4), method=method)
+  np.testing.assert_allclose(p, [0.4, 0.4, 0.2, 0.0])
+
+
+@pytest.mark.parametrize("method", planning.FILL_METHODS)
+def test_fill_methods_agree_in_backward_pass_under_jit_and_vmap(method):
+  rng = np.random.default_rng(4)
+  p = rng.dirichlet(np.ones(5), size=(3, 4, 5, 2))
+  lower, upper = ref.random_box(rng, p, 0.3)
+  reward = rng.uniform(-1, 1, size=(3, 4, 5, 2))
+  fn = lambda r, lo, up: planning._backward(r, lo, up, method=method)
+  want = [planning._backward(reward[j], lower[j], upper[j], method="matmul") for j in range(3)]
+  got = jax.jit(jax.vmap(fn))(reward, lower, upper)
+  for j in range(3):
+    for a, b in zip(want[j], got):
+      np.testing.assert_allclose(b[j], a, atol=1e-12)
+    single = jax.jit(fn)(reward[j], lower[j], upper[j])
+    for a, b in zip(single, got):
+      np.testing.assert_allclose(b[j], a, atol=1e-12)
+
+
+def test_box_minimize_rejects_unknown_method():
+  with pytest.raises(ValueError, match="method"):
+    oj.box_minimize(jnp.zeros(3), jnp.zeros(3), jnp.ones(3), method="bubble")
