@@ -25,6 +25,7 @@ def test_quickstart_runs_and_saves(tmp_path):
   assert json.loads((tmp_path / "config.json").read_text())["episodes"] == 60
 
 
+@pytest.mark.slow
 def test_benchmark_quick(tmp_path):
   out = tmp_path / "bench.json"
   result = _load("benchmark").main(["--quick", "--sections", "kernel,step,memory,sweep",
@@ -40,6 +41,7 @@ def test_benchmark_quick(tmp_path):
     assert summary[-1]["bytes"]["output"] == summary[0]["bytes"]["output"]
 
 
+@pytest.mark.slow
 def test_sensitivity_quick(tmp_path):
   pytest.importorskip("matplotlib")
   results = _load("sensitivity").main(["--quick", "--out", str(tmp_path)])
@@ -85,6 +87,7 @@ def test_known_model_experiment_quick(tmp_path):
   assert abs(alm["objective_gap"][-1]) < 1e-2 and alm["violation"][-1] < 1e-2
 
 
+@pytest.mark.slow
 def test_inner_solver_experiment_quick(tmp_path):
   pytest.importorskip("cvxpy")
   results = _load("inner_solver").main(["--etas", "1,10", "--iters", "1,30",

@@ -141,6 +141,7 @@ _SUBPROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_run_sharded_on_4_cpu_devices_in_a_subprocess():
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
              JAX_PLATFORMS="cpu")
