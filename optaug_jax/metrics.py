@@ -63,8 +63,6 @@ class RunSummary(NamedTuple):
         max_fw_gap=jnp.maximum(self.max_fw_gap, later.max_fw_gap),
         multipliers=later.multipliers)
 
-  add = merge
-
 
 def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
   """The `RunSummary` of one (unbatched) episode log."""

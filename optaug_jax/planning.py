@@ -130,7 +130,7 @@ def _fill_sorted(free, capacity_sorted, method):
 
 
 def box_minimize(
-    values: jax.Array, lower: jax.Array, upper: jax.Array, *, method: str = "matmul",
+    values: jax.Array, lower: jax.Array, upper: jax.Array, *, method: str | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """`min_p p . values` over `{p in simplex, lower <= p <= upper}` for every row.
 
@@ -142,7 +142,8 @@ def box_minimize(
     values: `[S']` values of the next states.
     lower: `[..., S']` lower bounds (rows with `sum(lower) <= 1 <= sum(upper)`).
     upper: `[..., S']` upper bounds.
-    method: how the fill is written (same result up to rounding):
+    method: how the fill is written (same result up to rounding; default `DEFAULT_FILL`,
+      chosen by `experiments/benchmark.py`):
       `"matmul"`: the mass a next state receives is `clip(free - capacity before it, 0,
         capacity)`, "capacity before" a matmul with the 0/1 precedence matrix (no sort);
       `"sort"`: stable argsort, gather, cumsum, scatter back;
@@ -152,6 +153,7 @@ def box_minimize(
   Returns:
     `(minimum [...], minimiser [..., S'])`.
   """
+  method = method or DEFAULT_FILL
   if method not in FILL_METHODS:
     raise ValueError(f"method: expected one of {FILL_METHODS}, got {method!r}")
   capacity = upper - lower
@@ -177,7 +179,6 @@ def _backward(reward, lower, upper, *, full_transitions: bool = False,
   (default `DEFAULT_FILL`, read at trace time).
   """
   num_states = reward.shape[1]
-  method = method or DEFAULT_FILL
 
   def step(v_next, xs):
     r_h, lower_h, upper_h = xs

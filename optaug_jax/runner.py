@@ -64,7 +64,7 @@ def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs):
   def accumulate(carry, _):
     st, summary = carry
     st, log = step(st, None)
-    return (st, summary.add(summarize_episode(log, optimal_value, cmdp.thresholds))), None
+    return (st, summary.merge(summarize_episode(log, optimal_value, cmdp.thresholds))), None
 
   dtype = state.multipliers.dtype
   summary = RunSummary.zeros(cmdp.num_constraints, dtype)
@@ -151,7 +151,7 @@ def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
                          axis_types=(jax.sharding.AxisType.Auto,))
   if mesh.axis_names != ("seeds",):
     raise ValueError(f"mesh: expected a 1-D mesh with axis 'seeds', got {mesh.axis_names}")
-  keys = jnp.asarray(keys) if not isinstance(keys, jax.Array) else keys
+  keys = jnp.asarray(keys)
   num_seeds = keys.shape[0]
   num_devices = mesh.devices.size
   padded = -(-num_seeds // num_devices) * num_devices

@@ -10,6 +10,7 @@ import pytest
 import scipy.optimize
 
 import optaug_jax as oj
+from optaug_jax import planning
 import references as ref
 
 
@@ -39,27 +40,12 @@ def test_policy_values_are_expected_costs():
   np.testing.assert_allclose(vd, np.einsum("ihsa,hsa->i", m.constraint_costs, q), rtol=1e-12)
 
 
-def test_box_minimize_matches_lp_per_row():
-  rng = np.random.default_rng(2)
-  for _ in range(20):
-    s = 6
-    values = rng.normal(size=s)
-    values[rng.integers(s)] = values[0]  # a tie
-    p = rng.dirichlet(np.ones(s))
-    lower, upper = ref.random_box(rng, p, 0.4)
-    val, arg = oj.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper))
-    res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
-                                 bounds=list(zip(lower, upper)), method="highs")
-    assert float(val) == pytest.approx(res.fun, abs=1e-10)
-    assert np.all(arg >= lower - 1e-12) and np.all(arg <= upper + 1e-12)
-    assert float(arg.sum()) == pytest.approx(1.0, abs=1e-12)
-
-
-def test_box_minimize_breaks_ties_by_index():
+@pytest.mark.parametrize("method", planning.FILL_METHODS)
+def test_box_minimize_breaks_ties_by_index(method):
   values = jnp.zeros(4)
   lower = jnp.zeros(4)
   upper = jnp.full(4, 0.4)
-  _, p = oj.box_minimize(values, lower, upper)
+  _, p = oj.box_minimize(values, lower, upper, method=method)
   np.testing.assert_allclose(p, [0.4, 0.4, 0.2, 0.0])
 
 
@@ -123,3 +109,44 @@ def test_float32_extended_value_iteration():
   assert sol.value.dtype == jnp.float32
   assert float(sol.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 1),
                                            abs=1e-5)
+
+
+@pytest.mark.parametrize("method", planning.FILL_METHODS)
+def test_fill_methods_match_lp_per_row(method):
+  rng = np.random.default_rng(3)
+  for _ in range(10):
+    s = 7
+    values = rng.normal(size=s)
+    values[rng.integers(s)] = values[0]  # a tie
+    p = rng.dirichlet(np.ones(s), size=3)
+    lower, upper = ref.random_box(rng, p, 0.4)
+    val, arg = oj.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper),
+                               method=method)
+    for row in range(3):
+      res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
+                                   bounds=list(zip(lower[row], upper[row])), method="highs")
+      assert float(val[row]) == pytest.approx(res.fun, abs=1e-10)
+    assert np.all(arg >= lower - 1e-12) and np.all(arg <= upper + 1e-12)
+    np.testing.assert_allclose(np.asarray(arg).sum(-1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", planning.FILL_METHODS)
+def test_fill_methods_agree_in_backward_pass_under_jit_and_vmap(method):
+  rng = np.random.default_rng(4)
+  p = rng.dirichlet(np.ones(5), size=(3, 4, 5, 2))
+  lower, upper = ref.random_box(rng, p, 0.3)
+  reward = rng.uniform(-1, 1, size=(3, 4, 5, 2))
+  fn = lambda r, lo, up: planning._backward(r, lo, up, method=method)
+  want = [planning._backward(reward[j], lower[j], upper[j], method="matmul") for j in range(3)]
+  got = jax.jit(jax.vmap(fn))(reward, lower, upper)
+  for j in range(3):
+    for a, b in zip(want[j], got):
+      np.testing.assert_allclose(b[j], a, atol=1e-12)
+    single = jax.jit(fn)(reward[j], lower[j], upper[j])
+    for a, b in zip(single, got):
+      np.testing.assert_allclose(b[j], a, atol=1e-12)
+
+
+def test_box_minimize_rejects_unknown_method():
+  with pytest.raises(ValueError, match="method"):
+    oj.box_minimize(jnp.zeros(3), jnp.zeros(3), jnp.ones(3), method="bubble")

@@ -1,4 +1,4 @@
-"""Summary logs, `run_sharded` (multi-device, batched), and the fill variants of the kernel."""
+"""Summary logs and `run_sharded` (multi-device, batched)."""
 
 import os
 import pathlib
@@ -10,11 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.optimize
 
 import optaug_jax as oj
-from optaug_jax import planning
-import references as ref
 
 K = 24
 
@@ -150,47 +147,3 @@ def test_run_sharded_on_4_cpu_devices_in_a_subprocess():
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "sharded ok" in out.stdout
-
-
-@pytest.mark.parametrize("method", planning.FILL_METHODS)
-def test_fill_methods_match_lp_per_row(method):
-  rng = np.random.default_rng(3)
-  for _ in range(10):
-    s = 7
-    values = rng.normal(size=s)
-    values[rng.integers(s)] = values[0]  # a tie
-    p = rng.dirichlet(np.ones(s), size=3)
-    lower, upper = ref.random_box(rng, p, 0.4)
-    val, arg = oj.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper),
-                               method=method)
-    for row in range(3):
-      res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
-                                   bounds=list(zip(lower[row], upper[row])), method="highs")
-      assert float(val[row]) == pytest.approx(res.fun, abs=1e-10)
-    assert np.all(arg >= lower - 1e-12) and np.all(arg <= upper + 1e-12)
-    np.testing.assert_allclose(np.asarray(arg).sum(-1), 1.0, atol=1e-12)
-  # Ties go to the lowest index whatever the method.
-  _, p = oj.box_minimize(jnp.zeros(4), jnp.zeros(4), jnp.full(4, 0.4), method=method)
-  np.testing.assert_allclose(p, [0.4, 0.4, 0.2, 0.0])
-
-
-@pytest.mark.parametrize("method", planning.FILL_METHODS)
-def test_fill_methods_agree_in_backward_pass_under_jit_and_vmap(method):
-  rng = np.random.default_rng(4)
-  p = rng.dirichlet(np.ones(5), size=(3, 4, 5, 2))
-  lower, upper = ref.random_box(rng, p, 0.3)
-  reward = rng.uniform(-1, 1, size=(3, 4, 5, 2))
-  fn = lambda r, lo, up: planning._backward(r, lo, up, method=method)
-  want = [planning._backward(reward[j], lower[j], upper[j], method="matmul") for j in range(3)]
-  got = jax.jit(jax.vmap(fn))(reward, lower, upper)
-  for j in range(3):
-    for a, b in zip(want[j], got):
-      np.testing.assert_allclose(b[j], a, atol=1e-12)
-    single = jax.jit(fn)(reward[j], lower[j], upper[j])
-    for a, b in zip(single, got):
-      np.testing.assert_allclose(b[j], a, atol=1e-12)
-
-
-def test_box_minimize_rejects_unknown_method():
-  with pytest.raises(ValueError, match="method"):
-    oj.box_minimize(jnp.zeros(3), jnp.zeros(3), jnp.ones(3), method="bubble")
