@@ -4,7 +4,7 @@ Sections (every time is the median of several calls after compilation; machines 
 noisy, so compare the ratios printed, which come from the same run):
 
   kernel   extended-DP backward pass (S=10, A=4, H=10), 100 seeds vmapped, for each way
-           of writing the shared-order greedy fill (`planning.FILL_METHODS`), and NumPy;
+           of writing the shared-order greedy fill (`oj.kernels.FILL_METHODS`), and NumPy;
   step     one OptAug-CMDP episode step (S=10, A=4, H=10, I=2, fw_iters=100): JAX at 1
            seed, seed by seed, 256 seeds vmapped (each fill), sharded over the host's
            devices, and the NumPy step (`optaug_jax.numpy_reference`);
@@ -43,8 +43,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax import numpy_reference as npr
-from optaug_jax import planning
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy_reference as npr  # noqa: E402  (this directory's NumPy OptAug step)
+
+FILL_METHODS, DEFAULT_FILL = oj.kernels.FILL_METHODS, oj.kernels.DEFAULT_FILL
 
 
 def _median_time(fn, reps):
@@ -135,17 +138,13 @@ def kernel_section(table, args):
   reward = rng.uniform(size=(b, h, s, a)).astype(np.float32)
   sizes = f"S={s} A={a} H={h}"
   out = {}
-  for method in planning.FILL_METHODS:
-    fn = jax.jit(jax.vmap(lambda r, lo, up, m=method: planning._backward(r, lo, up, method=m)))
+  for method in FILL_METHODS:
+    fn = jax.jit(jax.vmap(lambda r, lo, up, m=method: oj.extended_lmo(r, lo, up, 0, fill=m)))
     compiled, c = _compile(fn, reward, lower, upper)
     t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
-    out[method] = table.add("kernel", f"backward, fill={method}", seeds=b, time_s=t,
-                            sizes=sizes, compile_s=c, memory=_memory(compiled))
-  lmo = jax.jit(jax.vmap(lambda r, lo, up: planning._extended_lmo(r, lo, up, 0)))
-  compiled, c = _compile(lmo, reward, lower, upper)
-  t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
-  table.add("kernel", f"LMO = backward + forward ({planning.DEFAULT_FILL})", seeds=b,
-            time_s=t, sizes=sizes, compile_s=c, memory=_memory(compiled))
+    out[method] = table.add("kernel", f"extended LMO (backward + forward), fill={method}",
+                            seeds=b, time_s=t, sizes=sizes, compile_s=c,
+                            memory=_memory(compiled))
   n_np = min(b, 20)
   t0 = time.perf_counter()
   for j in range(n_np):
@@ -154,7 +153,7 @@ def kernel_section(table, args):
   t = (time.perf_counter() - t0) / n_np
   out["numpy"] = table.add("kernel", "NumPy LMO (backward + forward)", seeds=1, time_s=t,
                            sizes=sizes)
-  best = min(planning.FILL_METHODS, key=lambda m: out[m]["time_per_seed_s"])
+  best = min(FILL_METHODS, key=lambda m: out[m]["time_per_seed_s"])
   return {"best_fill": best, "best_us_per_seed": out[best]["time_per_seed_s"] * 1e6,
           "numpy_us": t * 1e6, "target_us_per_seed": 30.0}
 
@@ -178,8 +177,9 @@ def _time_step(table, name, agent, cmdp, state, seeds, reps, sizes, fw_iters):
 def step_section(table, args):
   s, a, h, i, t_fw, n = 10, 4, 10, 2, args.fw_iters, args.seeds
   cmdp, policy, slack = _problem(s, a, h, i)
-  agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20, slack=slack,
-                    fw_iters=t_fw, eta=100.0)
+  make = lambda fill: oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
+                                slack=slack, fw_iters=t_fw, eta=100.0, fill=fill)
+  agent = make(DEFAULT_FILL)
   state = _warm_state(agent, cmdp)
   sizes = f"S={s} A={a} H={h} I={i} T={t_fw}"
   single, _ = _step_fns(agent, cmdp)
@@ -197,14 +197,10 @@ def step_section(table, args):
   loop = table.add("step", f"JAX, seed by seed ({m} calls)", seeds=m, time_s=t_loop,
                    sizes=sizes, fw_iters=t_fw)
   fills = {}
-  for method in planning.FILL_METHODS if not args.quick else (planning.DEFAULT_FILL,):
-    old, planning.DEFAULT_FILL = planning.DEFAULT_FILL, method
-    try:
-      fills[method] = _time_step(table, f"JAX, vmapped, fill={method}", agent, cmdp, state,
-                                 n, args.reps, sizes, t_fw)
-    finally:
-      planning.DEFAULT_FILL = old
-  vmapped = fills[planning.DEFAULT_FILL]
+  for method in FILL_METHODS if not args.quick else (DEFAULT_FILL,):
+    fills[method] = _time_step(table, f"JAX, vmapped, fill={method}", make(method), cmdp,
+                               state, n, args.reps, sizes, t_fw)
+  vmapped = fills[DEFAULT_FILL]
   sharded = None
   if jax.device_count() > 1:
     mesh = jax.make_mesh((jax.device_count(),), ("seeds",))

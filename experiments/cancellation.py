@@ -14,7 +14,6 @@ figures, and prints a summary table.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import sys
@@ -25,40 +24,30 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax import runner
 
-AGENTS = ("optaug", "optdual", "optprimaldual", "optcmdp")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (this directory's shared helpers)
+
 EPSILONS = (0.01, 0.05, 0.1)
 LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "fw_gap",
               "optimistic_cost_value", "optimistic_constraint_values")
 
 
-def build_problem(args):
-  """(cmdp, safe policy, slack) of the chosen benchmark."""
+def build_problem(args) -> oj.types.Benchmark:
+  """The chosen benchmark (the random family takes the size flags)."""
   kwargs = {}
   if args.benchmark == "random":
     kwargs = dict(seed=args.problem_seed, num_states=args.states, num_actions=args.actions,
                   horizon=args.horizon, num_constraints=args.constraints)
-  bench = oj.make_benchmark(args.benchmark, **kwargs)
-  return bench.cmdp, bench.safe_policy, float(bench.slack)
+  return oj.benchmarks.make_benchmark(args.benchmark, **kwargs)
 
 
-def build_agent(name, args, cmdp, safe_policy, slack):
-  k = args.episodes
-  common = {"delta": args.delta, "bonus_scale": args.bonus_scale}
-  if name == "optaug":
-    eta = None if args.eta == "paper" else float(args.eta)
-    return oj.optaug(num_episodes=k, safe_policy=safe_policy, pretrain_episodes=args.pretrain,
-                     slack=slack, nu=args.nu, eta=eta, fw_iters=args.fw_iters,
-                     step_rule=args.step_rule, **common)
-  if name == "optdual":
-    eta = None if args.dual_eta == "paper" else float(args.dual_eta)
-    return oj.optdual(num_episodes=k, eta=eta, slack=slack, **common)
-  if name == "optprimaldual":
-    return oj.optprimaldual(num_episodes=k, **common)
-  if name == "optcmdp":
-    return oj.optcmdp(num_episodes=k, **common)
-  raise ValueError(f"--agents: unknown agent {name!r}; choose from {AGENTS}")
+def agent_options(args) -> dict:
+  """The flags as agent options (each agent takes those its factory accepts)."""
+  return {"delta": args.delta, "bonus_scale": args.bonus_scale,
+          "pretrain_episodes": args.pretrain, "nu": args.nu, "fw_iters": args.fw_iters,
+          "step_rule": args.step_rule, "inner_method": args.inner,
+          "eta": {"optaug": args.eta, "optdual": args.dual_eta}}
 
 
 def _progress(name, done, total, started, seeds):
@@ -83,7 +72,7 @@ def _save_checkpoint(path, done, state, logs, seconds):
 def run_agent(name, agent, cmdp, keys, args, checkpoint):
   """Chunked vmapped run with checkpoints; returns (logs dict of [seeds, K, ...], seconds)."""
   k_total, chunk = args.episodes, args.chunk
-  init = jax.vmap(lambda _: runner.init_agent(agent, cmdp))(keys)
+  init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
   treedef = jax.tree.structure(init)
   state, done, logs, seconds = init, 0, {f: [] for f in LOG_FIELDS}, 0.0
   if args.resume and os.path.exists(checkpoint):
@@ -207,10 +196,10 @@ def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--benchmark", default="media_streaming",
-                 choices=["media_streaming", "factored", "gridworld", "random"])
-  p.add_argument("--agents", default="optaug,optdual,optprimaldual",
-                 help=f"comma-separated subset of {','.join(AGENTS)} (optcmdp is slow:"
-                      " one HiGHS LP per seed and episode, sequential)")
+                 choices=sorted(oj.benchmarks.BENCHMARKS))
+  p.add_argument("--agents", default="optaug,optdual,optprimaldual", type=common.agent_list,
+                 help=f"comma-separated subset of {','.join(sorted(oj.agents.AGENTS))}"
+                      " (optcmdp is slow: one HiGHS LP per seed and episode, sequential)")
   p.add_argument("--seeds", type=int, default=32)
   p.add_argument("--episodes", type=int, default=3000)
   p.add_argument("--chunk", type=int, default=250, help="episodes per jitted chunk")
@@ -222,11 +211,15 @@ def parse_args(argv=None):
   p.add_argument("--delta", type=float, default=0.1)
   p.add_argument("--bonus-scale", type=float, default=0.1)
   p.add_argument("--pretrain", type=int, default=300, help="OptAug's K'")
-  p.add_argument("--eta", default="100", help="OptAug's eta: a float or 'paper'")
+  p.add_argument("--eta", default=100.0, type=common.parse_eta,
+                 help="OptAug's eta: a positive float or 'paper' (needs --x64)")
   p.add_argument("--nu", type=float, default=0.5)
   p.add_argument("--fw-iters", type=int, default=50)
-  p.add_argument("--step-rule", default="linesearch", choices=["linesearch", "standard"])
-  p.add_argument("--dual-eta", default="paper", help="OptDual's step: a float or 'paper'")
+  p.add_argument("--step-rule", default="linesearch", choices=oj.kernels.STEP_RULES)
+  p.add_argument("--inner", default="frank_wolfe", choices=sorted(oj.kernels.INNER_METHODS),
+                 help="OptAug's inner solver")
+  p.add_argument("--dual-eta", default=None, type=common.parse_eta,
+                 help="OptDual's step: a positive float or 'paper' (default)")
   p.add_argument("--x64", action="store_true", help="float64 (needed for eta='paper')")
   # random benchmark
   p.add_argument("--states", type=int, default=10)
@@ -241,9 +234,11 @@ def main(argv=None):
   args = parse_args(argv)
   if args.x64:
     jax.config.update("jax_enable_x64", True)
-  names = [a.strip() for a in args.agents.split(",") if a.strip()]
+  names = args.agents
   os.makedirs(args.out, exist_ok=True)
-  config = {k: v for k, v in vars(args).items() if k not in ("resume", "max_chunks")}
+  config = {k: v for k, v in vars(args).items() if k not in ("resume", "max_chunks", "out")}
+  config.update(agents=",".join(names), eta=common.eta_flag(args.eta),
+                dual_eta=common.eta_flag(args.dual_eta))
   config_path = os.path.join(args.out, "config.json")
   if args.resume and os.path.exists(config_path):
     with open(config_path) as f:
@@ -251,22 +246,21 @@ def main(argv=None):
     if saved != config:
       diff = {k: (saved.get(k), v) for k, v in config.items() if saved.get(k) != v}
       raise ValueError(f"--resume: arguments differ from the saved run: {diff}")
-  cmdp, safe_policy, slack = build_problem(args)
+  bench = build_problem(args)
+  cmdp = bench.cmdp
   lp = oj.solve_lp(cmdp)
-  versions = {p: importlib.metadata.version(p) for p in ("jax", "jaxlib", "optax", "numpy",
-                                                          "scipy", "optaug-jax")}
+  record = common.run_config(config, bench, lp)
+  record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
   with open(config_path, "w") as f:
-    json.dump({"arguments": config, "versions": versions, "lp_value": lp.value,
-               "thresholds": np.asarray(cmdp.thresholds).tolist(), "safe_policy_slack": slack,
-               "seed_keys": f"jax.random.split(PRNGKey({args.seed}), {args.seeds})",
-               "device": str(jax.devices()[0]), "dtype": str(cmdp.cost.dtype)}, f, indent=2)
+    json.dump(record, f, indent=2)
   print(f"{args.benchmark}: S={cmdp.num_states} A={cmdp.num_actions} H={cmdp.horizon}"
         f" I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
-        f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {slack:.4f}")
+        f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}")
   keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
+  agents = common.make_agents(names, bench, num_episodes=args.episodes,
+                              options=agent_options(args))
   logs, curves, summary = {}, {}, {}
-  for name in names:
-    agent = build_agent(name, args, cmdp, safe_policy, slack)
+  for name, agent in agents.items():
     result, seconds = run_agent(name, agent, cmdp, keys, args,
                                 os.path.join(args.out, f"checkpoint_{name}.npz"))
     if result is None:

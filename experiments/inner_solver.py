@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import jax
 
@@ -22,9 +21,6 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-import references  # noqa: E402  (the cvxpy formulation shared with the tests)
 
 
 def main(argv=None):
@@ -38,7 +34,9 @@ def main(argv=None):
   cmdp = oj.random_cmdp(jax.random.PRNGKey(3), num_states=s, num_actions=a, horizon=h,
                         num_constraints=i, dtype=jnp.float64)
   rng = np.random.default_rng(3)
-  lower, upper = references.random_box(rng, np.asarray(cmdp.transitions), 0.2)
+  p_true = np.asarray(cmdp.transitions)
+  radius = 0.2 * rng.uniform(size=p_true.shape)
+  lower, upper = np.clip(p_true - radius, 0, 1), np.clip(p_true + radius, 0, 1)
   lower, upper = jnp.asarray(lower), jnp.asarray(upper)
   lam = jnp.asarray([0.3, 0.0])
   iters = [int(t) for t in args.iters.split(",")]
@@ -46,7 +44,7 @@ def main(argv=None):
   print(f"S={s} A={a} H={h} I={i}; error = objective - cvxpy optimum; paper's T for eps=1e-2"
         " in the last column")
   for eta in map(float, args.etas.split(",")):
-    optimum, _ = references.inner_cvxpy(cmdp.cost, cmdp.constraint_costs, lower, upper, 0,
+    optimum, _ = oj.lp.solve_inner_reference(cmdp.cost, cmdp.constraint_costs, lower, upper, 0,
                                         cmdp.thresholds, lam, eta)
     paper_t = 2 * eta * i * s**2 * a * h / 1e-2
     for rule in ["standard", "linesearch"]:

@@ -25,8 +25,9 @@ import optaug_jax as oj  # noqa: E402
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--benchmark", default="random", choices=["random", "media_streaming",
-                                                            "factored", "gridworld"])
+  p.add_argument("--benchmark", default="random",
+                 choices=sorted(oj.benchmarks.BENCHMARKS),
+                 help="'random' is a fixed 5-state member of the random family")
   p.add_argument("--iters", type=int, default=200)
   p.add_argument("--inner-iters", type=int, default=500)
   p.add_argument("--alm-etas", default="1,10,100")
@@ -38,21 +39,20 @@ def main(argv=None):
     cmdp = oj.random_cmdp(jax.random.PRNGKey(2), num_states=5, num_actions=3, horizon=5,
                           dtype=jnp.float64)
   else:
-    from optaug_jax import benchmarks
-    cmdp = benchmarks.make_benchmark(args.benchmark, dtype=jnp.float64).cmdp
+    cmdp = oj.benchmarks.make_benchmark(args.benchmark, dtype=jnp.float64).cmdp
   lp = oj.solve_lp(cmdp)
   alpha = np.asarray(cmdp.thresholds)
   results = {"lp_value": lp.value, "lp_multipliers": lp.multipliers.tolist(), "alm": {},
              "dual_descent": {}}
   for eta in map(float, args.alm_etas.split(",")):
-    log = jax.jit(lambda e: oj.alm_known_model(cmdp, e, num_iters=args.iters,
+    log = jax.jit(lambda e: oj.analysis.alm_known_model(cmdp, e, num_iters=args.iters,
                                                inner_iters=args.inner_iters))(eta)
     results["alm"][str(eta)] = {
         "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
         "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist(),
         "fw_gap": np.asarray(log.fw_gap).tolist()}
   for eta in map(float, args.dual_etas.split(",")):
-    log = jax.jit(lambda e: oj.dual_descent_known_model(cmdp, e, num_iters=args.iters))(eta)
+    log = jax.jit(lambda e: oj.analysis.dual_descent_known_model(cmdp, e, num_iters=args.iters))(eta)
     results["dual_descent"][str(eta)] = {
         "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
         "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist()}

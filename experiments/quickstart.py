@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import jax
@@ -20,6 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (this directory's shared helpers)
 
 
 def main(argv=None):
@@ -33,8 +37,9 @@ def main(argv=None):
   parser.add_argument("--pretrain", type=int, default=200)
   parser.add_argument("--seeds", type=int, default=16)
   parser.add_argument("--fw-iters", type=int, default=50)
-  parser.add_argument("--eta", type=float, default=20.0,
-                      help="constant OptAug step size (0 = the paper's schedule)")
+  parser.add_argument("--eta", type=common.parse_eta, default=20.0,
+                      help="OptAug's step size: a positive float or 'paper' (the paper's"
+                           " schedule; needs float64)")
   parser.add_argument("--bonus-scale", type=float, default=0.02)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--out", default="results/quickstart")
@@ -52,12 +57,11 @@ def main(argv=None):
         f" safe-policy slack {slack:.4f}")
 
   k = args.episodes
-  agents = {
-      "optaug": oj.optaug(num_episodes=k, safe_policy=pi_safe, pretrain_episodes=args.pretrain,
-                          slack=slack, eta=args.eta or None, fw_iters=args.fw_iters,
-                          bonus_scale=args.bonus_scale),
-      "optdual": oj.optdual(num_episodes=k, slack=slack, bonus_scale=args.bonus_scale),
-  }
+  problem = oj.types.Benchmark(cmdp=cmdp, safe_policy=pi_safe, slack=slack)
+  agents = common.make_agents(
+      ["optaug", "optdual"], problem, num_episodes=k,
+      options={"pretrain_episodes": args.pretrain, "fw_iters": args.fw_iters,
+               "bonus_scale": args.bonus_scale, "eta": {"optaug": args.eta}})
   keys = jax.random.split(jax.random.PRNGKey(args.seed + 1), args.seeds)
   os.makedirs(args.out, exist_ok=True)
   summary, arrays = {}, {}
@@ -69,10 +73,9 @@ def main(argv=None):
     run = jax.jit(jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=k)))
     _, log = jax.block_until_ready(run(keys))
     seconds = time.perf_counter() - t0
-    reg = oj.regrets(log, lp.value, cmdp.thresholds)
     violation = np.max(np.asarray(log.constraint_values - cmdp.thresholds), axis=-1)
     unsafe = float(np.mean(violation[:, late] > 0.05))
-    summary[name] = {key: float(np.mean(getattr(reg, key)[:, -1])) for key in reg._fields}
+    summary[name] = common.final_regrets(log, lp.value, cmdp.thresholds)
     summary[name].update(late_fraction_violation_above_0_05=unsafe, seconds=seconds)
     arrays[f"{name}_cost_value"] = np.asarray(log.cost_value)
     arrays[f"{name}_constraint_values"] = np.asarray(log.constraint_values)
@@ -81,9 +84,9 @@ def main(argv=None):
     print(f"{name:8s} {s['strong_cost']:12.2f} {s['weak_cost']:10.2f}"
           f" {s['strong_constraint']:12.2f} {s['weak_constraint']:10.2f} {unsafe:10.3f}"
           f" {seconds:6.1f}s")
+  arguments = {**vars(args), "eta": common.eta_flag(args.eta)}
   with open(os.path.join(args.out, "config.json"), "w") as f:
-    json.dump({**vars(args), "lp_value": lp.value, "jax": jax.__version__,
-               "optaug_jax": oj.__version__}, f, indent=2)
+    json.dump(common.run_config(arguments, problem, lp), f, indent=2)
   with open(os.path.join(args.out, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
   np.savez_compressed(os.path.join(args.out, "results.npz"), **arrays)

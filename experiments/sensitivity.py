@@ -33,25 +33,15 @@ import optaug_jax as oj  # noqa: E402
 
 def limiting_multiplier(cmdp, alpha, *, eta, num_iters, inner_iters):
   """Known-model ALM's last multiplier (-> lambda*(alpha)) and last cost value."""
-  log = oj.alm_known_model(cmdp._replace(thresholds=alpha), eta, num_iters=num_iters,
+  log = oj.analysis.alm_known_model(cmdp._replace(thresholds=alpha), eta, num_iters=num_iters,
                            inner_iters=inner_iters)
   return log.multipliers[-1], log.cost_value[-1], log.constraint_values[-1]
 
 
 def optimal_value_estimate(cmdp, alpha, *, eta, num_iters, inner_iters):
-  """A differentiable estimate of V*(alpha).
-
-  At the ALM fixed point lambda_N = lambda*, the inner optimum is
-  f*(alpha) = V*(alpha) + ||lambda*||^2 / (2 eta) and, by the envelope theorem with lambda_N
-  held fixed, d f*/d alpha = -lambda+ = -lambda* = dV*/dalpha.
-  """
-  lam, _, _ = limiting_multiplier(jax.lax.stop_gradient(cmdp), jax.lax.stop_gradient(alpha),
-                                  eta=eta, num_iters=num_iters, inner_iters=inner_iters)
-  lam = jax.lax.stop_gradient(lam)
-  p = cmdp.transitions
-  sol = oj.solve_inner(cmdp.cost, cmdp.constraint_costs, p, p, cmdp.initial_state, alpha, lam,
-                       eta, num_iters=inner_iters, gradient="envelope")
-  return sol.objective - jnp.sum(lam**2) / (2.0 * eta)
+  """`oj.analysis.optimal_value_estimate` at thresholds `alpha` (differentiable in alpha)."""
+  return oj.analysis.optimal_value_estimate(cmdp._replace(thresholds=alpha), eta,
+                                            num_iters=num_iters, inner_iters=inner_iters)
 
 
 def price_of_safety(cmdp, alphas, *, eta, num_iters, inner_iters):
@@ -81,7 +71,7 @@ def price_of_safety(cmdp, alphas, *, eta, num_iters, inner_iters):
 
 def last_iterate_error_vs_eta(cmdp, etas, *, num_iters, inner_iters, lp_value):
   """|V(pi_N) - V*| and [D q_N - alpha]_+ of the known-model ALM after N iterations."""
-  fn = lambda e: oj.alm_known_model(cmdp, e, num_iters=num_iters, inner_iters=inner_iters)
+  fn = lambda e: oj.analysis.alm_known_model(cmdp, e, num_iters=num_iters, inner_iters=inner_iters)
   logs = jax.jit(jax.vmap(fn))(jnp.asarray(etas))
   gap = np.abs(np.asarray(logs.cost_value) - lp_value)  # [eta, N]
   violation = np.max(np.maximum(np.asarray(logs.constraint_values - cmdp.thresholds), 0), -1)
@@ -133,7 +123,7 @@ def agreement_and_cost(cmdp_big, *, num_iters, reps):
   timings["forward_s"] = (time.perf_counter() - t0) / reps
   result = {}
   for mode in ["unrolled", "envelope"]:
-    sens = jax.jit(lambda *a, mode=mode: oj.inner_sensitivities(
+    sens = jax.jit(lambda *a, mode=mode: oj.analysis.inner_sensitivities(
         a[0], a[1], a[2], a[3], 0, a[4], a[5], a[6], num_iters=num_iters, gradient=mode))
     out = jax.block_until_ready(sens(*args))
     t0 = time.perf_counter()
@@ -203,7 +193,7 @@ def main(argv=None):
   # From just above the safest policy's constraint value (feasible) to the unconstrained
   # optimum's (where the constraint stops binding).
   _, v_safe = oj.policy_values(cmdp, oj.safe_policy(cmdp)[0])
-  _, v_free = oj.policy_values(cmdp, oj.optimal_policy(cmdp.cost, cmdp.transitions))
+  _, v_free = oj.policy_values(cmdp, oj.kernels.optimal_policy(cmdp.cost, cmdp.transitions))
   lo, hi = float(v_safe[0]), float(v_free[0])
   alphas = np.linspace(lo + 0.05 * (hi - lo), hi, grid)
   results = {"config": {**vars(args), "lp_value": lp.value, "alpha": alpha0,

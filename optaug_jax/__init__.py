@@ -1,36 +1,56 @@
-"""optaug-jax: OptAug-CMDP and Lagrangian baselines for constrained MDPs, in JAX."""
+"""optaug-jax: OptAug-CMDP and Lagrangian baselines for constrained MDPs, in JAX.
 
-from optaug_jax.agents import (Agent, AgentState, PlanInfo, PrimalDualState, optaug, optcmdp,
-                               optdual, optprimaldual, paper_eta_schedule,
-                               pretrain_episodes_bound)
-from optaug_jax.benchmarks import (BENCHMARKS, Benchmark, factored, gridworld,
-                                   make_benchmark, media_streaming, plot_gridworld,
-                                   random_family)
-from optaug_jax.cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
-from optaug_jax.env import Trajectory, sample_episode
-from optaug_jax.estimates import Counts, OptimisticModel, optimistic_model
-from optaug_jax.inner import InnerSolution, augmented_lagrangian, solve_inner
-from optaug_jax.known_model import (KnownModelLog, alm_known_model,
-                                    dual_descent_known_model)
-from optaug_jax.metrics import EpisodeLog, Regrets, RunSummary, regrets
-from optaug_jax.planning import (ExtendedSolution, box_minimize, extended_value_iteration,
-                                 occupancy, optimal_policy, optimistic_policy_evaluation,
-                                 policy_values)
-from optaug_jax.reference import LPSolution, solve_extended_lp, solve_lp
-from optaug_jax.runner import episode_step, run, run_sharded
-from optaug_jax.sensitivity import InnerSensitivities, inner_sensitivities
+The top level holds the algorithm's steps and the objects every user needs. More in the
+namespaces: `agents` (baselines, the registry `AGENTS`), `benchmarks` (problems, the
+registry `BENCHMARKS`), `kernels` (lower-level DP kernels and the inner-solver slot),
+`analysis` (known-model methods, sensitivities), `lp` (host-side HiGHS / cvxpy
+references), `plotting`, `types` (every container).
+"""
 
-__version__ = "0.1.0"
+from optaug_jax import agents, analysis, benchmarks, kernels, lp, plotting, types
+from optaug_jax._src.agents.base import Agent, AgentState
+from optaug_jax._src.agents.optaug import optaug
+from optaug_jax._src.agents.optdual import optdual
+from optaug_jax._src.cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
+from optaug_jax._src.env import sample_episode
+from optaug_jax._src.estimates import init_counts, optimistic_model, update_counts
+from optaug_jax._src.inner import InnerSolution, augmented_lagrangian, dual_step, solve_inner
+from optaug_jax._src.lp import solve_lp
+from optaug_jax._src.metrics import EpisodeLog, RunSummary, regrets
+from optaug_jax._src.planning import (extended_lmo, extended_value_iteration, occupancy,
+                                      policy_from_occupancy, policy_values)
+from optaug_jax._src.runner import episode_step, run, run_sharded
 
-__all__ = [
-    "BENCHMARKS", "Benchmark", "factored", "gridworld", "make_benchmark", "media_streaming",
-    "plot_gridworld", "random_family",
-    "Agent", "AgentState", "CMDP", "Counts", "EpisodeLog", "ExtendedSolution",
-    "InnerSensitivities", "InnerSolution", "KnownModelLog", "PrimalDualState", "LPSolution", "OptimisticModel", "PlanInfo", "Regrets", "RunSummary", "Trajectory",
-    "alm_known_model", "augmented_lagrangian", "box_minimize", "dual_descent_known_model", "check_safe_policy", "episode_step",
-    "extended_value_iteration", "inner_sensitivities", "occupancy", "optaug", "optcmdp", "optdual", "optimal_policy",
-    "optimistic_policy_evaluation", "optprimaldual",
-    "optimistic_model", "paper_eta_schedule", "policy_values", "pretrain_episodes_bound",
-    "random_cmdp", "regrets", "run", "run_sharded", "safe_policy", "sample_episode", "solve_extended_lp",
-    "solve_inner", "solve_lp", "validate_cmdp", "__version__",
-]
+__version__ = "0.2.0"
+
+__all__ = (
+    "Agent",
+    "AgentState",
+    "CMDP",
+    "EpisodeLog",
+    "InnerSolution",
+    "RunSummary",
+    "augmented_lagrangian",
+    "check_safe_policy",
+    "dual_step",
+    "episode_step",
+    "extended_lmo",
+    "extended_value_iteration",
+    "init_counts",
+    "occupancy",
+    "optaug",
+    "optdual",
+    "optimistic_model",
+    "policy_from_occupancy",
+    "policy_values",
+    "random_cmdp",
+    "regrets",
+    "run",
+    "run_sharded",
+    "safe_policy",
+    "sample_episode",
+    "solve_inner",
+    "solve_lp",
+    "update_counts",
+    "validate_cmdp",
+)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+import references as ref
 
 S, A, H, I = 4, 3, 5, 2
 
@@ -47,41 +48,76 @@ def test_log_shapes_and_pretraining_phase():
   assert np.all(np.isfinite(np.asarray(log.cost_value)))
 
 
-def test_optaug_dual_step_uses_the_schedule():
-  """lambda_{k+1} = [lambda_k + eta_k (V(d~, p~) - alpha)]_+ with a callable schedule."""
+def _numpy_policy(q):
+  total = q.sum(-1, keepdims=True)
+  return np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / q.shape[-1])
+
+
+def test_optaug_dual_steps_follow_the_schedule_against_numpy():
+  """Each optimistic episode's lambda_{k+1} against the NumPy step (its own optimistic
+  model, Frank-Wolfe and dual step) from the agent's counts, with eta_fn(count), count =
+  optimistic episodes so far (the one schedule convention)."""
+  npr = ref.load_experiment_module("numpy_reference")
   m = _cmdp(1)
-  eta_fn = lambda count: 2.0 + 3.0 * count
-  agent = _optaug(m, eta=eta_fn, bonus_scale=0.05, pretrain=5)
-  _, log = oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=30)
-  lam = np.zeros(I)
   alpha = np.asarray(m.thresholds)
-  for k in range(5, 30):
-    lam = np.maximum(lam + eta_fn(k - 5) * (np.asarray(log.optimistic_constraint_values[k])
-                                            - alpha), 0)
-    np.testing.assert_allclose(log.multipliers[k], lam, rtol=1e-9, atol=1e-12)
+  eta_fn = lambda count: 2.0 + 3.0 * count
+  agent = _optaug(m, num_episodes=30, eta=eta_fn, bonus_scale=0.05, pretrain=5, fw_iters=40)
+  key = jax.random.PRNGKey(1)
+  state, _ = oj.run(agent, key, m, num_episodes=5)  # pre-training
+  plan = jax.jit(agent.plan)
+  positive = 0
+  for k in range(5, 10):
+    counts = tuple(np.array(x) for x in state.counts)
+    c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=30, delta=0.1,
+                                                  bonus_scale=0.05)
+    lam = np.asarray(state.multipliers)
+    q, _ = npr.frank_wolfe(c_t, d_t, lower, upper, 0, alpha, lam, eta_fn(k - 5),
+                           num_iters=40)
+    want = np.maximum(lam + eta_fn(k - 5) * (np.einsum("ihsa,hsa->i", d_t, q) - alpha), 0)
+    policy, new_state, _ = plan(state)
+    np.testing.assert_allclose(new_state.multipliers, want, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(policy, _numpy_policy(q), atol=1e-7)
+    positive += int(np.any(want > 0))
+    state, _ = oj.run(agent, key, m, num_episodes=1, state=state)
+  assert positive >= 2  # the dual step is exercised, not stuck at 0
 
 
 def test_paper_schedule_and_pretrain_bound():
-  sched = oj.paper_eta_schedule(10, 2.0, 0.5)
+  sched = oj.agents.paper_eta_schedule(10, 2.0, 0.5)
   sigma = 10 / (0.5 * 2.0)
   assert float(sched(0)) == pytest.approx((5 * sigma) ** 2.5)
   assert float(sched(3)) == pytest.approx((14 * sigma) ** 2.5)
-  k = oj.pretrain_episodes_bound(num_states=10, num_actions=4, horizon=10, slack=1.0, nu=0.5)
+  k = oj.agents.pretrain_episodes_bound(num_states=10, num_actions=4, horizon=10, slack=1.0, nu=0.5)
   assert k == int(np.ceil(max(2 * 100 * 4 * 1000 / 0.5, 4 * 10 * 10 * 4 * 1e4 / 0.25)))
 
 
-def test_optdual_dual_step_and_default_eta():
+def test_optdual_dual_steps_and_default_eta_against_numpy():
+  """OptDual's best response and dual step against the NumPy extended DP, with the paper's
+  default eta = sqrt(rho^2 / (H^2 I K)), rho = H / slack."""
+  npr = ref.load_experiment_module("numpy_reference")
   m = _cmdp(2)
+  alpha = np.asarray(m.thresholds)
   _, slack = oj.safe_policy(m)
   agent = oj.optdual(num_episodes=25, slack=float(slack), bonus_scale=0.05)
-  _, log = oj.run(agent, jax.random.PRNGKey(2), m, num_episodes=25)
   eta = np.sqrt((H / float(slack)) ** 2 / (H**2 * I * 25))
-  lam = np.zeros(I)
-  for k in range(25):
-    lam = np.maximum(lam + eta * (np.asarray(log.optimistic_constraint_values[k])
-                                  - np.asarray(m.thresholds)), 0)
-    np.testing.assert_allclose(log.multipliers[k], lam, rtol=1e-9, atol=1e-12)
+  key = jax.random.PRNGKey(2)
+  state, log = oj.run(agent, key, m, num_episodes=3)
   assert not np.any(np.asarray(log.pretraining))
+  plan = jax.jit(agent.plan)
+  positive = 0
+  for _ in range(6):
+    counts = tuple(np.array(x) for x in state.counts)
+    c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=25, delta=0.1,
+                                                  bonus_scale=0.05)
+    lam = np.asarray(state.multipliers)
+    _, q = npr.extended_lmo(c_t + np.tensordot(lam, d_t, axes=1), lower, upper, 0)
+    want = np.maximum(lam + eta * (np.einsum("ihsa,hsa->i", d_t, q) - alpha), 0)
+    policy, new_state, _ = plan(state)
+    np.testing.assert_allclose(new_state.multipliers, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(policy, _numpy_policy(q), atol=1e-12)
+    positive += int(np.any(want > 0))
+    state, _ = oj.run(agent, key, m, num_episodes=1, state=state)
+  assert positive >= 1
 
 
 def test_run_vmapped_over_64_seeds_matches_single_runs():
@@ -100,6 +136,7 @@ def test_run_vmapped_over_64_seeds_matches_single_runs():
   assert np.unique(np.asarray(state.counts.visits).reshape(64, -1), axis=0).shape[0] > 1
 
 
+@pytest.mark.slow
 def test_run_vmapped_over_a_batch_of_cmdps():
   """One compiled call over (key, CMDP) pairs; each CMDP has its own safe policy and slack,
   so the agent is built inside the vmapped function (its closure holds tracers)."""
@@ -219,7 +256,7 @@ def test_optdual_rejects_bad_configuration():
 def test_optaug_plan_matches_numpy_reference(step_rule):
   """The jitted plan (optimistic model, Frank-Wolfe, dual step) against the independent
   NumPy implementation, from counts gathered by a few episodes."""
-  from optaug_jax import numpy_reference as npr
+  npr = ref.load_experiment_module("numpy_reference")
   m = _cmdp(8)
   pi, slack = oj.safe_policy(m)
   agent = oj.optaug(num_episodes=40, safe_policy=pi, pretrain_episodes=6, slack=slack,
@@ -236,7 +273,7 @@ def test_optaug_plan_matches_numpy_reference(step_rule):
       np.einsum("ihsa,hsa->i", d_t, q) - np.asarray(m.thresholds)), 0)
   np.testing.assert_allclose(new_state.multipliers, lam, rtol=1e-7, atol=1e-9)
   np.testing.assert_allclose(info.fw_gap, gap, rtol=1e-6, atol=1e-9)
-  np.testing.assert_allclose(policy.sum(-1), 1.0)
+  np.testing.assert_allclose(policy, _numpy_policy(q), atol=1e-7)
   np.testing.assert_allclose(info.optimistic_constraint_values,
                              np.einsum("ihsa,hsa->i", d_t, q), rtol=1e-7, atol=1e-9)
   np.testing.assert_allclose(info.optimistic_cost_value, np.sum(c_t * q), rtol=1e-7)

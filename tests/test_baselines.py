@@ -37,11 +37,11 @@ def test_optimistic_policy_evaluation_matches_lp_loop_and_exact_values():
   rng = np.random.default_rng(0)
   lower, upper = ref.random_box(rng, np.asarray(m.transitions), 0.3)
   pi = rng.dirichlet(np.ones(2), size=(3, 3))
-  values, _ = oj.optimistic_policy_evaluation(m.cost, jnp.asarray(pi), jnp.asarray(lower),
+  values, _ = oj.kernels.optimistic_policy_evaluation(m.cost, jnp.asarray(pi), jnp.asarray(lower),
                                               jnp.asarray(upper))
   np.testing.assert_allclose(values[0], _ope_loop(np.asarray(m.cost), pi, lower, upper),
                              atol=1e-10)
-  point, _ = oj.optimistic_policy_evaluation(m.cost, jnp.asarray(pi), m.transitions,
+  point, _ = oj.kernels.optimistic_policy_evaluation(m.cost, jnp.asarray(pi), m.transitions,
                                              m.transitions)
   v, _ = oj.policy_values(m, jnp.asarray(pi))
   assert float(point[0, 0]) == pytest.approx(float(v), abs=1e-10)
@@ -49,7 +49,7 @@ def test_optimistic_policy_evaluation_matches_lp_loop_and_exact_values():
 
 def test_optprimaldual_mirror_and_dual_steps():
   m = _tiny(2)
-  agent = oj.optprimaldual(num_episodes=20, bonus_scale=0.3, policy_step=0.7, dual_step=0.4)
+  agent = oj.agents.optprimaldual(num_episodes=20, bonus_scale=0.3, policy_step=0.7, dual_step=0.4)
   state, _ = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=5)
   policy, new_state, info = agent.plan(state)
   model = oj.optimistic_model(state.counts, num_episodes=20, delta=0.1, bonus_scale=0.3)
@@ -80,7 +80,7 @@ def test_optprimaldual_mirror_and_dual_steps():
 def test_optcmdp_solves_the_extended_lp():
   m = oj.random_cmdp(jax.random.PRNGKey(3), num_states=3, num_actions=2, horizon=3,
                      num_constraints=2)
-  agent = oj.optcmdp(num_episodes=30, bonus_scale=0.2)
+  agent = oj.agents.optcmdp(num_episodes=30, bonus_scale=0.2)
   state, _ = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=10)
   policy, _, info = jax.jit(agent.plan)(state)
   model = oj.optimistic_model(state.counts, num_episodes=30, delta=0.1, bonus_scale=0.2)
@@ -104,7 +104,7 @@ def test_solve_extended_lp_unconstrained_is_extended_value_iteration():
   p = rng.dirichlet(np.ones(4), size=(3, 4, 2))
   lower, upper = ref.random_box(rng, p, 0.3)
   cost = rng.uniform(size=(3, 4, 2))
-  q, feasible = oj.solve_extended_lp(cost, np.zeros((1, 3, 4, 2)), lower, upper, 0, [3.0])
+  q, feasible = oj.lp.solve_extended_lp(cost, np.zeros((1, 3, 4, 2)), lower, upper, 0, [3.0])
   sol = oj.extended_value_iteration(jnp.asarray(cost), jnp.asarray(lower), jnp.asarray(upper), 0)
   assert feasible
   assert np.sum(cost * q) == pytest.approx(float(sol.value), abs=1e-9)
@@ -113,7 +113,7 @@ def test_solve_extended_lp_unconstrained_is_extended_value_iteration():
 def test_baselines_vmap_over_seeds():
   m = _tiny(4)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
-  for agent in [oj.optprimaldual(num_episodes=8), oj.optcmdp(num_episodes=8)]:
+  for agent in [oj.agents.optprimaldual(num_episodes=8), oj.agents.optcmdp(num_episodes=8)]:
     _, log = jax.jit(jax.vmap(lambda k: oj.run(agent, k, m, num_episodes=8)))(keys)
     chex.assert_shape(log.cost_value, (3, 8))
     _, l1 = oj.run(agent, keys[1], m, num_episodes=8)

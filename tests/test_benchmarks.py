@@ -10,6 +10,7 @@ import pytest
 
 import optaug_jax as oj
 from optaug_jax import benchmarks
+import references as ref
 
 matplotlib.use("Agg")
 
@@ -41,12 +42,20 @@ def test_valid_and_rows_sum_to_one(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_safe_policy_strictly_feasible(name):
+  """The recorded slack against the baseline's constraint value by a NumPy loop."""
   b = _benchmark(name)
-  slack = oj.check_safe_policy(b.cmdp, b.safe_policy)
-  assert slack > 0
-  assert slack == pytest.approx(b.slack, abs=1e-12)
-  _, values = oj.policy_values(b.cmdp, b.safe_policy)
-  assert float(b.cmdp.thresholds[0] - values[0]) == pytest.approx(b.slack, abs=1e-12)
+  q = ref.occupancy_loop(b.cmdp.transitions, b.safe_policy, int(b.cmdp.initial_state))
+  value = float(np.sum(np.asarray(b.cmdp.constraint_costs)[0] * q))
+  assert b.slack == pytest.approx(float(b.cmdp.thresholds[0]) - value, abs=1e-10)
+  assert b.slack > 0
+
+
+@pytest.mark.parametrize("name", ["media_streaming", "factored"])
+def test_lp_baselines_have_four_fifths_of_the_threshold_as_slack(name):
+  """By construction (module docstring) the baseline is LP-optimal for alpha / 5, and that
+  smaller constraint binds: slack = 4 alpha / 5 (media_streaming: 4.0, factored: 2.4)."""
+  b = _benchmark(name)
+  assert b.slack == pytest.approx({"media_streaming": 4.0, "factored": 2.4}[name], abs=1e-9)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -149,10 +158,10 @@ def test_plot_gridworld_returns_axes():
   import matplotlib.pyplot as plt
   b = _benchmark("gridworld")
   lp = oj.solve_lp(b.cmdp)
-  ax = benchmarks.plot_gridworld(b, policy=lp.policy, occupancy=lp.occupancy)
+  ax = oj.plotting.plot_gridworld(b, policy=lp.policy, occupancy=lp.occupancy)
   assert isinstance(ax, matplotlib.axes.Axes)
   _, given = plt.subplots()
-  assert benchmarks.plot_gridworld(b, ax=given, step=3) is given
+  assert oj.plotting.plot_gridworld(b, ax=given, step=3) is given
   plt.close("all")
 
 
@@ -163,25 +172,33 @@ def test_dtype_argument():
   assert b.slack > 0
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_make_benchmark(name):
-  b = benchmarks.make_benchmark(name)
-  assert isinstance(b, benchmarks.Benchmark)
-  assert oj.make_benchmark is benchmarks.make_benchmark
-  fn = benchmarks.BENCHMARKS[name]
-  assert fn is getattr(oj, fn.__name__)
+def test_registry_holds_the_documented_benchmarks():
+  assert sorted(benchmarks.BENCHMARKS) == sorted(NAMES)
+  for name in NAMES:
+    b = benchmarks.make_benchmark(name)
+    assert isinstance(b, benchmarks.Benchmark)
+    assert b.cmdp.num_constraints == 1
 
 
-def test_random_family_is_a_random_cmdp_member():
-  b = benchmarks.random_family(seed=3, num_states=5, num_actions=3, horizon=4,
-                               num_constraints=2)
-  ref = oj.random_cmdp(jax.random.PRNGKey(3), num_states=5, num_actions=3, horizon=4,
-                       num_constraints=2)
-  for got, want in zip(b.cmdp, ref):
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-  policy, slack = oj.safe_policy(ref)
-  np.testing.assert_array_equal(np.asarray(b.safe_policy), np.asarray(policy))
-  assert b.slack == pytest.approx(float(slack), abs=1e-12) and b.slack > 0
+def test_random_family_has_its_documented_thresholds_and_baseline():
+  """Against brute force over all 64 deterministic policies (S=2 A=2 H=3): the baseline
+  minimises the constraint value, and alpha = V_safe + 0.5 |V_opt - V_safe| where V_opt is
+  the constraint value of the cost-minimising policy."""
+  b = benchmarks.random_family(seed=3, num_states=2, num_actions=2, horizon=3)
+  m = b.cmdp
+  p, c, d = (np.asarray(x) for x in (m.transitions, m.cost, m.constraint_costs[0]))
+  values = []
+  for pi in ref.deterministic_policies(3, 2, 2):
+    q = ref.occupancy_loop(p, pi, 0)
+    values.append((np.sum(c * q), np.sum(d * q)))
+  values = np.array(values)
+  v_safe = values[:, 1].min()
+  v_opt = values[np.argmin(values[:, 0]), 1]
+  alpha = v_safe + 0.5 * abs(v_opt - v_safe)
+  assert float(m.thresholds[0]) == pytest.approx(alpha, abs=1e-12)
+  assert b.slack == pytest.approx(alpha - v_safe, abs=1e-12)
+  q = ref.occupancy_loop(p, b.safe_policy, 0)
+  assert np.sum(d * q) == pytest.approx(v_safe, abs=1e-12)
 
 
 def test_make_benchmark_kwargs_and_unknown_name():

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
-from optaug_jax import estimates
 import references as ref
 
 
@@ -30,10 +29,10 @@ def test_update_counts_matches_loop():
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=4,
                      num_constraints=2)
   pi = jnp.full((4, 3, 2), 0.5)
-  counts = estimates.init_counts(num_states=3, num_actions=2, horizon=4, num_constraints=2,
+  counts = oj.init_counts(num_states=3, num_actions=2, horizon=4, num_constraints=2,
                                  dtype=jnp.float64)
   sample = jax.jit(lambda k: oj.sample_episode(k, m, pi))
-  update = jax.jit(estimates.update_counts)
+  update = jax.jit(oj.update_counts)
   trajs = []
   for k in range(30):
     tr = sample(jax.random.PRNGKey(k))
@@ -52,7 +51,7 @@ def test_optimistic_model_formulas():
     trans[idx] = rng.multinomial(int(visits[idx]), np.ones(s) / s)
   csum = visits * rng.uniform(size=visits.shape)
   dsum = visits[None] * rng.uniform(size=(i, h, s, a))
-  counts = estimates.Counts(*(jnp.asarray(x) for x in (visits, trans, csum, dsum)))
+  counts = oj.types.Counts(*(jnp.asarray(x) for x in (visits, trans, csum, dsum)))
   model = oj.optimistic_model(counts, num_episodes=k_total, delta=delta, bonus_scale=0.7)
   n = np.maximum(visits, 1)
   lp = np.log(6 * s * a * h * k_total / delta)
@@ -67,11 +66,32 @@ def test_optimistic_model_formulas():
   np.testing.assert_allclose(model.upper, np.where(visited, np.clip(pbar + beta_p, 0, 1), 1))
 
 
-def test_box_never_empty_even_without_bonus():
-  counts = estimates.init_counts(num_states=3, num_actions=2, horizon=2, num_constraints=1,
-                                 dtype=jnp.float64)
-  model = oj.optimistic_model(counts, num_episodes=10, delta=0.1, bonus_scale=0.0)
-  assert np.all(model.lower.sum(-1) <= 1) and np.all(model.upper.sum(-1) >= 1)
+def test_box_without_bonus_is_the_empirical_model():
+  """bonus_scale=0: visited rows collapse to the empirical transition frequencies (counted
+  here by hand from the trajectories), unvisited rows are the whole simplex."""
+  m = oj.random_cmdp(jax.random.PRNGKey(7), num_states=3, num_actions=2, horizon=3)
+  pi = np.full((3, 3, 2), 0.5)
+  keys = jax.random.split(jax.random.PRNGKey(8), 12)
+  trajs = jax.vmap(lambda k: oj.sample_episode(k, m, jnp.asarray(pi)))(keys)
+  counts = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
+                          dtype=jnp.float64)
+  for j in range(12):
+    counts = oj.update_counts(counts, jax.tree.map(lambda x: x[j], trajs))
+  model = oj.optimistic_model(counts, num_episodes=12, delta=0.1, bonus_scale=0.0)
+  n = np.zeros((3, 3, 2))
+  nt = np.zeros((3, 3, 2, 3))
+  states, actions = np.asarray(trajs.states), np.asarray(trajs.actions)
+  for j in range(12):
+    for h in range(3):
+      n[h, states[j, h], actions[j, h]] += 1
+      nt[h, states[j, h], actions[j, h], states[j, h + 1]] += 1
+  visited = n > 0
+  assert 0 < visited.sum() < visited.size  # both kinds of rows occur
+  freq = nt / np.maximum(n, 1)[..., None]
+  np.testing.assert_allclose(np.asarray(model.lower)[visited], freq[visited], atol=1e-15)
+  np.testing.assert_allclose(np.asarray(model.upper)[visited], freq[visited], atol=1e-15)
+  np.testing.assert_array_equal(np.asarray(model.lower)[~visited], 0.0)
+  np.testing.assert_array_equal(np.asarray(model.upper)[~visited], 1.0)
 
 
 def test_true_model_in_confidence_set_for_most_seeds():
@@ -83,11 +103,11 @@ def test_true_model_in_confidence_set_for_most_seeds():
   pi = jnp.full((3, 3, 2), 0.5)
 
   def one_seed(key):
-    counts = estimates.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
+    counts = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
                                    dtype=jnp.float64)
 
     def step(c, k):
-      return estimates.update_counts(c, oj.sample_episode(k, m, pi)), None
+      return oj.update_counts(c, oj.sample_episode(k, m, pi)), None
 
     counts, _ = jax.lax.scan(step, counts, jax.random.split(key, k_total))
     model = oj.optimistic_model(counts, num_episodes=k_total, delta=delta)
@@ -140,13 +160,13 @@ def test_sample_episode_jit_vmap_parity():
 def test_estimates_kernels_jit_vmap_parity():
   m = oj.random_cmdp(jax.random.PRNGKey(8), num_states=3, num_actions=2, horizon=3)
   pi = jnp.full((3, 3, 2), 0.5)
-  c0 = estimates.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
+  c0 = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
                              dtype=jnp.float64)
   trajs = jax.vmap(lambda k: oj.sample_episode(k, m, pi))(jax.random.split(jax.random.PRNGKey(0), 3))
-  upd = jax.vmap(estimates.update_counts, in_axes=(None, 0))(c0, trajs)
+  upd = jax.vmap(oj.update_counts, in_axes=(None, 0))(c0, trajs)
   mod = jax.jit(jax.vmap(lambda c: oj.optimistic_model(c, num_episodes=10, delta=0.1)))(upd)
   for j in range(3):
-    single = estimates.update_counts(c0, jax.tree.map(lambda x: x[j], trajs))
+    single = oj.update_counts(c0, jax.tree.map(lambda x: x[j], trajs))
     chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], upd))
     chex.assert_trees_all_close(oj.optimistic_model(single, num_episodes=10, delta=0.1),
                                 jax.tree.map(lambda x: x[j], mod), rtol=1e-12)

@@ -22,7 +22,7 @@ def test_quickstart_runs_and_saves(tmp_path):
   assert set(summary) == {"optaug", "optdual"}
   for name in ["config.json", "summary.json", "results.npz"]:
     assert (tmp_path / name).exists()
-  assert json.loads((tmp_path / "config.json").read_text())["episodes"] == 60
+  assert json.loads((tmp_path / "config.json").read_text())["arguments"]["episodes"] == 60
 
 
 @pytest.mark.slow
@@ -57,6 +57,7 @@ def _cancellation_args(out, *extra):
           *extra]
 
 
+@pytest.mark.slow
 def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
   import numpy as np
   cancellation = _load("cancellation")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
-from optaug_jax import inner
+from optaug_jax._src import inner  # the private line search is tested directly
 import references as ref
 
 
@@ -24,14 +24,14 @@ def _instance(seed=3, s=3, a=2, h=3, num_constraints=2, radius=0.2):
 def test_augmented_lagrangian_closed_form():
   m, _, _ = _instance()
   rng = np.random.default_rng(0)
-  q = jnp.asarray(rng.uniform(size=m.cost.shape))
+  q = rng.uniform(size=m.cost.shape)
   lam = jnp.asarray([0.5, 0.0])
   eta = 3.0
   d = np.asarray(m.constraint_costs)
   viol = np.einsum("ihsa,hsa->i", d, q) - np.asarray(m.thresholds)
   expected = np.sum(np.asarray(m.cost) * q) + np.sum(np.maximum(lam + eta * viol, 0) ** 2) / (
       2 * eta)
-  got = oj.augmented_lagrangian(q, m.cost, m.constraint_costs, m.thresholds, lam, eta)
+  got = oj.augmented_lagrangian(jnp.asarray(q), m.cost, m.constraint_costs, m.thresholds, lam, eta)
   assert float(got) == pytest.approx(expected, rel=1e-12)
 
 
@@ -103,7 +103,6 @@ def test_tol_stops_early_with_certificate():
 
 def test_solve_inner_jit_vmap_parity_and_no_retrace():
   problems = [_instance(seed) for seed in range(3)]
-  stack = lambda i: jnp.stack([jnp.asarray(p[0][i]) if i < 5 else p[i - 4] for p in problems])
   cost = jnp.stack([p[0].cost for p in problems])
   d = jnp.stack([p[0].constraint_costs for p in problems])
   alpha = jnp.stack([p[0].thresholds for p in problems])
@@ -141,9 +140,8 @@ def test_float32_large_eta_stays_finite(eta):
 
 
 def test_nan_occupancy_is_not_hidden_by_the_policy():
-  from optaug_jax import planning
   q = jnp.zeros((2, 2, 2)).at[0, 0].set(jnp.nan).at[0, 1].set(0.0).at[1, 0, 1].set(1.0)
-  pi = planning.policy_from_occupancy(q)
+  pi = oj.policy_from_occupancy(q)
   assert np.all(np.isnan(np.asarray(pi[0, 0])))
   np.testing.assert_allclose(pi[0, 1], 0.5)  # unreached: uniform
   np.testing.assert_allclose(pi[1, 0], [0.0, 1.0])
@@ -169,12 +167,12 @@ def test_known_model_alm_last_iterate_vs_dual_descent():
   """The paper's central claim on a known model: ALM's LAST iterate reaches the LP optimum
   and feasibility, while dual descent's iterates keep violating the constraint."""
   m, lp = _binding_cmdp()
-  log = jax.jit(lambda eta: oj.alm_known_model(m, eta, num_iters=40, inner_iters=2000))(5.0)
+  log = jax.jit(lambda eta: oj.analysis.alm_known_model(m, eta, num_iters=40, inner_iters=2000))(5.0)
   assert abs(float(log.cost_value[-1]) - lp.value) <= 1e-2
   assert float(jnp.max(log.constraint_values[-1] - m.thresholds)) <= 1e-2
   assert float(log.multipliers[-1, 0]) == pytest.approx(lp.multipliers[0], abs=5e-2)
 
-  dd = jax.jit(lambda eta: oj.dual_descent_known_model(m, eta, num_iters=200))(0.5)
+  dd = jax.jit(lambda eta: oj.analysis.dual_descent_known_model(m, eta, num_iters=200))(0.5)
   late_v = np.asarray(dd.constraint_values[100:, 0] - m.thresholds[0])
   late_g = np.asarray(dd.cost_value[100:]) - lp.value
   # Every late iterate is off by a finite amount: either it violates or it is suboptimal.
@@ -189,7 +187,7 @@ def test_known_model_alm_last_iterate_vs_dual_descent():
 
 def test_dual_descent_known_model_matches_a_numpy_loop():
   m, _ = _binding_cmdp()
-  log = oj.dual_descent_known_model(m, 0.5, num_iters=30)
+  log = oj.analysis.dual_descent_known_model(m, 0.5, num_iters=30)
   p, c, d = (np.asarray(x) for x in (m.transitions, m.cost, m.constraint_costs))
   alpha = np.asarray(m.thresholds)
   lam = np.zeros(1)

@@ -10,7 +10,6 @@ import pytest
 import scipy.optimize
 
 import optaug_jax as oj
-from optaug_jax import planning
 import references as ref
 
 
@@ -40,12 +39,12 @@ def test_policy_values_are_expected_costs():
   np.testing.assert_allclose(vd, np.einsum("ihsa,hsa->i", m.constraint_costs, q), rtol=1e-12)
 
 
-@pytest.mark.parametrize("method", planning.FILL_METHODS)
+@pytest.mark.parametrize("method", oj.kernels.FILL_METHODS)
 def test_box_minimize_breaks_ties_by_index(method):
   values = jnp.zeros(4)
   lower = jnp.zeros(4)
   upper = jnp.full(4, 0.4)
-  _, p = oj.box_minimize(values, lower, upper, method=method)
+  _, p = oj.kernels.box_minimize(values, lower, upper, method=method)
   np.testing.assert_allclose(p, [0.4, 0.4, 0.2, 0.0])
 
 
@@ -89,8 +88,8 @@ def test_kernels_jit_and_vmap_parity():
   checks = [
       (lambda r, lo, up, pp, po: oj.extended_value_iteration(r, lo, up, 0)),
       (lambda r, lo, up, pp, po: oj.occupancy(pp, po, 0)),
-      (lambda r, lo, up, pp, po: oj.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0])),
-      (lambda r, lo, up, pp, po: oj.optimal_policy(r, pp)),
+      (lambda r, lo, up, pp, po: oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0])),
+      (lambda r, lo, up, pp, po: oj.kernels.optimal_policy(r, pp)),
   ]
   for fn in checks:
     batched = jax.jit(jax.vmap(fn))(reward, lower, upper, p, pi)
@@ -111,7 +110,7 @@ def test_float32_extended_value_iteration():
                                            abs=1e-5)
 
 
-@pytest.mark.parametrize("method", planning.FILL_METHODS)
+@pytest.mark.parametrize("method", oj.kernels.FILL_METHODS)
 def test_fill_methods_match_lp_per_row(method):
   rng = np.random.default_rng(3)
   for _ in range(10):
@@ -120,7 +119,7 @@ def test_fill_methods_match_lp_per_row(method):
     values[rng.integers(s)] = values[0]  # a tie
     p = rng.dirichlet(np.ones(s), size=3)
     lower, upper = ref.random_box(rng, p, 0.4)
-    val, arg = oj.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper),
+    val, arg = oj.kernels.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper),
                                method=method)
     for row in range(3):
       res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
@@ -130,23 +129,32 @@ def test_fill_methods_match_lp_per_row(method):
     np.testing.assert_allclose(np.asarray(arg).sum(-1), 1.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", planning.FILL_METHODS)
-def test_fill_methods_agree_in_backward_pass_under_jit_and_vmap(method):
+@pytest.mark.parametrize("method", oj.kernels.FILL_METHODS)
+def test_fill_methods_agree_in_extended_dp_under_jit_and_vmap(method):
   rng = np.random.default_rng(4)
   p = rng.dirichlet(np.ones(5), size=(3, 4, 5, 2))
   lower, upper = ref.random_box(rng, p, 0.3)
   reward = rng.uniform(-1, 1, size=(3, 4, 5, 2))
-  fn = lambda r, lo, up: planning._backward(r, lo, up, method=method)
-  want = [planning._backward(reward[j], lower[j], upper[j], method="matmul") for j in range(3)]
+  fn = lambda r, lo, up: (oj.extended_value_iteration(r, lo, up, 1, fill=method),
+                          oj.extended_lmo(r, lo, up, 1, fill=method))
+  want = [(oj.extended_value_iteration(reward[j], lower[j], upper[j], 1),
+           oj.extended_lmo(reward[j], lower[j], upper[j], 1)) for j in range(3)]
   got = jax.jit(jax.vmap(fn))(reward, lower, upper)
   for j in range(3):
-    for a, b in zip(want[j], got):
-      np.testing.assert_allclose(b[j], a, atol=1e-12)
+    chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], got), want[j], atol=1e-12)
     single = jax.jit(fn)(reward[j], lower[j], upper[j])
-    for a, b in zip(single, got):
-      np.testing.assert_allclose(b[j], a, atol=1e-12)
+    chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], got), single, atol=1e-12)
+    assert float(want[j][0].value) == pytest.approx(
+        ref.extended_lp_value(reward[j], lower[j], upper[j], 1), abs=1e-9)
+
+
+def test_unknown_fill_is_a_value_error():
+  reward, lower, upper, _, _ = _problem(0)
+  with pytest.raises(ValueError, match="fill"):
+    oj.solve_inner(jnp.asarray(reward), jnp.zeros((1,) + reward.shape), jnp.asarray(lower),
+                   jnp.asarray(upper), 0, jnp.ones(1), jnp.zeros(1), 1.0, fill="bubble")
 
 
 def test_box_minimize_rejects_unknown_method():
   with pytest.raises(ValueError, match="method"):
-    oj.box_minimize(jnp.zeros(3), jnp.zeros(3), jnp.ones(3), method="bubble")
+    oj.kernels.box_minimize(jnp.zeros(3), jnp.zeros(3), jnp.ones(3), method="bubble")

@@ -7,7 +7,7 @@ import pytest
 
 import optaug_jax as oj
 import references as ref
-from optaug_jax.reference import flow_constraints
+from optaug_jax.lp import flow_constraints
 
 
 def _tiny(seed, **kw):
@@ -38,7 +38,6 @@ def test_binding_constraint_equals_cvxpy(seed):
   q = [cp.Variable((s, a), nonneg=True) for _ in range(h)]
   cons = [cp.sum(q[0], axis=1) == np.eye(s)[0]]
   for t in range(1, h):
-    inflow = sum(p[t - 1, :, :, j].ravel() @ cp.vec(q[t - 1], order="C") for j in [0])
     cons += [cp.sum(q[t][j]) == cp.sum(cp.multiply(p[t - 1, :, :, j], q[t - 1]))
              for j in range(s)]
   d = np.asarray(m.constraint_costs)

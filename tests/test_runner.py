@@ -82,6 +82,7 @@ def test_run_sharded_equals_vmapped_run(setup, batch_size):
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14), lg, log)
 
 
+@pytest.mark.slow
 def test_run_sharded_summary_batched_cmdps_and_resume(setup):
   cmdp, agent, keys, _, _ = setup
   cmdps = jax.vmap(lambda k: oj.random_cmdp(k, num_states=4, num_actions=3, horizon=4,

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from optaug_jax import inner, planning
-from optaug_jax.agents import base
-from optaug_jax.cmdp import CMDP
+from . import inner, planning
+from .agents import base
+from .cmdp import CMDP
 
 
 class KnownModelLog(NamedTuple):
@@ -41,11 +41,12 @@ def alm_known_model(
     eta: base.Schedule,
     *,
     num_iters: int,
-    inner_iters: int,
+    inner_iters: int | None = None,
     step_rule: str = "linesearch",
     gradient: str = "unrolled",
+    inner_method: str = "frank_wolfe",
 ) -> KnownModelLog:
-  """The augmented Lagrangian method on the exact CMDP (inner problems by Frank-Wolfe).
+  """The augmented Lagrangian method on the exact CMDP (inner problems by `solve_inner`).
 
   `q_n = argmin_q c.q + ||[lambda_n + eta_n (D q - alpha)]_+||^2 / (2 eta_n)` over `Q(p)`,
   `lambda_{n+1} = [lambda_n + eta_n (D q_n - alpha)]_+`, `lambda_0 = 0`.
@@ -55,7 +56,8 @@ def alm_known_model(
     eta: a positive scalar (may be traced, e.g. differentiated) or a callable
       `n -> eta_n`.
     num_iters: outer iterations N (static).
-    inner_iters: Frank-Wolfe steps per inner problem (static).
+    inner_iters: iteration budget of each inner solve (static; `None`: the method's
+      default).
     step_rule: Frank-Wolfe step rule.
     gradient: `"unrolled"` or `"envelope"`, see `solve_inner`. With `"envelope"` the
       inner solutions carry no derivative; the multipliers still depend on the inputs
@@ -72,8 +74,9 @@ def alm_known_model(
     eta_n = jnp.asarray(eta_fn(n), dtype)
     sol = inner.solve_inner(
         cmdp.cost, cmdp.constraint_costs, p, p, cmdp.initial_state, cmdp.thresholds,
-        multipliers, eta_n, num_iters=inner_iters, step_rule=step_rule, gradient=gradient)
-    next_multipliers = inner._shifted_multipliers(
+        multipliers, eta_n, method=inner_method, num_iters=inner_iters, step_rule=step_rule,
+        gradient=gradient)
+    next_multipliers = inner.dual_step(
         sol.occupancy, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
     cost_value, constraint_values = _values(cmdp, sol.occupancy)
     return next_multipliers, KnownModelLog(cost_value, constraint_values, next_multipliers,
@@ -107,7 +110,7 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int
     policy = planning.optimal_policy(reward, cmdp.transitions)
     q = planning.occupancy(cmdp.transitions, policy, cmdp.initial_state)
     eta_n = jnp.asarray(eta_fn(n), dtype)
-    next_multipliers = inner._shifted_multipliers(
+    next_multipliers = inner.dual_step(
         q, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
     cost_value, constraint_values = _values(cmdp, q)
     return next_multipliers, KnownModelLog(cost_value, constraint_values, next_multipliers,
@@ -116,3 +119,41 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int
   lam0 = jnp.zeros(cmdp.thresholds.shape, dtype)
   _, log = lax.scan(step, lam0, jnp.arange(num_iters))
   return log
+
+
+def optimal_value_estimate(
+    cmdp: CMDP,
+    eta: jax.typing.ArrayLike,
+    *,
+    num_iters: int,
+    inner_iters: int | None = None,
+    inner_method: str = "frank_wolfe",
+) -> jax.Array:
+  """A differentiable estimate of the constrained optimum `V*` of a known CMDP.
+
+  Runs the known-model ALM (`alm_known_model`, constant `eta`) to its last multiplier
+  `lambda_N ~ lambda*`, held fixed (no derivative through the iterations), then solves the
+  inner problem once more with `gradient="envelope"`. At the ALM fixed point the inner
+  optimum is `f* = V* + ||lambda*||^2 / (2 eta)`, so the estimate is
+  `f* - ||lambda_N||^2 / (2 eta)`, and by the envelope theorem its derivative with respect
+  to the thresholds is `-lambda+ = -lambda* = dV*/dalpha` (the price of safety); the
+  derivatives with respect to the costs are those of `V*` likewise.
+
+  Args:
+    cmdp: an unbatched `CMDP`; derivatives flow to its costs and thresholds.
+    eta: positive scalar.
+    num_iters: ALM iterations (static).
+    inner_iters: iteration budget of each inner solve (static; `None`: the method's).
+    inner_method: the inner solver (`INNER_METHODS`).
+
+  Returns:
+    Scalar estimate of `V*`.
+  """
+  log = alm_known_model(lax.stop_gradient(cmdp), lax.stop_gradient(eta), num_iters=num_iters,
+                        inner_iters=inner_iters, inner_method=inner_method)
+  lam = lax.stop_gradient(log.multipliers[-1])
+  p = cmdp.transitions
+  sol = inner.solve_inner(cmdp.cost, cmdp.constraint_costs, p, p, cmdp.initial_state,
+                          cmdp.thresholds, lam, eta, method=inner_method,
+                          num_iters=inner_iters, gradient="envelope", with_transitions=False)
+  return sol.objective - jnp.sum(lam**2) / (2.0 * eta)

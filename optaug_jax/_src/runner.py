@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from optaug_jax import planning
-from optaug_jax.agents.base import Agent, AgentState
-from optaug_jax.cmdp import CMDP, assert_cmdp_shapes
-from optaug_jax.env import sample_episode
-from optaug_jax.metrics import EpisodeLog, RunSummary, summarize_episode
+from . import planning, validation
+from .agents.base import Agent, AgentState
+from .cmdp import CMDP, assert_cmdp_shapes
+from .env import sample_episode
+from .metrics import EpisodeLog, RunSummary, summarize_episode
 
 _LOGS = ("full", "summary")
 
@@ -44,6 +44,7 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
       pretraining=info.pretraining,
       sampled_cost=jnp.sum(trajectory.costs),
       sampled_constraint_costs=jnp.sum(trajectory.constraint_costs, axis=-1),
+      extras=info.extras,
   )
   return state, log
 
@@ -105,6 +106,7 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
     `(final state, EpisodeLog or RunSummary)`.
   """
   _check_logs(logs)
+  validation.check_int("num_episodes", num_episodes, low=0)
   return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs)
 
 
@@ -146,6 +148,7 @@ def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
     `(final states, logs)`, each with a leading `[N]` axis.
   """
   _check_logs(logs)
+  validation.check_int("num_episodes", num_episodes, low=0)
   if mesh is None:
     mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
                          axis_types=(jax.sharding.AxisType.Auto,))

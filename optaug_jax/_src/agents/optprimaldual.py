@@ -8,8 +8,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from optaug_jax import estimates, planning
-from optaug_jax.agents import base
+from .. import estimates, planning, validation
+from . import base, registry
 
 
 class PrimalDualState(NamedTuple):
@@ -23,6 +23,9 @@ class PrimalDualState(NamedTuple):
   policy: jax.Array  # [H, S, A] pi_k, the policy played next
 
 
+@registry.register_agent(
+    "optprimaldual",
+    summary="OptPrimalDual-CMDP: mirror-descent policy update, projected dual ascent")
 def optprimaldual(
     num_episodes: int,
     delta: jax.typing.ArrayLike = 0.1,
@@ -51,12 +54,10 @@ def optprimaldual(
   Returns:
     `Agent(init, plan, update)`; its state is a `PrimalDualState`.
   """
-  if int(num_episodes) != num_episodes or num_episodes < 1:
-    raise ValueError(f"num_episodes: must be a positive integer, got {num_episodes!r}")
-  if not isinstance(delta, jax.core.Tracer) and not 0 < float(delta) < 1:
-    raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
-  base.check_positive("policy_step", policy_step)
-  base.check_positive("dual_step", dual_step)
+  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_confidence(delta, bonus_scale)
+  validation.check_positive("policy_step", policy_step)
+  validation.check_positive("dual_step", dual_step)
 
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
     state = base.init_state(thresholds, initial_state, num_states=num_states,

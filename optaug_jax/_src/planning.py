@@ -18,7 +18,7 @@ from jax import lax
 _HIGHEST = lax.Precision.HIGHEST
 
 if TYPE_CHECKING:  # pragma: no cover
-  from optaug_jax.cmdp import CMDP
+  from .cmdp import CMDP
 
 
 class ExtendedSolution(NamedTuple):
@@ -29,8 +29,8 @@ class ExtendedSolution(NamedTuple):
   transitions: jax.Array  # [H, S, A, S'] minimising transitions, inside the box
 
 
-class _LMOSolution(NamedTuple):
-  """What the Frank-Wolfe loop needs from one extended DP (no [H,S,A,S'] tensor)."""
+class LMOSolution(NamedTuple):
+  """One extended DP as a linear minimisation oracle (no `[H, S, A, S']` tensor kept)."""
 
   value: jax.Array  # [] optimal value at the initial state
   occupancy: jax.Array  # [H, S, A] occupancy of the greedy policy under its transitions
@@ -98,9 +98,17 @@ def _precedence(values: jax.Array) -> jax.Array:
 
 
 # Ways to write the shared-order greedy fill (see `box_minimize`); `experiments/benchmark.py`
-# times them side by side.
+# times them side by side. Every kernel that fills takes `fill=` (default `DEFAULT_FILL`,
+# chosen by measurement; a constant, never reassigned).
 FILL_METHODS = ("matmul", "sort", "scan", "unrolled")
 DEFAULT_FILL = "matmul"
+
+
+def check_fill(fill: str) -> str:
+  """Returns `fill` if it names a fill formulation, else raises `ValueError`."""
+  if fill not in FILL_METHODS:
+    raise ValueError(f"fill: expected one of {FILL_METHODS}, got {fill!r}")
+  return fill
 
 
 def _sorted_order(values: jax.Array) -> jax.Array:
@@ -130,7 +138,7 @@ def _fill_sorted(free, capacity_sorted, method):
 
 
 def box_minimize(
-    values: jax.Array, lower: jax.Array, upper: jax.Array, *, method: str | None = None,
+    values: jax.Array, lower: jax.Array, upper: jax.Array, *, method: str = DEFAULT_FILL,
 ) -> tuple[jax.Array, jax.Array]:
   """`min_p p . values` over `{p in simplex, lower <= p <= upper}` for every row.
 
@@ -143,7 +151,7 @@ def box_minimize(
     lower: `[..., S']` lower bounds (rows with `sum(lower) <= 1 <= sum(upper)`).
     upper: `[..., S']` upper bounds.
     method: how the fill is written (same result up to rounding; default `DEFAULT_FILL`,
-      chosen by `experiments/benchmark.py`):
+      chosen by `experiments/benchmark.py`; one of `FILL_METHODS`):
       `"matmul"`: the mass a next state receives is `clip(free - capacity before it, 0,
         capacity)`, "capacity before" a matmul with the 0/1 precedence matrix (no sort);
       `"sort"`: stable argsort, gather, cumsum, scatter back;
@@ -153,7 +161,6 @@ def box_minimize(
   Returns:
     `(minimum [...], minimiser [..., S'])`.
   """
-  method = method or DEFAULT_FILL
   if method not in FILL_METHODS:
     raise ValueError(f"method: expected one of {FILL_METHODS}, got {method!r}")
   capacity = upper - lower
@@ -170,13 +177,12 @@ def box_minimize(
 
 
 def _backward(reward, lower, upper, *, full_transitions: bool = False,
-              method: str | None = None):
+              method: str = DEFAULT_FILL):
   """Backward induction of the paper's eq. (bw-ind).
 
   Returns `(value_1 [S], actions [H, S], transitions)`, where `transitions` is the greedy
   slice `[H, S, S']` (all the forward pass needs) or, with `full_transitions`, the
-  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`
-  (default `DEFAULT_FILL`, read at trace time).
+  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`.
   """
   num_states = reward.shape[1]
 
@@ -207,13 +213,38 @@ def _forward_deterministic(actions, greedy_transitions, initial_state, num_actio
   return q, d
 
 
-def _extended_lmo(reward, lower, upper, initial_state) -> _LMOSolution:
-  """Extended DP as a linear minimisation oracle over the occupancy set of the box."""
-  v1, actions, p_greedy = _backward(reward, lower, upper)
+def extended_lmo(
+    reward: jax.Array,
+    lower: jax.Array,
+    upper: jax.Array,
+    initial_state: jax.typing.ArrayLike,
+    *,
+    fill: str = DEFAULT_FILL,
+) -> LMOSolution:
+  """Linear minimisation over the occupancy measures of the box: one extended DP.
+
+  `min_{q in Q(box)} reward . q`, where `Q(box)` holds the occupancy measures of every
+  policy under every transition kernel in `[lower, upper]` (the set `Z` of the paper's
+  Appendix C, projected on `q`). The backward pass is `extended_value_iteration`'s; the
+  forward pass recomputes the occupancy of the greedy (deterministic) policy from its
+  transitions at `(s, a*(s))` only. This is the oracle of every inner solver.
+
+  Args:
+    reward: `[H, S, A]` linear costs (any sign).
+    lower: `[H, S, A, S']` lower transition bounds.
+    upper: `[H, S, A, S']` upper bounds; each row needs `sum(lower) <= 1 <= sum(upper)`.
+    initial_state: integer scalar.
+    fill: the greedy-fill formulation (`FILL_METHODS`).
+
+  Returns:
+    `LMOSolution(value, occupancy, actions, greedy_transitions, state_occupancy)`;
+    `value == sum(reward * occupancy)` up to rounding.
+  """
+  v1, actions, p_greedy = _backward(reward, lower, upper, method=fill)
   q, d = _forward_deterministic(
       actions, p_greedy, initial_state, reward.shape[-1], reward.dtype
   )
-  return _LMOSolution(
+  return LMOSolution(
       value=v1[initial_state],
       occupancy=q,
       actions=actions,
@@ -227,6 +258,8 @@ def extended_value_iteration(
     lower: jax.Array,
     upper: jax.Array,
     initial_state: jax.typing.ArrayLike,
+    *,
+    fill: str = DEFAULT_FILL,
 ) -> ExtendedSolution:
   """Optimal policy and transitions of an extended MDP (costs are minimised).
 
@@ -240,6 +273,7 @@ def extended_value_iteration(
     lower: `[H, S, A, S']` lower bounds on transitions.
     upper: `[H, S, A, S']` upper bounds; each row needs `sum(lower) <= 1 <= sum(upper)`.
     initial_state: integer scalar.
+    fill: the greedy-fill formulation (`FILL_METHODS`).
 
   Returns:
     `ExtendedSolution(value, policy, transitions)`.
@@ -247,13 +281,15 @@ def extended_value_iteration(
   chex.assert_rank([reward, lower, upper], [3, 4, 4])
   chex.assert_equal_shape([lower, upper])
   chex.assert_shape(lower, reward.shape + (reward.shape[1],))
-  v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True)
+  v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True,
+                                       method=fill)
   policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
   return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=transitions)
 
 
 def optimistic_policy_evaluation(
-    reward: jax.Array, policy: jax.Array, lower: jax.Array, upper: jax.Array
+    reward: jax.Array, policy: jax.Array, lower: jax.Array, upper: jax.Array, *,
+    fill: str = DEFAULT_FILL,
 ) -> tuple[jax.Array, jax.Array]:
   """Optimistic evaluation of a FIXED policy: `min_{p' in box} V^pi(reward, p')`.
 
@@ -265,6 +301,7 @@ def optimistic_policy_evaluation(
     policy: `[H, S, A]` policy.
     lower: `[H, S, A, S']` lower transition bounds.
     upper: `[H, S, A, S']` upper transition bounds.
+    fill: the greedy-fill formulation (`FILL_METHODS`).
 
   Returns:
     `(values [H, S], q_values [H, S, A])`; `values[0, s_1]` is the optimistic value.
@@ -272,7 +309,7 @@ def optimistic_policy_evaluation(
 
   def step(v_next, xs):
     r_h, pi_h, lower_h, upper_h = xs
-    expected, _ = box_minimize(v_next, lower_h, upper_h)
+    expected, _ = box_minimize(v_next, lower_h, upper_h, method=fill)
     q_values = r_h + expected
     v = jnp.sum(pi_h * q_values, axis=-1)
     return v, (v, q_values)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from optaug_jax.cmdp import CMDP
+from .cmdp import CMDP
 
 
 class Trajectory(NamedTuple):

@@ -1,14 +1,20 @@
-"""The agent interface: a NamedTuple of pure functions (optax's GradientTransformation style)."""
+"""The agent contract: a NamedTuple of pure functions (optax's GradientTransformation style).
+
+Every agent is built by a factory (`optaug(...)`, `optdual(...)`, ...) that checks its
+arguments on the host (`validation`) and returns `Agent(init, plan, update)`. Schedules
+(step sizes) are floats or callables of one meaning everywhere: the 0-based count of dual
+steps taken so far (see `as_schedule`).
+"""
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Union
+from typing import Any, Callable, NamedTuple, Protocol, Union
 
 import jax
 import jax.numpy as jnp
 
-from optaug_jax import estimates
-from optaug_jax.env import Trajectory
+from .. import estimates
+from ..env import Trajectory
 
 
 class AgentState(NamedTuple):
@@ -30,8 +36,35 @@ class PlanInfo(NamedTuple):
 
   optimistic_cost_value: jax.Array  # [] V^{pi_k}(c~_k, p~_k) = c~ . q_k
   optimistic_constraint_values: jax.Array  # [I] V^{pi_k}(d~_k, p~_k) = D~ q_k
-  fw_gap: jax.Array  # [] Frank-Wolfe gap of the inner solve (0 when solved exactly)
+  fw_gap: jax.Array  # [] certificate of the inner solve (0 when solved exactly)
   pretraining: jax.Array  # [] bool, pi_k is the safe baseline
+  extras: dict[str, Any] = {}  # agent-specific diagnostics (scalars), logged by `run`
+
+
+class InitFn(Protocol):
+  """`init(thresholds, initial_state, *, num_states, num_actions, horizon) -> state`.
+
+  Builds the state from what an agent may know: sizes, thresholds, the initial state;
+  never the true transitions or costs.
+  """
+
+  def __call__(self, thresholds: jax.Array, initial_state: jax.typing.ArrayLike, *,
+               num_states: int, num_actions: int, horizon: int) -> Any:
+    ...
+
+
+class PlanFn(Protocol):
+  """`plan(state) -> (policy [H, S, A], state, PlanInfo)`: the episode's policy."""
+
+  def __call__(self, state: Any) -> tuple[jax.Array, Any, PlanInfo]:
+    ...
+
+
+class UpdateFn(Protocol):
+  """`update(state, trajectory) -> state`: adds the episode just played."""
+
+  def __call__(self, state: Any, trajectory: Trajectory) -> Any:
+    ...
 
 
 class Agent(NamedTuple):
@@ -45,9 +78,9 @@ class Agent(NamedTuple):
       counts and sums of the episode just played; advances the episode index.
   """
 
-  init: Callable[..., AgentState]
-  plan: Callable[[AgentState], tuple[jax.Array, AgentState, PlanInfo]]
-  update: Callable[[AgentState, Trajectory], AgentState]
+  init: InitFn
+  plan: PlanFn
+  update: UpdateFn
 
 
 Schedule = Union[float, jax.Array, Callable[[jax.Array], jax.Array]]
@@ -55,7 +88,7 @@ Schedule = Union[float, jax.Array, Callable[[jax.Array], jax.Array]]
 
 def init_state(thresholds, initial_state, *, num_states: int, num_actions: int,
                horizon: int) -> AgentState:
-  """Zero counts, zero multipliers, episode 0."""
+  """Zero counts, zero multipliers, episode 0 (the `init` of every counting agent)."""
   thresholds = jnp.asarray(thresholds)
   if not jnp.issubdtype(thresholds.dtype, jnp.floating):
     thresholds = thresholds.astype(jnp.zeros(()).dtype)
@@ -72,14 +105,15 @@ def init_state(thresholds, initial_state, *, num_states: int, num_actions: int,
   )
 
 
-def plan_info(model: estimates.OptimisticModel, q: jax.Array, *, fw_gap, pretraining
-              ) -> PlanInfo:
+def plan_info(model: estimates.OptimisticModel, q: jax.Array, *, fw_gap, pretraining,
+              extras: dict[str, Any] | None = None) -> PlanInfo:
   """Optimistic values of the planned occupancy `q` under `c~`, `d~` (and its `p~`)."""
   return PlanInfo(
       optimistic_cost_value=jnp.sum(model.cost * q),
       optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", model.constraint_costs, q),
       fw_gap=fw_gap,
       pretraining=pretraining,
+      extras={} if extras is None else extras,
   )
 
 
@@ -90,17 +124,12 @@ def update_state(state: AgentState, trajectory: Trajectory) -> AgentState:
 
 
 def as_schedule(eta: Schedule) -> Callable[[jax.Array], jax.Array]:
-  """A float (constant) or a callable `count -> eta` (optax.Schedule style)."""
+  """A step-size schedule: a float (constant) or a callable `count -> eta`.
+
+  One meaning for every agent (optax.Schedule style): `count` is the 0-based number of dual
+  steps the agent has taken before this one. For OptDual that is the episode index; for
+  OptAug, the number of optimistic episodes since pre-training ended.
+  """
   if callable(eta):
     return eta
   return lambda count: jnp.asarray(eta)
-
-
-def check_positive(name: str, value) -> None:
-  """Host-side check of a numeric hyperparameter, skipped for traced values."""
-  if isinstance(value, jax.core.Tracer) or callable(value) or value is None:
-    return
-  import numpy as np
-  arr = np.asarray(value)
-  if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-    raise ValueError(f"{name}: must be positive and finite, got {value!r}")

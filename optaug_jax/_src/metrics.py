@@ -20,6 +20,7 @@ class EpisodeLog(NamedTuple):
   pretraining: jax.Array  # [] bool
   sampled_cost: jax.Array  # [] realised objective cost of the episode
   sampled_constraint_costs: jax.Array  # [I] realised constraint costs of the episode
+  extras: dict = {}  # the agent's PlanInfo.extras (e.g. OptAug's "dp_calls")
 
 
 class RunSummary(NamedTuple):

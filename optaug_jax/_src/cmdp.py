@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from optaug_jax import planning
+from . import planning
 
 
 class CMDP(NamedTuple):

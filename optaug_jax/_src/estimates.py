@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from optaug_jax.env import Trajectory
+from .env import Trajectory
 
 
 class Counts(NamedTuple):

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from optaug_jax.cmdp import CMDP, validate_cmdp
+from .cmdp import CMDP, validate_cmdp
 
 
 class LPSolution(NamedTuple):
@@ -157,3 +157,41 @@ def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thres
       raise RuntimeError(f"HiGHS failed on the extended polytope: {res.message}")
   z = np.maximum(res.x, 0.0).reshape(horizon, num_states, num_actions, num_states)
   return z.sum(-1), feasible
+
+
+def solve_inner_reference(cost, constraint_costs, lower, upper, initial_state, thresholds,
+                          multipliers, eta, *, tol: float = 1e-10) -> tuple[float, np.ndarray]:
+  """The inner problem eq. (primal-step) in z-space by cvxpy and Clarabel (host side).
+
+  A reference for `solve_inner` (experiments, checks), not a solver for agents. Needs the
+  `reference` extra (`pip install "optaug-jax[reference]"`: cvxpy and clarabel).
+
+  Returns:
+    `(optimal value, q [H, S, A])`, in float64.
+  """
+  try:
+    import cvxpy as cp
+  except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("solve_inner_reference needs cvxpy and clarabel: pip install"
+                      ' "optaug-jax[reference]"') from e
+  cost = np.asarray(cost, np.float64)
+  d = np.asarray(constraint_costs, np.float64)
+  horizon, num_states, num_actions = cost.shape
+  a_eq, b_eq, a_box, b_box = extended_polytope(np.asarray(lower, np.float64),
+                                               np.asarray(upper, np.float64),
+                                               int(initial_state))
+  n = horizon * num_states * num_actions
+  z = cp.Variable(n * num_states, nonneg=True)
+  to_q = sp.kron(sp.eye(n), np.ones((1, num_states)), format="csr")  # q = sum_s' z
+  q = to_q @ z
+  eta = float(eta)
+  # (eta / 2) ||[lambda / eta + D q - alpha]_+||^2: no eta^2 in the data.
+  shifted = cp.pos(np.asarray(multipliers, np.float64) / eta
+                   + d.reshape(d.shape[0], -1) @ q - np.asarray(thresholds, np.float64))
+  objective = cost.ravel() @ q + 0.5 * eta * cp.sum_squares(shifted)
+  problem = cp.Problem(cp.Minimize(objective), [a_eq @ z == b_eq, a_box @ z <= b_box])
+  problem.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
+  if problem.status not in ("optimal", "optimal_inaccurate"):
+    raise RuntimeError(f"cvxpy/Clarabel: status {problem.status}")
+  return float(problem.value), np.asarray(to_q @ z.value).reshape(horizon, num_states,
+                                                                  num_actions)

@@ -6,16 +6,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from optaug_jax import estimates, planning, reference
-from optaug_jax.agents import base
+from .. import estimates, lp, planning, validation
+from . import base, registry
 
 
 def _host_solve(cost, constraint_costs, lower, upper, initial_state, thresholds):
-  q, _ = reference.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
+  q, _ = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
                                      thresholds)
   return q.astype(np.asarray(cost).dtype)
 
 
+@registry.register_agent(
+    "optcmdp", summary="OptCMDP: the extended LP by HiGHS every episode (slow, host)")
 def optcmdp(
     num_episodes: int,
     delta: jax.typing.ArrayLike = 0.1,
@@ -36,14 +38,8 @@ def optcmdp(
   Returns:
     `Agent(init, plan, update)`; multipliers stay 0 (no dual variables).
   """
-  if int(num_episodes) != num_episodes or num_episodes < 1:
-    raise ValueError(f"num_episodes: must be a positive integer, got {num_episodes!r}")
-  if not isinstance(delta, jax.core.Tracer) and not 0 < float(delta) < 1:
-    raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
-
-  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    return base.init_state(thresholds, initial_state, num_states=num_states,
-                           num_actions=num_actions, horizon=horizon)
+  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_confidence(delta, bonus_scale)
 
   def plan(state: base.AgentState):
     model = estimates.optimistic_model(
@@ -56,4 +52,4 @@ def optcmdp(
                           pretraining=jnp.zeros((), bool))
     return planning.policy_from_occupancy(q), state, info
 
-  return base.Agent(init=init, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)

@@ -6,11 +6,10 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
-from optaug_jax import estimates, inner, planning
-from optaug_jax.agents import base
+from .. import estimates, inner, planning, validation
+from . import base, registry
 
 
 def paper_eta_schedule(horizon: int, slack, nu) -> base.Schedule:
@@ -39,10 +38,8 @@ def pretrain_episodes_bound(
   Returns:
     `K'` rounded up to an integer.
   """
-  if not 0.0 < nu < 1.0:
-    raise ValueError(f"nu: must lie in (0, 1), got {nu}")
-  if slack <= 0:
-    raise ValueError(f"slack: must be positive, got {slack}")
+  validation.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
+  validation.check_positive("slack", slack, allow_none=False)
   n = num_states if max_transitions is None else max_transitions
   s, a, h = num_states, num_actions, horizon
   first = 2.0 * s**2 * a * h**3 / ((1.0 - nu) * slack)
@@ -50,6 +47,9 @@ def pretrain_episodes_bound(
   return int(math.ceil(log_factor * max(first, second)))
 
 
+@registry.register_agent(
+    "optaug", problem_args=lambda b: {"safe_policy": b.safe_policy, "slack": b.slack},
+    summary="OptAug-CMDP: safe pre-training, then optimistic augmented-Lagrangian steps")
 def optaug(
     num_episodes: int,
     safe_policy: jax.Array,
@@ -62,17 +62,26 @@ def optaug(
     fw_iters: int = 100,
     step_rule: str = "linesearch",
     fw_tol: float | None = None,
+    *,
+    inner_method: str = "frank_wolfe",
+    inner_iters: int | None = None,
+    fill: str = planning.DEFAULT_FILL,
 ) -> base.Agent:
   """OptAug-CMDP: pre-training with a safe policy, then optimistic augmented-Lagrangian steps.
 
-  Episodes `1..K'` play `safe_policy` (Phase 1). Episode `k > K'` solves eq. (primal-step)
-  on the optimistic model by Frank-Wolfe (`fw_iters` steps of `step_rule`) and takes the
-  dual step eq. (dual-step) `lambda_{k+1} = [lambda_k + eta_k (D~ q_k - alpha)]_+`, with
-  `lambda_{K'+1} = 0`.
+  Episodes `1..K'` play `safe_policy` (Phase 1). Episode `k > K'` reads like the paper's
+  Algorithm "OptAug-CMDP":
+
+      model = optimistic_model(counts)                                  # eq. (opt-c)
+      q_k = solve_inner(model, lambda_k, eta_k, method=inner_method)    # eq. (primal-step)
+      lambda_{k+1} = dual_step(q_k, model, lambda_k, eta_k)             # eq. (dual-step)
+
+  with `lambda_{K'+1} = 0`, and plays `pi_k` retrieved from `q_k` (eq. (retrieve-pi)).
 
   Numeric arguments (`slack`, `nu`, `delta`, `bonus_scale`, the eta schedule's numbers,
   `safe_policy`) may be traced: build the agent inside a vmapped function to sweep them.
-  `num_episodes`, `pretrain_episodes`, `fw_iters`, `step_rule`, `fw_tol` are static.
+  `num_episodes`, `pretrain_episodes`, `fw_iters`, `step_rule`, `fw_tol`, `inner_method`,
+  `inner_iters`, `fill` are static.
 
   Args:
     num_episodes: `K` (enters the confidence radii).
@@ -83,49 +92,37 @@ def optaug(
     delta: confidence parameter.
     bonus_scale: multiplier of every confidence radius (1.0 = the paper).
     eta: `None` for the paper's schedule `((2 + 3k) sigma)^2.5`, `sigma = H / (nu gamma)`;
-      a float (constant); or a callable `count -> eta` of the 0-based optimistic-episode
-      count.
-    fw_iters: Frank-Wolfe steps per episode.
-    step_rule: `"linesearch"` or `"standard"` (`2 / (t + 2)`).
+      a float (constant); or a callable `count -> eta` of the 0-based count of optimistic
+      episodes (dual steps) so far (see `as_schedule`).
+    fw_iters: Frank-Wolfe steps per episode (`inner_method="frank_wolfe"`).
+    step_rule: `"linesearch"` or `"standard"` (`2 / (t + 2)`), for Frank-Wolfe.
     fw_tol: optional early-stopping tolerance on the Frank-Wolfe gap.
+    inner_method: the inner solver, a name in `INNER_METHODS` (see `solve_inner`).
+    inner_iters: iteration budget of a method other than Frank-Wolfe (`None`: its
+      default).
+    fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
 
   Returns:
-    `Agent(init, plan, update)`.
+    `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of
+    the inner solve (0 in pre-training).
   """
-  if int(num_episodes) != num_episodes or num_episodes < 1:
-    raise ValueError(f"num_episodes: must be a positive integer, got {num_episodes!r}")
-  if int(pretrain_episodes) != pretrain_episodes or not 0 <= pretrain_episodes <= num_episodes:
-    raise ValueError(
-        f"pretrain_episodes: must be an integer in [0, num_episodes={num_episodes}],"
-        f" got {pretrain_episodes!r}")
-  if int(fw_iters) != fw_iters or fw_iters < 0:
-    raise ValueError(f"fw_iters: must be a non-negative integer, got {fw_iters!r}")
-  if step_rule not in inner._STEP_RULES:
-    raise ValueError(f"step_rule: expected one of {inner._STEP_RULES}, got {step_rule!r}")
-  for name, value in [("delta", delta), ("bonus_scale", bonus_scale), ("nu", nu)]:
-    if name != "bonus_scale":
-      base.check_positive(name, value)
-  if not isinstance(delta, jax.core.Tracer) and not 0 < float(delta) < 1:
-    raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
-  if not isinstance(nu, jax.core.Tracer) and not 0 < float(nu) < 1:
-    raise ValueError(f"nu: must lie in (0, 1), got {nu!r}")
-  if not isinstance(bonus_scale, jax.core.Tracer) and float(bonus_scale) < 0:
-    raise ValueError(f"bonus_scale: must be non-negative, got {bonus_scale!r}")
+  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
+  validation.check_int("fw_iters", fw_iters, low=0)
+  validation.check_choice("step_rule", step_rule, inner.STEP_RULES)
+  validation.check_choice("inner_method", inner_method, tuple(inner.INNER_METHODS))
+  validation.check_choice("fill", fill, planning.FILL_METHODS)
+  if inner_iters is not None:
+    validation.check_int("inner_iters", inner_iters, low=0)
+  validation.check_real("fw_tol", fw_tol, low=0.0, allow_none=True)
+  validation.check_confidence(delta, bonus_scale)
+  validation.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
     raise ValueError("slack: required for the paper's eta schedule (eta=None)")
-  base.check_positive("slack", slack)
-  base.check_positive("eta", eta)
-  if not isinstance(safe_policy, jax.core.Tracer):
-    pi = np.asarray(safe_policy)
-    if pi.ndim != 3 or not np.all(np.isfinite(pi)) or pi.min() < 0 or np.abs(
-        pi.sum(-1) - 1).max() > 1e-5:
-      raise ValueError(
-          "safe_policy: expected an [H, S, A] array of probability rows (>= 0, summing"
-          f" to 1), got shape {pi.shape}")
-
-  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    return base.init_state(thresholds, initial_state, num_states=num_states,
-                           num_actions=num_actions, horizon=horizon)
+  validation.check_positive("slack", slack)
+  validation.check_positive("eta", eta)
+  validation.check_policy("safe_policy", safe_policy)
+  num_iters = fw_iters if inner_method == "frank_wolfe" else inner_iters
 
   def plan(state: base.AgentState):
     counts = state.counts
@@ -139,23 +136,27 @@ def optaug(
 
     def pretrain(_):
       q = planning.occupancy(model.transitions, pi_bar, state.initial_state)
-      return pi_bar, jnp.zeros_like(state.multipliers), q, jnp.zeros((), dtype)
+      return (pi_bar, jnp.zeros_like(state.multipliers), q, jnp.zeros((), dtype),
+              jnp.zeros((), jnp.int32))
 
     def explore(_):
       # Clamped: under a batched predicate lax.cond runs both branches (result discarded).
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
-      fw, _ = inner._frank_wolfe(
+      sol = inner.solve_inner(
           model.cost, model.constraint_costs, model.lower, model.upper,
           state.initial_state, state.thresholds, state.multipliers, eta_k,
-          num_iters=fw_iters, step_rule=step_rule, tol=fw_tol, with_transitions=False)
-      multipliers = inner._shifted_multipliers(
-          fw.q, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
-      return planning.policy_from_occupancy(fw.q), multipliers, fw.q, fw.gap
+          method=inner_method, num_iters=num_iters, step_rule=step_rule, tol=fw_tol,
+          fill=fill, with_transitions=False)
+      multipliers = inner.dual_step(
+          sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
+      return (sol.policy, multipliers, sol.occupancy, sol.fw_gap,
+              jnp.asarray(sol.dp_calls, jnp.int32))
 
     pretraining = state.episode < pretrain_episodes
-    policy, multipliers, q, gap = lax.cond(pretraining, pretrain, explore, None)
-    info = base.plan_info(model, q, fw_gap=gap, pretraining=pretraining)
+    policy, multipliers, q, gap, dp_calls = lax.cond(pretraining, pretrain, explore, None)
+    info = base.plan_info(model, q, fw_gap=gap, pretraining=pretraining,
+                          extras={"dp_calls": dp_calls})
     return policy, state._replace(multipliers=multipliers), info
 
-  return base.Agent(init=init, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)

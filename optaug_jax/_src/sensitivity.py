@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from optaug_jax import inner
+from . import inner
 
 
 class InnerSensitivities(NamedTuple):
@@ -36,10 +36,11 @@ def inner_sensitivities(
     multipliers: jax.Array,
     eta: jax.typing.ArrayLike,
     *,
-    num_iters: int,
+    num_iters: int | None = None,
     step_rule: str = "linesearch",
     gradient: str = "envelope",
     tol: float | None = None,
+    method: str = "frank_wolfe",
 ) -> InnerSensitivities:
   """Solves the inner problem and differentiates its value in one `jax.value_and_grad`.
 
@@ -51,7 +52,7 @@ def inner_sensitivities(
   Args:
     cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers, eta:
       as in `solve_inner`.
-    num_iters, step_rule, gradient, tol: as in `solve_inner`.
+    num_iters, step_rule, gradient, tol, method: as in `solve_inner`.
 
   Returns:
     `InnerSensitivities`.
@@ -63,13 +64,13 @@ def inner_sensitivities(
 
   def value_fn(c, d, lo, up, alpha, lam, et):
     sol = inner.solve_inner(c, d, lo, up, initial_state, alpha, lam, et, num_iters=num_iters,
-                            step_rule=step_rule, tol=tol, gradient=gradient)
+                            step_rule=step_rule, tol=tol, gradient=gradient, method=method)
     return sol.objective, sol
 
   (value, sol), grads = jax.value_and_grad(value_fn, argnums=tuple(range(7)), has_aux=True)(
       cost, constraint_costs, lower, upper, thresholds, multipliers, eta)
   d_cost, d_constraint, d_lower, d_upper, d_alpha, d_lambda, d_eta = grads
-  next_multipliers = inner._shifted_multipliers(
+  next_multipliers = inner.dual_step(
       sol.occupancy, constraint_costs, thresholds, multipliers, eta)
   return InnerSensitivities(
       value=value, next_multipliers=next_multipliers, occupancy=sol.occupancy,

@@ -5,10 +5,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from optaug_jax import estimates, inner, planning
-from optaug_jax.agents import base
+from .. import estimates, inner, planning, validation
+from . import base, registry
 
 
+@registry.register_agent(
+    "optdual", problem_args=lambda b: {"slack": b.slack},
+    summary="OptDual-CMDP: optimistic best response to the Lagrangian, dual ascent")
 def optdual(
     num_episodes: int,
     delta: jax.typing.ArrayLike = 0.1,
@@ -17,6 +20,7 @@ def optdual(
     *,
     slack: jax.typing.ArrayLike | None = None,
     rho: jax.typing.ArrayLike | None = None,
+    fill: str = planning.DEFAULT_FILL,
 ) -> base.Agent:
   """OptDual-CMDP: optimistic best response to the Lagrangian, projected dual ascent.
 
@@ -28,27 +32,24 @@ def optdual(
     delta: confidence parameter.
     bonus_scale: multiplier of every confidence radius (1.0 = the paper).
     eta: `None` for the paper's `sqrt(rho^2 / (H^2 I K))`; a float or a callable
-      `episode -> eta` (0-based episode index).
+      `count -> eta` of the 0-based count of dual steps so far, here the episode index
+      (see `as_schedule`).
     slack: slack `gamma` of a strictly feasible policy; with `eta=None` and no `rho`, the
       agent uses the bound `rho <= H / gamma` (the cost gap is at most H).
     rho: the paper's `rho = (V^pibar(c) - V*(c)) / gamma`, if known.
+    fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
 
   Returns:
     `Agent(init, plan, update)`.
   """
-  if int(num_episodes) != num_episodes or num_episodes < 1:
-    raise ValueError(f"num_episodes: must be a positive integer, got {num_episodes!r}")
-  if not isinstance(delta, jax.core.Tracer) and not 0 < float(delta) < 1:
-    raise ValueError(f"delta: must lie in (0, 1), got {delta!r}")
+  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_confidence(delta, bonus_scale)
+  validation.check_choice("fill", fill, planning.FILL_METHODS)
   if eta is None and slack is None and rho is None:
     raise ValueError("eta: the paper's step needs rho or the baseline's slack; pass one")
-  base.check_positive("slack", slack)
-  base.check_positive("rho", rho)
-  base.check_positive("eta", eta)
-
-  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    return base.init_state(thresholds, initial_state, num_states=num_states,
-                           num_actions=num_actions, horizon=horizon)
+  validation.check_positive("slack", slack)
+  validation.check_positive("rho", rho)
+  validation.check_positive("eta", eta)
 
   def plan(state: base.AgentState):
     dtype = state.multipliers.dtype
@@ -62,13 +63,14 @@ def optdual(
     model = estimates.optimistic_model(
         state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
-    lmo = planning._extended_lmo(reward, model.lower, model.upper, state.initial_state)
+    lmo = planning.extended_lmo(reward, model.lower, model.upper, state.initial_state,
+                                fill=fill)
     q = lmo.occupancy
-    multipliers = inner._shifted_multipliers(
+    multipliers = inner.dual_step(
         q, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
     info = base.plan_info(model, q, fw_gap=jnp.zeros((), dtype),
                           pretraining=jnp.zeros((), bool))
     policy = jax.nn.one_hot(lmo.actions, q.shape[-1], dtype=dtype)
     return policy, state._replace(multipliers=multipliers), info
 
-  return base.Agent(init=init, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)

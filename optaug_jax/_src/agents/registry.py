@@ -1,0 +1,83 @@
+"""The registry of agents: `AGENTS[name]` builds an agent for a benchmark problem.
+
+An agent module registers its factory with `@register_agent(name, problem_args=...)`;
+the package imports every module of `optaug_jax._src.agents`, so adding an agent is one
+new file (plus its test). Experiments, notebooks and tests build agents through
+`make_agent(name, benchmark, num_episodes=K, **options)`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, NamedTuple
+
+from .base import Agent
+
+
+class AgentSpec(NamedTuple):
+  """How to build one registered agent."""
+
+  factory: Callable[..., Agent]  # the agent's factory, e.g. `optaug`
+  problem_args: Callable[[Any], dict[str, Any]]  # arguments taken from a `Benchmark`
+  summary: str  # one line for `--help` and tables
+
+
+AGENTS: dict[str, AgentSpec] = {}
+
+
+def register_agent(name: str, *, problem_args: Callable[[Any], dict] | None = None,
+                   summary: str = "") -> Callable:
+  """Decorator registering an agent factory under `name` (names are unique).
+
+  Args:
+    name: the registry key (used by `make_agent` and the experiments' `--agents`).
+    problem_args: `benchmark -> dict` of the factory arguments that depend on the problem
+      (e.g. the safe policy and its slack); default none.
+    summary: one-line description.
+  """
+
+  def register(factory):
+    if name in AGENTS:
+      raise ValueError(f"name: agent {name!r} is already registered")
+    AGENTS[name] = AgentSpec(factory=factory, problem_args=problem_args or (lambda b: {}),
+                             summary=summary or (factory.__doc__ or "").strip().split("\n")[0])
+    return factory
+
+  return register
+
+
+def agent_options(name: str) -> tuple[str, ...]:
+  """The keyword arguments the factory of agent `name` accepts."""
+  return tuple(inspect.signature(_spec(name).factory).parameters)
+
+
+def _spec(name: str) -> AgentSpec:
+  if name not in AGENTS:
+    raise ValueError(f"name: unknown agent {name!r}; known: {sorted(AGENTS)}")
+  return AGENTS[name]
+
+
+def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
+  """Builds agent `name` for `benchmark` (a `Benchmark`: cmdp, safe_policy, slack).
+
+  Args:
+    name: a key of `AGENTS`.
+    benchmark: the problem; the agent takes from it only what its `problem_args` say (a
+      safe baseline and its slack), never the true model.
+    num_episodes: `K`.
+    **options: factory arguments (override the problem's). Options the factory does not
+      accept raise a `ValueError` naming them; use `agent_options(name)` to list them, or
+      filter with it when one set of options serves several agents.
+
+  Returns:
+    The `Agent`.
+  """
+  spec = _spec(name)
+  accepted = set(agent_options(name))
+  unknown = sorted(set(options) - accepted)
+  if unknown:
+    raise ValueError(f"options: agent {name!r} does not accept {unknown};"
+                     f" it accepts {sorted(accepted)}")
+  kwargs = {k: v for k, v in spec.problem_args(benchmark).items() if k in accepted}
+  kwargs.update(options)
+  return spec.factory(num_episodes=num_episodes, **kwargs)

@@ -1,0 +1,361 @@
+"""Benchmark CMDPs with a known strictly feasible baseline. Host side, never jitted.
+
+Each constructor returns a `Benchmark(cmdp, safe_policy, slack)`: a validated `CMDP`, a
+baseline policy `[H, S, A]` and its true slack `min_i (alpha_i - V^pi(d_i, p)) > 0` (the
+paper's Assumption "Strictly feasible policy"), ready for `optaug(safe_policy=...,
+slack=...)`. In every benchmark the single constraint binds at the optimum: the constrained
+optimum (`solve_lp`) is strictly worse than the unconstrained one and its multiplier is
+positive.
+
+- `media_streaming`: the media-streaming CMDP of Bura et al. (2022), "DOPE: Doubly
+  Optimistic and Pessimistic Exploration for Safe Reinforcement Learning" (NeurIPS), as
+  a finite-horizon cost-minimisation problem. A client buffer (10 levels) is filled by a
+  fast or a slow service; an empty buffer costs 1 per step, and the fast service costs 1
+  unit of a budget of `H / 2`.
+- `factored`: the small "factored" CMDP of the same paper, in the form used here: three
+  states on a cycle; staying is expensive but free of constraint cost, moving is cheap
+  but uses the budget `H / 2`. Its optima can be checked by hand (see `factored`).
+- `gridworld`: the race-track story of the OptAug-CMDP paper (Müller, Alatur, Ramponi,
+  He; Section 1 and the remark on the strictly feasible policy): a slippery grid where
+  the fastest line to the finish cuts across hazard ("off-track") cells, a slower line
+  avoids them, and the constraint bounds the expected number of hazard visits.
+- `random_family`: one member of `random_cmdp`'s documented family (Dirichlet(1)
+  transitions, uniform costs, thresholds halfway between the safe and the unconstrained
+  constraint values), with `safe_policy` as baseline. Default sizes S=10, A=4, H=10, I=1.
+
+Baselines are LP-optimal policies of the same CMDP with a fifth of the threshold (so their
+slack is four fifths of the threshold when that smaller constraint binds).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
+from .lp import solve_lp
+
+
+BENCHMARKS: dict[str, Callable[..., "Benchmark"]] = {}
+
+
+def register_benchmark(name: str) -> Callable:
+  """Decorator registering a benchmark constructor (keyword arguments only) under `name`."""
+
+  def register(fn):
+    if name in BENCHMARKS:
+      raise ValueError(f"name: benchmark {name!r} is already registered")
+    BENCHMARKS[name] = fn
+    return fn
+
+  return register
+
+
+class Benchmark(NamedTuple):
+  """A benchmark CMDP with a strictly feasible baseline policy."""
+
+  cmdp: CMDP  # validated, in the requested dtype
+  safe_policy: jax.Array  # [H, S, A] strictly feasible baseline
+  slack: float  # its true slack min_i (alpha_i - V^pi(d_i, p)) > 0
+
+
+def _numpy_cmdp(transitions: np.ndarray, cost: np.ndarray, constraint_cost: np.ndarray,
+                threshold: float, initial_state: int) -> CMDP:
+  """A float64 CMDP with NumPy fields (for the LP reference) and one constraint."""
+  return validate_cmdp(CMDP(
+      transitions=np.asarray(transitions, np.float64),
+      cost=np.asarray(cost, np.float64),
+      constraint_costs=np.asarray(constraint_cost, np.float64)[None],
+      thresholds=np.array([threshold], np.float64),
+      initial_state=np.asarray(initial_state, np.int32),
+  ))
+
+
+def _finish(model: CMDP, baseline: np.ndarray, dtype) -> Benchmark:
+  """Converts a float64 NumPy CMDP and baseline to JAX arrays of `dtype`; checks the slack."""
+  dtype = dtype or jnp.zeros(()).dtype
+  cmdp = validate_cmdp(CMDP(
+      transitions=jnp.asarray(model.transitions, dtype=dtype),
+      cost=jnp.asarray(model.cost, dtype=dtype),
+      constraint_costs=jnp.asarray(model.constraint_costs, dtype=dtype),
+      thresholds=jnp.asarray(model.thresholds, dtype=dtype),
+      initial_state=jnp.asarray(model.initial_state, dtype=jnp.int32),
+  ))
+  policy = jnp.asarray(baseline, dtype=dtype)
+  return Benchmark(cmdp=cmdp, safe_policy=policy, slack=check_safe_policy(cmdp, policy))
+
+
+def _lp_baseline(model: CMDP) -> np.ndarray:
+  """LP-optimal policy `[H, S, A]` of `model` with a fifth of its thresholds."""
+  return solve_lp(model._replace(thresholds=model.thresholds / 5.0)).policy
+
+
+def _min_cost_policy(cost: np.ndarray, transitions: np.ndarray) -> np.ndarray:
+  """Deterministic policy `[H, S, A]` minimising `V^pi(cost, p)` (float64 backward induction).
+
+  Ties go to the lowest action index, as in `planning.optimal_policy`.
+  """
+  horizon, num_states, num_actions = cost.shape
+  policy = np.zeros((horizon, num_states, num_actions))
+  value = np.zeros(num_states)
+  for h in reversed(range(horizon)):
+    q_values = cost[h] + transitions[h] @ value
+    actions = np.argmin(q_values, axis=-1)
+    policy[h, np.arange(num_states), actions] = 1.0
+    value = q_values[np.arange(num_states), actions]
+  return policy
+
+
+@register_benchmark("media_streaming")
+def media_streaming(*, horizon: int = 10, dtype=None) -> Benchmark:
+  """Media streaming (Bura et al. 2022, "DOPE"), `S = 10`, `A = 2`, one constraint.
+
+  State `j` is the buffer level `j / 10`; the episode starts with an empty buffer
+  (state 0). Action 0 is the fast service (`mu = 0.9`, constraint cost 1), action 1 the
+  slow one (`mu = 0.1`, constraint cost 0). With arrival rate 0.8, from state `s` under
+  service rate `mu` the buffer goes one level up with probability `0.2 mu` (capped at
+  state 9), one level down with probability `0.8 (1 - mu)` (floored at state 0), and
+  stays otherwise (`0.8 mu + 0.2 (1 - mu)`); the same at every step. The objective cost is
+  1 per step spent with an empty buffer (state 0), for both actions. Threshold
+  `alpha = H / 2`: at most half of the steps may use the fast service in expectation.
+
+  The fast service is never worse for the objective, and the unconstrained optimum uses
+  it at every step where it matters (about `H - 1` times), so the constraint binds.
+  Baseline: the LP-optimal policy for `alpha / 5`; its slack is about `4 alpha / 5`.
+
+  Args:
+    horizon: `H`.
+    dtype: float dtype of the arrays (default: JAX's default float).
+
+  Returns:
+    `Benchmark(cmdp, safe_policy [H, 10, 2], slack)`.
+  """
+  num_states, arrival = 10, 0.8
+  service = np.array([0.9, 0.1])
+  p = np.zeros((num_states, 2, num_states))
+  for s in range(num_states):
+    for a, mu in enumerate(service):
+      p[s, a, min(s + 1, num_states - 1)] += mu * (1.0 - arrival)
+      p[s, a, max(s - 1, 0)] += (1.0 - mu) * arrival
+      p[s, a, s] += mu * arrival + (1.0 - mu) * (1.0 - arrival)
+  cost = np.zeros((num_states, 2))
+  cost[0, :] = 1.0
+  constraint = np.zeros((num_states, 2))
+  constraint[:, 0] = 1.0
+  model = _numpy_cmdp(
+      np.broadcast_to(p, (horizon,) + p.shape), np.broadcast_to(cost, (horizon,) + cost.shape),
+      np.broadcast_to(constraint, (horizon,) + constraint.shape), horizon / 2.0, 0)
+  return _finish(model, _lp_baseline(model), dtype)
+
+
+@register_benchmark("factored")
+def factored(*, horizon: int = 6, dtype=None) -> Benchmark:
+  """Factored CMDP (after Bura et al. 2022), `S = 3`, `A = 2`, one constraint.
+
+  Action 0 stays (`s -> s`; objective cost 1, constraint cost 0). Action 1 moves along
+  the cycle `s -> s + 1 (mod 3)` (objective cost `1 - (s + 1) / 3`, i.e. 2/3, 1/3, 0 in
+  states 0, 1, 2; constraint cost 1). Start in state 0; threshold `alpha = H / 2`.
+
+  Hand-checkable optima. A trajectory with `k` moves visits the states in the fixed cycle
+  order, so it costs `m_k + (H - k)`, where `m_k` is the sum of the first `k` terms of
+  2/3, 1/3, 0, 2/3, 1/3, 0, ... Each move costs at most 2/3 < 1, so the unconstrained
+  optimum always moves (`k = H`, constraint value `H`), with value
+  `m_H = H // 3 + (0, 2/3, 1)[H % 3]` (2 for `H = 6`). With `alpha = H / 2` and `H` a
+  multiple of 3, `m_k >= k / 3` with equality at `k = 0` and `k = H`, so the lower convex
+  envelope of `k -> m_k + H - k` is the line `H - 2 k / 3`: the constrained optimum is
+  `H - 2 alpha / 3 = 2 H / 3` (4 for `H = 6`, e.g. a fair coin between never and always
+  moving) with multiplier 2/3. The baseline (LP-optimal for `alpha / 5`) has value
+  `H - 2 alpha / 15` and slack `4 alpha / 5` (5.6 and 2.4 for `H = 6`).
+
+  Args:
+    horizon: `H`.
+    dtype: float dtype of the arrays (default: JAX's default float).
+
+  Returns:
+    `Benchmark(cmdp, safe_policy [H, 3, 2], slack)`.
+  """
+  num_states = 3
+  p = np.zeros((num_states, 2, num_states))
+  cost = np.zeros((num_states, 2))
+  constraint = np.zeros((num_states, 2))
+  for s in range(num_states):
+    p[s, 0, s] = 1.0
+    p[s, 1, (s + 1) % num_states] = 1.0
+    cost[s] = [1.0, 1.0 - (s + 1) / num_states]
+    constraint[s] = [0.0, 1.0]
+  model = _numpy_cmdp(
+      np.broadcast_to(p, (horizon,) + p.shape), np.broadcast_to(cost, (horizon,) + cost.shape),
+      np.broadcast_to(constraint, (horizon,) + constraint.shape), horizon / 2.0, 0)
+  return _finish(model, _lp_baseline(model), dtype)
+
+
+def factored_unconstrained_value(horizon: int) -> float:
+  """The hand-derived unconstrained optimum of `factored(horizon=horizon)` (see there)."""
+  return float(horizon // 3) + (0.0, 2.0 / 3.0, 1.0)[horizon % 3]
+
+
+# Actions of `gridworld`: (row, column) steps of up, right, down, left.
+GRID_MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))
+
+
+def default_hazards(size: int) -> tuple[tuple[int, int], ...]:
+  """The default hazard cells `(row, col)` of `gridworld(size)`.
+
+  The anti-diagonal `row + col = size - 1` except its bottom-left end `(size - 1, 0)`
+  (a gravel band with one gap), plus the cell `(size - 1, size - 2)` left of the goal (a
+  gravel trap before the finish line). Every shortest path from `(0, 0)` to the goal
+  crosses the band or the trap. For `size >= 5` the safe line (down the left edge, along
+  the bottom row, up one row before the trap, right, down to the goal) is 2 steps longer
+  than the shortest one. For `size <= 4` the hazards cut the goal off (the only safe
+  policies never finish): on grids this small no hazard set can force a detour, as every
+  set either leaves a hazard-free shortest path or cuts the goal off (checked over all
+  hazard sets of the 3x3 and 4x4 grids).
+  """
+  if size < 3:
+    raise ValueError(f"size: default hazards need size >= 3, got {size}")
+  band = [(r, size - 1 - r) for r in range(size - 1)]
+  return tuple(band) + ((size - 1, size - 2),)
+
+
+def _grid_model(size: int, slip: float, hazards: Iterable[tuple[int, int]],
+                horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Transitions `[H, S, A, S']`, cost `[H, S, A]`, hazard cost `[H, S, A]` of the grid."""
+  num_states = size * size
+  goal = num_states - 1
+
+  def move(s: int, a: int) -> int:
+    row, col = divmod(s, size)
+    dr, dc = GRID_MOVES[a]
+    r, c = row + dr, col + dc
+    return r * size + c if 0 <= r < size and 0 <= c < size else s
+
+  p = np.zeros((num_states, 4, num_states))
+  for s in range(num_states):
+    for a in range(4):
+      if s == goal:
+        p[s, a, s] = 1.0
+        continue
+      p[s, a, move(s, a)] += 1.0 - slip
+      for b in range(4):
+        p[s, a, move(s, b)] += slip / 4.0
+  cost = np.ones((num_states, 4))
+  cost[goal] = 0.0
+  hazard = np.zeros((num_states, 4))
+  for r, c in hazards:
+    hazard[r * size + c] = 1.0
+  def tile(x: np.ndarray) -> np.ndarray:
+    return np.broadcast_to(x, (horizon,) + x.shape)
+
+  return tile(p), tile(cost), tile(hazard)
+
+
+@register_benchmark("gridworld")
+def gridworld(size: int = 5, *, slip: float = 0.1,
+              hazards: Iterable[tuple[int, int]] | None = None, horizon: int | None = None,
+              budget: float | None = None, dtype=None) -> Benchmark:
+  """Slippery race-track grid: reach the far corner fast, with few hazard visits.
+
+  States are the cells of a `size x size` grid, index `row * size + col`; the start is
+  `(0, 0)` (top left), the goal `(size - 1, size - 1)` is absorbing. Actions 0..3 are up,
+  right, down, left: with probability `1 - slip` the agent moves that way, with probability
+  `slip` in a uniformly random one of the 4 directions; a move into a wall stays in place.
+  Objective cost 1 per step in every non-goal cell (0 at the goal), so the objective is
+  the expected time to finish (capped at `H`). Constraint cost 1 per step in a hazard
+  cell, for every action: the constraint bounds the expected number of hazard visits.
+
+  The default hazards (`default_hazards`) make every shortest path cross a hazard; for
+  `size >= 5` a safe line 2 steps longer exists (for `size <= 4` no hazard set can force a
+  detour, and the default cuts the goal off). Default budget: half of the hazard visits of
+  the unconstrained optimum (the least among the cost-optimal policies), so the
+  constraint binds; if that optimum visits no hazard, budget 1 (the constraint cannot
+  bind). Baseline: the LP-optimal policy for `budget / 5` if that is feasible, else the
+  policy minimising the expected hazard visits (backward induction).
+
+  Args:
+    size: side of the grid (`>= 2`; `>= 3` with the default hazards).
+    slip: probability in `[0, 1]` of a uniformly random direction.
+    hazards: `(row, col)` cells; neither the start nor the goal. Default:
+      `default_hazards(size)`.
+    horizon: `H`; default `3 * size`.
+    budget: the threshold (expected hazard visits allowed), in `[0, H]`; default above.
+    dtype: float dtype of the arrays (default: JAX's default float).
+
+  Returns:
+    `Benchmark(cmdp, safe_policy [H, size**2, 4], slack)`.
+
+  Raises:
+    ValueError: on bad arguments, or if the baseline's slack is not positive.
+  """
+  if size < 2:
+    raise ValueError(f"size: must be >= 2, got {size}")
+  if not 0.0 <= slip <= 1.0:
+    raise ValueError(f"slip: must lie in [0, 1], got {slip}")
+  horizon = 3 * size if horizon is None else int(horizon)
+  if horizon < 1:
+    raise ValueError(f"horizon: must be >= 1, got {horizon}")
+  hazards = default_hazards(size) if hazards is None else tuple(
+      (int(r), int(c)) for r, c in hazards)
+  for cell in hazards:
+    if not (0 <= cell[0] < size and 0 <= cell[1] < size):
+      raise ValueError(f"hazards: cell {cell} is outside the {size}x{size} grid")
+    if cell in ((0, 0), (size - 1, size - 1)):
+      raise ValueError(f"hazards: cell {cell} is the start or the goal")
+
+  p, cost, hazard = _grid_model(size, slip, hazards, horizon)
+  if budget is None:
+    unconstrained = _numpy_cmdp(p, cost, hazard, float(horizon), 0)
+    best = solve_lp(unconstrained).value
+    # Least hazard visits among the cost-optimal policies: minimise the hazard cost
+    # subject to the objective cost at most its optimum (roles of the costs swapped).
+    swapped = _numpy_cmdp(p, hazard, cost, min(best + 1e-7, float(horizon)), 0)
+    visits = solve_lp(swapped).value
+    budget = visits / 2.0 if visits > 1e-9 else 1.0
+  model = _numpy_cmdp(p, cost, hazard, float(budget), 0)
+  try:
+    baseline = _lp_baseline(model)
+  except ValueError:  # budget / 5 infeasible: fall back on the least hazardous policy
+    baseline = _min_cost_policy(hazard, p)
+  return _finish(model, baseline, dtype)
+
+
+@register_benchmark("random")
+def random_family(*, seed: int = 0, num_states: int = 10, num_actions: int = 4,
+                  horizon: int = 10, num_constraints: int = 1, concentration: float = 1.0,
+                  threshold_fraction: float = 0.5, dtype=None) -> Benchmark:
+  """Member `seed` of the default random family of `random_cmdp`, with its safe policy.
+
+  The CMDP is `random_cmdp(PRNGKey(seed), ...)`: transitions `Dirichlet(concentration)`,
+  objective and constraint costs uniform on `[0, 1]`, thresholds at `threshold_fraction`
+  of the way from the safe policy's constraint values to the unconstrained optimum's (so
+  the constraints bind). The baseline is `safe_policy` (minimises the summed constraint
+  costs by DP); its slack is checked on the host.
+
+  Args:
+    seed: which member of the family (the PRNG seed).
+    num_states: `S`.
+    num_actions: `A`.
+    horizon: `H`.
+    num_constraints: `I`.
+    concentration: Dirichlet parameter of every transition row.
+    threshold_fraction: see `random_cmdp`.
+    dtype: float dtype of the arrays (default: JAX's default float).
+
+  Returns:
+    A `Benchmark`.
+  """
+  cmdp = validate_cmdp(random_cmdp(
+      jax.random.PRNGKey(seed), num_states=num_states, num_actions=num_actions,
+      horizon=horizon, num_constraints=num_constraints, concentration=concentration,
+      threshold_fraction=threshold_fraction, dtype=dtype))
+  policy, _ = safe_policy(cmdp)
+  return Benchmark(cmdp=cmdp, safe_policy=policy, slack=check_safe_policy(cmdp, policy))
+
+
+def make_benchmark(name: str, **kwargs) -> Benchmark:
+  """The benchmark `BENCHMARKS[name](**kwargs)`; raises `ValueError` for an unknown name."""
+  if name not in BENCHMARKS:
+    raise ValueError(f"name: unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}")
+  return BENCHMARKS[name](**kwargs)

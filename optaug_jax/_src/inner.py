@@ -1,0 +1,341 @@
+"""The inner problem of OptAug-CMDP (paper's eq. (primal-step)) by Frank-Wolfe.
+
+The objective depends on the state-action-state occupancy `z` only through
+`q = sum_s' z` (paper's eq. (retrieve-q)); its gradient in `z` is the same for every `s'`
+(eq. (nabla)). Frank-Wolfe iterates on `z` therefore map one-to-one onto iterates on `q`,
+so the loop runs on `q` `[H, S, A]`; `z` (for the optimistic transitions) is accumulated
+only when asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from . import planning
+
+STEP_RULES = ("standard", "linesearch")
+GRADIENTS = ("unrolled", "envelope")
+
+
+class InnerProblem(NamedTuple):
+  """The data of one inner problem, eq. (primal-step) (what every inner method receives)."""
+
+  cost: jax.Array  # [H, S, A] c (optimistic c~_k in an agent)
+  constraint_costs: jax.Array  # [I, H, S, A] D
+  lower: jax.Array  # [H, S, A, S'] lower transition bounds
+  upper: jax.Array  # [H, S, A, S'] upper transition bounds
+  initial_state: jax.Array  # [] int
+  thresholds: jax.Array  # [I] alpha
+  multipliers: jax.Array  # [I] lambda >= 0
+  eta: jax.Array  # [] > 0
+
+
+class InnerSolution(NamedTuple):
+  """Approximate minimiser of eq. (primal-step) and its certificate."""
+
+  occupancy: jax.Array  # [H, S, A] q = sum_s' z
+  policy: jax.Array  # [H, S, A] eq. (retrieve-pi), uniform where q_h(s) = 0
+  transitions: jax.Array | None  # [H, S, A, S'] eq. (retrieve-p), in the box (None if not asked)
+  objective: jax.Array  # [] augmented Lagrangian at the returned point
+  fw_gap: jax.Array  # [] certificate: objective - optimum <= fw_gap (the method's own bound)
+  num_iters: jax.Array  # [] int, iterations the method took
+  dp_calls: jax.Array  # [] int, extended DPs (LMO calls) the method made
+
+
+class MethodResult(NamedTuple):
+  """What an inner method returns to `solve_inner` (see `INNER_METHODS`)."""
+
+  occupancy: jax.Array  # [H, S, A]
+  transitions: jax.Array | None  # [H, S, A, S'] or None when `with_transitions=False`
+  gap: jax.Array  # [] certificate objective - optimum <= gap
+  num_iters: jax.Array  # [] int
+  dp_calls: jax.Array  # [] int
+
+
+def augmented_lagrangian(
+    occupancy: jax.Array,
+    cost: jax.Array,
+    constraint_costs: jax.Array,
+    thresholds: jax.Array,
+    multipliers: jax.Array,
+    eta: jax.typing.ArrayLike,
+) -> jax.Array:
+  """`c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)` (paper's eq. (step1)).
+
+  Args:
+    occupancy: `[H, S, A]` occupancy `q`.
+    cost: `[H, S, A]` objective costs `c`.
+    constraint_costs: `[I, H, S, A]` constraint costs `D`.
+    thresholds: `[I]` thresholds `alpha`.
+    multipliers: `[I]` multipliers `lambda >= 0`.
+    eta: positive scalar step size.
+
+  Returns:
+    Scalar objective.
+  """
+  # Written as (eta / 2) ||[lambda / eta + (D q - alpha)]_+||^2: no eta^2 intermediate, so
+  # float32 stays finite for eta up to ~1e37 (accuracy is another matter: use x64).
+  violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
+  scaled = jnp.maximum(multipliers / eta + violation, 0.0)
+  return jnp.sum(cost * occupancy) + 0.5 * eta * jnp.sum(scaled**2)
+
+
+def dual_step(
+    occupancy: jax.Array,
+    constraint_costs: jax.Array,
+    thresholds: jax.Array,
+    multipliers: jax.Array,
+    eta: jax.typing.ArrayLike,
+) -> jax.Array:
+  """The paper's eq. (dual-step): `lambda_{k+1} = [lambda_k + eta_k (D q_k - alpha)]_+`.
+
+  Also the weights of the augmented Lagrangian's gradient, eq. (nabla):
+  `grad f(q) = c + D^T dual_step(q, ...)`.
+
+  Args:
+    occupancy: `[H, S, A]` occupancy `q_k` (an agent's: the inner solution).
+    constraint_costs: `[I, H, S, A]` constraint costs `D` (an agent's: optimistic `D~_k`).
+    thresholds: `[I]` thresholds `alpha`.
+    multipliers: `[I]` current multipliers `lambda_k >= 0`.
+    eta: positive scalar step size `eta_k`.
+
+  Returns:
+    `[I]` next multipliers, non-negative.
+  """
+  violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
+  return jnp.maximum(multipliers + eta * violation, 0.0)
+
+
+def _exact_line_search(g_dir, a, b, eta):
+  """`argmin_{t in [0, 1]} t g_dir + (eta / 2) ||[a + t b]_+||^2`, exactly.
+
+  Scale-free form: `a = lambda / eta + (D q - alpha)`, `b = D (q_lmo - q)` (no factor eta,
+  so nothing grows like eta^2). The objective is a convex piecewise quadratic whose pieces
+  change where some `a_i + t b_i` crosses 0 (at most I breakpoints). On each piece the
+  active set is fixed and the minimiser is closed-form; the global minimiser is the best
+  clipped piece-minimiser.
+  """
+  dtype = a.dtype
+  safe_b = jnp.where(b == 0, 1.0, b)
+  crossings = jnp.where(b == 0, 0.0, jnp.clip(-a / safe_b, 0.0, 1.0))
+  knots = jnp.sort(jnp.concatenate([jnp.zeros((1,), dtype), crossings,
+                                    jnp.ones((1,), dtype)]))
+  left, right = knots[:-1], knots[1:]  # [I + 1] pieces
+  mid = 0.5 * (left + right)
+  active = (a[None, :] + mid[:, None] * b[None, :]) > 0  # [I + 1, I]
+  curvature = jnp.sum(jnp.where(active, b * b, 0.0), axis=1)
+  slope0 = g_dir / eta + jnp.sum(jnp.where(active, a * b, 0.0), axis=1)
+  safe_curv = jnp.where(curvature > 0, curvature, 1.0)
+  t_free = jnp.where(curvature > 0, -slope0 / safe_curv,
+                     jnp.where(slope0 > 0, -jnp.inf, jnp.inf))
+  t = jnp.clip(t_free, left, right)
+  values = t * g_dir + 0.5 * eta * jnp.sum(jnp.maximum(a + t[:, None] * b, 0.0) ** 2, axis=1)
+  return t[jnp.argmin(values)]
+
+
+class _FWState(NamedTuple):
+  t: jax.Array  # [] int
+  q: jax.Array  # [H, S, A] current iterate
+  z: jax.Array  # [H, S, A, S'] current iterate in z-space (or a dummy)
+  lmo: planning.LMOSolution  # LMO at the current gradient
+  grad: jax.Array  # [H, S, A]
+  gap: jax.Array  # []
+
+
+def _z_of(lmo: planning.LMOSolution, num_actions: int) -> jax.Array:
+  """`z_h(s, a, s') = q_h(s, a) p_h(s'|s, a)` of a deterministic LMO vertex (eq. (subst))."""
+  one_hot = jax.nn.one_hot(lmo.actions, num_actions, dtype=lmo.occupancy.dtype)
+  return (one_hot[..., None] * (lmo.state_occupancy[..., None, None]
+                                * lmo.greedy_transitions[:, :, None, :]))
+
+
+def frank_wolfe(
+    problem: InnerProblem, *, num_iters: int | None, step_rule: str = "linesearch",
+    tol: float | None = None, with_transitions: bool = True, fill: str = planning.DEFAULT_FILL,
+) -> MethodResult:
+  """Frank-Wolfe on eq. (convex-fw), run on q (Algorithm InnerOpt-FW; the paper's method).
+
+  `num_iters` steps (default 100) of `step_rule` (`"standard"`: `2 / (t + 2)`;
+  `"linesearch"`: exact line search on the piecewise-quadratic objective); with `tol`, stops
+  once the Frank-Wolfe gap is `<= tol` (`lax.while_loop`). The gap at the returned point is
+  the certificate. One extended DP per step, plus two at the start.
+  """
+  if step_rule not in STEP_RULES:
+    raise ValueError(f"step_rule: expected one of {STEP_RULES}, got {step_rule!r}")
+  num_iters = 100 if num_iters is None else num_iters
+  (cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers,
+   eta) = problem
+  num_actions = cost.shape[-1]
+
+  def gradient(q):  # eq. (nabla)
+    shifted = dual_step(q, constraint_costs, thresholds, multipliers, eta)
+    return cost + jnp.einsum("i,ihsa->hsa", shifted, constraint_costs)
+
+  def oracle(grad):
+    return planning.extended_lmo(grad, lower, upper, initial_state, fill=fill)
+
+  def probe(q, z, t):
+    grad = gradient(q)
+    lmo = oracle(grad)
+    gap = jnp.sum(grad * q) - lmo.value
+    return _FWState(t=t, q=q, z=z, lmo=lmo, grad=grad, gap=gap)
+
+  # z^0: the best response to the plain Lagrangian c + D^T lambda (a vertex of Z).
+  start = oracle(cost + jnp.einsum("i,ihsa->hsa", multipliers, constraint_costs))
+  z0 = _z_of(start, num_actions) if with_transitions else jnp.zeros(())
+  state = probe(start.occupancy, z0, jnp.zeros((), jnp.int32))
+
+  def body(state: _FWState) -> _FWState:
+    direction = state.lmo.occupancy - state.q
+    if step_rule == "standard":
+      step = 2.0 / (state.t.astype(cost.dtype) + 2.0)
+    else:
+      violation = jnp.einsum("ihsa,hsa->i", constraint_costs, state.q) - thresholds
+      a = multipliers / eta + violation
+      b = jnp.einsum("ihsa,hsa->i", constraint_costs, direction)
+      step = _exact_line_search(jnp.sum(cost * direction), a, b, eta)
+    q = state.q + step * direction
+    z = state.z
+    if with_transitions:
+      z = z + step * (_z_of(state.lmo, num_actions) - z)
+    return probe(q, z, state.t + 1)
+
+  if tol is None:
+    state = lax.fori_loop(0, num_iters, lambda _, s: body(s), state)
+  else:
+    state = lax.while_loop(
+        lambda s: (s.t < num_iters) & (s.gap > tol), body, state)
+  transitions = (_transitions_from_z(state.z, state.q, lower, upper, fill)
+                 if with_transitions else None)
+  return MethodResult(occupancy=state.q, transitions=transitions, gap=state.gap,
+                      num_iters=state.t, dp_calls=state.t + 2)
+
+
+def _transitions_from_z(z, q, lower, upper, fill=planning.DEFAULT_FILL):
+  """Eq. (retrieve-p); where `q_h(s, a) = 0`, a fixed point of the box (lower + fill)."""
+  num_states = z.shape[-1]
+  _, fallback = planning.box_minimize(jnp.arange(num_states, dtype=z.dtype), lower, upper,
+                                      method=fill)
+  total = jnp.sum(z, axis=-1, keepdims=True)
+  tiny = jnp.finfo(z.dtype).tiny
+  safe_total = jnp.where(total > tiny, total, 1.0)
+  return jnp.where(total > tiny, z / safe_total, fallback)
+
+
+# The inner-solver slot: every method has `frank_wolfe`'s signature,
+# `(problem: InnerProblem, *, num_iters, step_rule, tol, with_transitions, fill) ->
+# MethodResult`, and `solve_inner(method=name)` (or `method=callable`) dispatches to it.
+INNER_METHODS: dict[str, Callable[..., MethodResult]] = {"frank_wolfe": frank_wolfe}
+
+
+def solve_inner(
+    cost: jax.Array,
+    constraint_costs: jax.Array,
+    lower: jax.Array,
+    upper: jax.Array,
+    initial_state: jax.typing.ArrayLike,
+    thresholds: jax.Array,
+    multipliers: jax.Array,
+    eta: jax.typing.ArrayLike,
+    *,
+    method: str | Callable[..., MethodResult] = "frank_wolfe",
+    num_iters: int | None = None,
+    step_rule: str = "linesearch",
+    tol: float | None = None,
+    gradient: str = "unrolled",
+    fill: str = planning.DEFAULT_FILL,
+    with_transitions: bool = True,
+) -> InnerSolution:
+  """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
+
+  Minimises `c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)` over the occupancy
+  measures of all policies and all transitions in the box `[lower, upper]`. Every method
+  reaches that set only through its linear minimisation oracle, the extended DP
+  (`extended_lmo`).
+
+  Args:
+    cost: `[H, S, A]` optimistic objective costs.
+    constraint_costs: `[I, H, S, A]` optimistic constraint costs.
+    lower: `[H, S, A, S']` lower transition bounds.
+    upper: `[H, S, A, S']` upper transition bounds.
+    initial_state: integer scalar.
+    thresholds: `[I]`.
+    multipliers: `[I]`, non-negative.
+    eta: positive scalar (traced).
+    method: a name in `INNER_METHODS` or a callable with the same signature:
+      `"frank_wolfe"` (the paper's Algorithm InnerOpt-FW; `num_iters` steps of
+      `step_rule`, default 100).
+    num_iters: the method's iteration budget (static; `None`: the method's default). With
+      `tol=None` the loops are `lax.fori_loop`s and reverse-differentiable.
+    step_rule: Frank-Wolfe's step: `"standard"` (the paper's `2 / (t + 2)`) or
+      `"linesearch"` (exact line search on the piecewise-quadratic objective; keeps
+      accuracy for large `eta`).
+    tol: if given, Frank-Wolfe stops as soon as its gap is `<= tol` (`lax.while_loop`: not
+      reverse-differentiable; under `vmap` every batch member runs until the slowest
+      stops, results stay per-member exact).
+    gradient: how derivatives flow (values are identical in both modes):
+      `"unrolled"`: reverse mode through the iterations: the derivative of the T-step
+        output. Needs `tol=None`.
+      `"envelope"`: Danskin's theorem at the returned point. Only `objective` carries a
+        derivative, that of the optimal value: `d/dc = q*`, `d/dD_i = lambda+_i q*`,
+        `d/dalpha = -lambda+`, `d/dlambda = lambda+ / eta`,
+        `d/deta = -||lambda+||^2 / (2 eta^2) + lambda+ . (D q* - alpha) / eta` with
+        `lambda+ = [lambda + eta (D q* - alpha)]_+`; for the box, the derivative of
+        `min_{q in Q(box)} <grad f(q*), q>` (same KKT multipliers). The iterations are not
+        differentiated (no memory for them); the other outputs are constants. Exact at an
+        exact optimum; the error is of the order of the solver's accuracy.
+    fill: the greedy-fill formulation of the extended DP (`FILL_METHODS`).
+    with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
+      that only need the policy pass `False` (then `transitions` is `None`).
+
+  Returns:
+    `InnerSolution`; `objective - optimum <= fw_gap`.
+  """
+  if isinstance(method, str):
+    if method not in INNER_METHODS:
+      raise ValueError(f"method: expected one of {tuple(INNER_METHODS)} or a callable,"
+                       f" got {method!r}")
+    method_fn = INNER_METHODS[method]
+  elif callable(method):
+    method_fn = method
+  else:
+    raise ValueError(f"method: expected a name or a callable, got {method!r}")
+  if step_rule not in STEP_RULES:
+    raise ValueError(f"step_rule: expected one of {STEP_RULES}, got {step_rule!r}")
+  if gradient not in GRADIENTS:
+    raise ValueError(f"gradient: expected one of {GRADIENTS}, got {gradient!r}")
+  planning.check_fill(fill)
+  if num_iters is not None and (int(num_iters) != num_iters or num_iters < 0):
+    raise ValueError(f"num_iters: must be a non-negative integer, got {num_iters!r}")
+  chex.assert_rank([cost, constraint_costs, lower, upper, thresholds, multipliers],
+                   [3, 4, 4, 4, 1, 1])
+  chex.assert_equal_shape([lower, upper])
+  problem = InnerProblem(cost, constraint_costs, lower, upper, initial_state, thresholds,
+                         multipliers, eta)
+  inputs = lax.stop_gradient(problem) if gradient == "envelope" else problem
+  result = method_fn(inputs, num_iters=num_iters, step_rule=step_rule, tol=tol,
+                     with_transitions=with_transitions, fill=fill)
+  q = result.occupancy
+  objective = augmented_lagrangian(q, cost, constraint_costs, thresholds, multipliers, eta)
+  if gradient == "envelope":
+    # Box sensitivity: the linearised problem at q* has the same optimal KKT multipliers.
+    grad = lax.stop_gradient(
+        cost + jnp.einsum("i,ihsa->hsa",
+                          dual_step(q, constraint_costs, thresholds, multipliers, eta),
+                          constraint_costs))
+    linear_value = planning.extended_lmo(grad, lower, upper, initial_state, fill=fill).value
+    objective = objective + (linear_value - lax.stop_gradient(linear_value))
+  return InnerSolution(
+      occupancy=q,
+      policy=planning.policy_from_occupancy(q),
+      transitions=result.transitions,
+      objective=objective,
+      fw_gap=result.gap,
+      num_iters=result.num_iters,
+      dp_calls=result.dp_calls,
+  )

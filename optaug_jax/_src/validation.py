@@ -1,0 +1,94 @@
+"""Host-side checks of user arguments, shared by every factory and entry point.
+
+Each check raises `ValueError` naming the argument and the fault. Traced values (an agent
+built inside a vmapped or jitted function) and callables are skipped: they are checked
+where they become concrete, or not at all.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import numpy as np
+
+# The narrowest float the runner computes in (counts and radii need >= float32).
+_TINY = float(np.finfo(np.float32).tiny)
+
+
+def _is_traced(value) -> bool:
+  return isinstance(value, jax.core.Tracer)
+
+
+def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
+  """An integer (a Python or NumPy integer, or an integral float) in `[low, high]`."""
+  if isinstance(value, bool) or not isinstance(value, (numbers.Integral, float, np.floating)):
+    raise ValueError(f"{name}: must be an integer, got {value!r}")
+  if not np.isfinite(value) or int(value) != value:
+    raise ValueError(f"{name}: must be an integer, got {value!r}")
+  value = int(value)
+  if low is not None and value < low:
+    raise ValueError(f"{name}: must be >= {low}, got {value}")
+  if high is not None and value > high:
+    raise ValueError(f"{name}: must be <= {high}, got {value}")
+  return value
+
+
+def check_real(name: str, value, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False, allow_none: bool = False):
+  """A finite real (scalar or array) in the interval given by `low`, `high`.
+
+  Skipped for traced values. `None` passes only with `allow_none`.
+  """
+  if value is None:
+    if allow_none:
+      return None
+    raise ValueError(f"{name}: required, got None")
+  if _is_traced(value):
+    return value
+  arr = np.asarray(value)
+  if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+    raise ValueError(f"{name}: must be a real number, got {value!r}")
+  if not np.all(np.isfinite(arr)):
+    raise ValueError(f"{name}: must be finite, got {value!r}")
+  if low is not None and (np.any(arr <= low) if low_open else np.any(arr < low)):
+    raise ValueError(f"{name}: must be {'>' if low_open else '>='} {low}, got {value!r}")
+  if high is not None and (np.any(arr >= high) if high_open else np.any(arr > high)):
+    raise ValueError(f"{name}: must be {'<' if high_open else '<='} {high}, got {value!r}")
+  return value
+
+
+def check_positive(name: str, value, *, allow_none: bool = True):
+  """A positive finite number (skipped for traced values and callables)."""
+  if callable(value) or (value is None and allow_none) or _is_traced(value):
+    return value
+  arr = np.asarray(value) if value is not None else np.asarray(np.nan)
+  if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr)
+      or not np.all(np.isfinite(arr)) or np.any(arr <= 0)):
+    raise ValueError(f"{name}: must be positive and finite, got {value!r}")
+  return value
+
+
+def check_confidence(delta, bonus_scale) -> None:
+  """`delta` in `(0, 1)` (and representable in float32), `bonus_scale >= 0`."""
+  check_real("delta", delta, low=_TINY, high=1.0, high_open=True)
+  check_real("bonus_scale", bonus_scale, low=0.0)
+
+
+def check_choice(name: str, value, choices) -> str:
+  """`value` is one of `choices`."""
+  if value not in choices:
+    raise ValueError(f"{name}: expected one of {tuple(choices)}, got {value!r}")
+  return value
+
+
+def check_policy(name: str, policy) -> None:
+  """An `[H, S, A]` array of probability rows (skipped when traced)."""
+  if _is_traced(policy):
+    return
+  pi = np.asarray(policy)
+  if (pi.ndim != 3 or not np.issubdtype(pi.dtype, np.number) or not np.all(np.isfinite(pi))
+      or pi.min() < 0 or np.abs(pi.sum(-1) - 1).max() > 1e-5):
+    raise ValueError(
+        f"{name}: expected an [H, S, A] array of probability rows (>= 0, summing to 1),"
+        f" got shape {pi.shape} and dtype {pi.dtype}")

@@ -1,0 +1,44 @@
+"""Agents: factories returning `Agent(init, plan, update)`, and their registry.
+
+`AGENTS[name]` (an `AgentSpec`) builds each registered agent; `make_agent(name, benchmark,
+num_episodes=K, **options)` is how experiments, notebooks and tests build them. To add an
+agent, write one module in `optaug_jax/_src/agents/` whose factory is decorated with
+`@register_agent(...)`; the helpers below (`init_state`, `update_state`, `plan_info`,
+`as_schedule`) and `optaug_jax._src.validation` are what the built-in agents use.
+"""
+
+from optaug_jax._src.agents.base import (Agent, AgentState, InitFn, PlanFn, PlanInfo,
+                                         Schedule, UpdateFn, as_schedule, init_state,
+                                         plan_info, update_state)
+from optaug_jax._src.agents.optaug import optaug, paper_eta_schedule, pretrain_episodes_bound
+from optaug_jax._src.agents.optcmdp import optcmdp
+from optaug_jax._src.agents.optdual import optdual
+from optaug_jax._src.agents.optprimaldual import PrimalDualState, optprimaldual
+from optaug_jax._src.agents.registry import (AGENTS, AgentSpec, agent_options, make_agent,
+                                             register_agent)
+
+__all__ = (
+    "AGENTS",
+    "Agent",
+    "AgentSpec",
+    "AgentState",
+    "InitFn",
+    "PlanFn",
+    "PlanInfo",
+    "PrimalDualState",
+    "Schedule",
+    "UpdateFn",
+    "agent_options",
+    "as_schedule",
+    "init_state",
+    "make_agent",
+    "optaug",
+    "optcmdp",
+    "optdual",
+    "optprimaldual",
+    "paper_eta_schedule",
+    "plan_info",
+    "pretrain_episodes_bound",
+    "register_agent",
+    "update_state",
+)

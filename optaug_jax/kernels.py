@@ -1,0 +1,29 @@
+"""Lower-level kernels: DP variants, the estimates' pieces, and the inner-solver slot.
+
+Every kernel is written for one problem; batch with `jax.vmap`. `INNER_METHODS` maps a
+method name to a function `(problem: InnerProblem, *, num_iters, step_rule, tol,
+with_transitions, fill) -> MethodResult`; `solve_inner(method=...)` dispatches to it and
+also accepts such a function directly.
+"""
+
+from optaug_jax._src.estimates import empirical_means, log_factors
+from optaug_jax._src.inner import (GRADIENTS, INNER_METHODS, STEP_RULES, InnerProblem,
+                                   MethodResult, frank_wolfe)
+from optaug_jax._src.planning import (DEFAULT_FILL, FILL_METHODS, box_minimize,
+                                      optimal_policy, optimistic_policy_evaluation)
+
+__all__ = (
+    "DEFAULT_FILL",
+    "FILL_METHODS",
+    "GRADIENTS",
+    "INNER_METHODS",
+    "STEP_RULES",
+    "InnerProblem",
+    "MethodResult",
+    "box_minimize",
+    "empirical_means",
+    "frank_wolfe",
+    "log_factors",
+    "optimal_policy",
+    "optimistic_policy_evaluation",
+)
