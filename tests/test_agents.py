@@ -277,3 +277,24 @@ def test_optaug_plan_matches_numpy_reference(step_rule):
   np.testing.assert_allclose(info.optimistic_constraint_values,
                              np.einsum("ihsa,hsa->i", d_t, q), rtol=1e-7, atol=1e-9)
   np.testing.assert_allclose(info.optimistic_cost_value, np.sum(c_t * q), rtol=1e-7)
+
+
+def test_registry_builds_every_agent_and_a_new_module_registers_itself():
+  """`safe_baseline` lives in its own module and touches no other file: the registry finds
+  it. Its exact values are those of the safe policy (NumPy occupancy loop)."""
+  assert {"optaug", "optdual", "optprimaldual", "optcmdp", "safe_baseline"} <= set(
+      oj.agents.AGENTS)
+  bench = oj.benchmarks.make_benchmark("factored")
+  required = {"optaug": {"pretrain_episodes": 2}}  # no problem-independent default
+  for name in oj.agents.AGENTS:
+    agent = oj.agents.make_agent(name, bench, num_episodes=10, **required.get(name, {}))
+    assert isinstance(agent, oj.Agent)
+  agent = oj.agents.make_agent("safe_baseline", bench, num_episodes=10)
+  _, log = oj.run(agent, jax.random.PRNGKey(0), bench.cmdp, num_episodes=3)
+  q = ref.occupancy_loop(bench.cmdp.transitions, bench.safe_policy, 0)
+  np.testing.assert_allclose(log.constraint_values[:, 0],
+                             np.sum(np.asarray(bench.cmdp.constraint_costs)[0] * q), rtol=1e-12)
+  with pytest.raises(ValueError, match="does not accept"):
+    oj.agents.make_agent("optdual", bench, num_episodes=10, fw_iters=3)
+  with pytest.raises(ValueError, match="unknown agent"):
+    oj.agents.make_agent("optnothing", bench, num_episodes=10)

@@ -1,0 +1,48 @@
+"""The conservative reference: always play the safe baseline policy (no learning)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import estimates, planning, validation
+from . import base, registry
+
+
+@registry.register_agent(
+    "safe_baseline", problem_args=lambda b: {"safe_policy": b.safe_policy},
+    summary="Safe baseline: plays the strictly feasible policy every episode (no learning)")
+def safe_baseline(
+    num_episodes: int,
+    safe_policy: jax.Array,
+    delta: jax.typing.ArrayLike = 0.1,
+    bonus_scale: jax.typing.ArrayLike = 1.0,
+) -> base.Agent:
+  """Plays `safe_policy` in every episode: no constraint violation, linear cost regret.
+
+  What OptAug-CMDP does in its pre-training phase, forever. It still counts (so its logs
+  report the optimistic values of the safe policy, as in pre-training).
+
+  Args:
+    num_episodes: `K` (enters the confidence radii of the logged optimistic values).
+    safe_policy: `[H, S, A]` strictly feasible baseline policy.
+    delta: confidence parameter.
+    bonus_scale: multiplier of every confidence radius.
+
+  Returns:
+    `Agent(init, plan, update)`.
+  """
+  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_confidence(delta, bonus_scale)
+  validation.check_policy("safe_policy", safe_policy)
+
+  def plan(state: base.AgentState):
+    policy = jnp.asarray(safe_policy, state.multipliers.dtype)
+    model = estimates.optimistic_model(
+        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    q = planning.occupancy(model.transitions, policy, state.initial_state)
+    info = base.plan_info(model, q, fw_gap=jnp.zeros((), policy.dtype),
+                          pretraining=jnp.ones((), bool))
+    return policy, state, info
+
+  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
