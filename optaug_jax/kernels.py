@@ -8,7 +8,7 @@ also accepts such a function directly.
 
 from optaug_jax._src.estimates import empirical_means, log_factors
 from optaug_jax._src.inner import (GRADIENTS, INNER_METHODS, STEP_RULES, InnerProblem,
-                                   MethodResult, frank_wolfe)
+                                   MethodResult, dual, frank_wolfe)
 from optaug_jax._src.planning import (DEFAULT_FILL, FILL_METHODS, box_minimize,
                                       optimal_policy, optimistic_policy_evaluation)
 
@@ -21,6 +21,7 @@ __all__ = (
     "InnerProblem",
     "MethodResult",
     "box_minimize",
+    "dual",
     "empirical_means",
     "frank_wolfe",
     "log_factors",
