@@ -356,6 +356,28 @@ def _master(values, images, mask, thresholds, multipliers, eta, *, num_steps: in
   return jnp.maximum(x[:-1], 0.0), w / jnp.sum(w)
 
 
+def _polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps: int = 100):
+  """Pairwise Frank-Wolfe steps (exact line search) on the master's primal,
+  `min_{w in simplex} values.w + (eta/2) ||[lambda/eta + images' w - alpha]_+||^2`, from the
+  interior-point weights: cheap (no DP) and robust where the interior point's weights are
+  not (float32, where complementarity cannot be driven small)."""
+  base = multipliers / eta - thresholds
+
+  def step(_, w):
+    y = images.T @ w
+    mu = jnp.maximum(multipliers + eta * (y - thresholds), 0.0)
+    score = values + images @ mu  # gradient of the primal in w
+    best = jnp.argmin(jnp.where(mask, score, jnp.inf))
+    worst = jnp.argmax(jnp.where(mask & (w > 0), score, -jnp.inf))
+    amount = w[worst]
+    move = amount * (images[best] - images[worst])
+    t = _exact_line_search(amount * (values[best] - values[worst]), base + y, move, eta)
+    t = jnp.where(best == worst, 0.0, t)
+    return w.at[worst].add(-t * amount).at[best].add(t * amount)
+
+  return lax.fori_loop(0, num_steps, step, w)
+
+
 def _cutting_planes(problem: InnerProblem, *, num_iters: int, with_transitions: bool,
                     fill: str) -> MethodResult:
   """I >= 2: fully-corrective Frank-Wolfe, i.e. a cutting-plane (proximal bundle) method on
@@ -406,6 +428,7 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, with_transitions: 
   memory, best = lax.fori_loop(1, slots, body, (memory, best))
   occ, values, images, mask, extra = memory
   _, w = _master(values, images, mask, thresholds, multipliers, eta)
+  w = _polish(values, images, mask, w, thresholds, multipliers, eta)
   q = jnp.tensordot(w, occ, axes=1)
   mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)
   best = jnp.maximum(best, _dual_value(mu_hat, oracle(mu_hat).value, thresholds,
