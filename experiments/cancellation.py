@@ -216,8 +216,9 @@ def parse_args(argv=None):
   p.add_argument("--nu", type=float, default=0.5)
   p.add_argument("--fw-iters", type=int, default=50)
   p.add_argument("--step-rule", default="linesearch", choices=oj.kernels.STEP_RULES)
-  p.add_argument("--inner", default="frank_wolfe", choices=sorted(oj.kernels.INNER_METHODS),
-                 help="OptAug's inner solver")
+  p.add_argument("--inner", default="dual", choices=sorted(oj.kernels.INNER_METHODS),
+                 help="OptAug's inner solver: the exact 'dual' or the paper's 'frank_wolfe'"
+                      " (--fw-iters steps of --step-rule)")
   p.add_argument("--dual-eta", default=None, type=common.parse_eta,
                  help="OptDual's step: a positive float or 'paper' (default)")
   p.add_argument("--x64", action="store_true", help="float64 (needed for eta='paper')")

@@ -44,7 +44,7 @@ def alm_known_model(
     inner_iters: int | None = None,
     step_rule: str = "linesearch",
     gradient: str = "unrolled",
-    inner_method: str = "frank_wolfe",
+    inner_method: str = "dual",
 ) -> KnownModelLog:
   """The augmented Lagrangian method on the exact CMDP (inner problems by `solve_inner`).
 
@@ -62,6 +62,7 @@ def alm_known_model(
     gradient: `"unrolled"` or `"envelope"`, see `solve_inner`. With `"envelope"` the
       inner solutions carry no derivative; the multipliers still depend on the inputs
       through the dual step.
+    inner_method: the inner solver (`INNER_METHODS`; default the exact `"dual"`).
 
   Returns:
     `KnownModelLog`.
@@ -127,7 +128,7 @@ def optimal_value_estimate(
     *,
     num_iters: int,
     inner_iters: int | None = None,
-    inner_method: str = "frank_wolfe",
+    inner_method: str = "dual",
 ) -> jax.Array:
   """A differentiable estimate of the constrained optimum `V*` of a known CMDP.
 

@@ -40,7 +40,7 @@ def inner_sensitivities(
     step_rule: str = "linesearch",
     gradient: str = "envelope",
     tol: float | None = None,
-    method: str = "frank_wolfe",
+    method: str = "dual",
 ) -> InnerSensitivities:
   """Solves the inner problem and differentiates its value in one `jax.value_and_grad`.
 

@@ -63,7 +63,7 @@ def optaug(
     step_rule: str = "linesearch",
     fw_tol: float | None = None,
     *,
-    inner_method: str = "frank_wolfe",
+    inner_method: str = "dual",
     inner_iters: int | None = None,
     fill: str = planning.DEFAULT_FILL,
 ) -> base.Agent:
@@ -97,7 +97,9 @@ def optaug(
     fw_iters: Frank-Wolfe steps per episode (`inner_method="frank_wolfe"`).
     step_rule: `"linesearch"` or `"standard"` (`2 / (t + 2)`), for Frank-Wolfe.
     fw_tol: optional early-stopping tolerance on the Frank-Wolfe gap.
-    inner_method: the inner solver, a name in `INNER_METHODS` (see `solve_inner`).
+    inner_method: the inner solver, a name in `INNER_METHODS` (see `solve_inner`): the
+      exact `"dual"` (default; see `kernels.dual`), or `"frank_wolfe"`, the paper's
+      Algorithm InnerOpt-FW with `fw_iters` steps of `step_rule`.
     inner_iters: iteration budget of a method other than Frank-Wolfe (`None`: its
       default).
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
