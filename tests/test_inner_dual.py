@@ -1,0 +1,164 @@
+"""The exact inner solver (`method="dual"`) against cvxpy/Clarabel, its certificate, its
+primal outputs, batching, degenerate inputs and argument checks."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import optaug_jax as oj
+import references as ref
+
+LAMBDAS = {1: [0.3], 2: [0.3, 0.0], 3: [0.3, 0.0, 1.0]}
+
+
+def _instance(num_constraints, seed=3, s=3, a=2, h=3, radius=0.2):
+  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=s, num_actions=a, horizon=h,
+                     num_constraints=num_constraints)
+  rng = np.random.default_rng(seed)
+  lower, upper = ref.random_box(rng, np.asarray(m.transitions), radius)
+  return m, jnp.asarray(lower), jnp.asarray(upper)
+
+
+def _solve(m, lower, upper, lam, eta, **kw):
+  return oj.solve_inner(m.cost, m.constraint_costs, lower, upper, m.initial_state,
+                        m.thresholds, jnp.asarray(lam), eta, method="dual", **kw)
+
+
+def _check_against_cvxpy(m, lower, upper, lam, eta):
+  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper,
+                               int(m.initial_state), m.thresholds, lam, eta)
+  sol = jax.jit(lambda: _solve(m, lower, upper, lam, eta))()
+  scale = max(1.0, abs(optimum))
+  error = float(sol.objective) - optimum
+  assert abs(error) <= 1e-7 * scale, (error, float(sol.fw_gap))
+  # The certificate bounds the true error (up to Clarabel's own accuracy, ~1e-10) and is
+  # itself small: the solve is exact, not just certified.
+  assert error <= float(sol.fw_gap) + 1e-9 * scale
+  assert float(sol.fw_gap) <= 1e-7 * scale
+  return sol, optimum
+
+
+@pytest.mark.parametrize("num_constraints", [1, 2, 3])
+@pytest.mark.parametrize("eta", [1.0, 1e2, 1e4, 1e6])
+def test_dual_solve_matches_cvxpy(num_constraints, eta):
+  m, lower, upper = _instance(num_constraints)
+  sol, _ = _check_against_cvxpy(m, lower, upper, LAMBDAS[num_constraints], eta)
+  # DP calls do not grow with eta.
+  assert int(sol.dp_calls) == (61 if num_constraints == 1 else 82)
+
+
+def test_multiplier_zero_and_above_lambda_cases():
+  """mu* = 0 (loose thresholds: no constraint binds) and mu* > lambda (tight ones)."""
+  m, lower, upper = _instance(1)
+  loose = m._replace(thresholds=jnp.full((1,), float(m.horizon)))
+  sol, _ = _check_against_cvxpy(loose, lower, upper, [0.0], 10.0)
+  assert float(oj.dual_step(sol.occupancy, loose.constraint_costs, loose.thresholds,
+                            jnp.zeros(1), 10.0)[0]) == 0.0
+  tight = m._replace(thresholds=0.5 * m.thresholds)
+  sol, _ = _check_against_cvxpy(tight, lower, upper, [0.1], 10.0)
+  assert float(oj.dual_step(sol.occupancy, tight.constraint_costs, tight.thresholds,
+                            jnp.asarray([0.1]), 10.0)[0]) > 0.1
+
+
+@pytest.mark.parametrize("num_constraints", [1, 2])
+def test_realistic_inner_problem_from_a_run(num_constraints):
+  """The optimistic model of an OptAug run (media_streaming, I=1; a random CMDP, I=2)."""
+  if num_constraints == 1:
+    b = oj.benchmarks.make_benchmark("media_streaming")
+    m, pi = b.cmdp, b.safe_policy
+  else:
+    m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=4, num_actions=3, horizon=5,
+                       num_constraints=2)
+    pi, _ = oj.safe_policy(m)
+  agent = oj.optaug(num_episodes=300, safe_policy=pi, pretrain_episodes=20, slack=1.0,
+                    eta=100.0, bonus_scale=0.1)
+  state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=60)
+  model = oj.optimistic_model(state.counts, num_episodes=300, delta=0.1, bonus_scale=0.1)
+  lam = np.asarray(state.multipliers) + 0.5
+  problem = m._replace(cost=model.cost, constraint_costs=model.constraint_costs)
+  for eta in [1e2, 1e4]:
+    _check_against_cvxpy(problem, model.lower, model.upper, lam, eta)
+
+
+@pytest.mark.parametrize("num_constraints", [1, 2])
+def test_policy_and_transitions_reproduce_the_occupancy(num_constraints):
+  m, lower, upper = _instance(num_constraints)
+  sol = _solve(m, lower, upper, LAMBDAS[num_constraints], 10.0)
+  p = np.asarray(sol.transitions)
+  assert np.all(p >= np.asarray(lower) - 1e-12) and np.all(p <= np.asarray(upper) + 1e-12)
+  np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-12)
+  q = ref.occupancy_loop(p, np.asarray(sol.policy), 0)
+  np.testing.assert_allclose(q, sol.occupancy, atol=1e-10)
+
+
+@pytest.mark.parametrize("num_constraints", [1, 2])
+def test_jit_and_vmap_parity(num_constraints):
+  problems = [_instance(num_constraints, seed) for seed in range(3)]
+  stack = lambda f: jnp.stack([f(p) for p in problems])
+  cost, d = stack(lambda p: p[0].cost), stack(lambda p: p[0].constraint_costs)
+  alpha = stack(lambda p: p[0].thresholds)
+  lower, upper = stack(lambda p: p[1]), stack(lambda p: p[2])
+  lam = jnp.asarray([LAMBDAS[num_constraints]] * 3)
+  eta = jnp.asarray([1.0, 1e2, 1e4])
+
+  def solve(c, dd, lo, up, al, la, et):
+    return oj.solve_inner(c, dd, lo, up, 0, al, la, et, method="dual")
+
+  batched = jax.jit(jax.vmap(solve))(cost, d, lower, upper, alpha, lam, eta)
+  for j in range(3):
+    single = jax.jit(solve)(cost[j], d[j], lower[j], upper[j], alpha[j], lam[j], eta[j])
+    eager = solve(cost[j], d[j], lower[j], upper[j], alpha[j], lam[j], eta[j])
+    for other in (jax.tree.map(lambda x: x[j], batched), eager):
+      # The optimal q need not be unique (a face of Z); the value and the next multiplier
+      # (the dual optimum, unique: psi is strongly concave) are.
+      np.testing.assert_allclose(other.objective, single.objective, rtol=1e-10, atol=1e-10)
+      step = lambda s: oj.dual_step(s.occupancy, d[j], alpha[j], lam[j], eta[j])
+      np.testing.assert_allclose(step(other), step(single), rtol=1e-7, atol=1e-9)
+      assert int(other.dp_calls) == int(single.dp_calls)
+
+
+@pytest.mark.parametrize("num_constraints", [1, 2])
+def test_degenerate_inputs_give_no_nan(num_constraints):
+  m, lower, upper = _instance(num_constraints)
+  lam = LAMBDAS[num_constraints]
+  cases = {
+      "point box": (m, m.transitions, m.transitions, 10.0),
+      "zero constraint costs": (m._replace(constraint_costs=jnp.zeros_like(m.constraint_costs)),
+                                lower, upper, 10.0),
+      "tiny eta": (m, lower, upper, 1e-6),
+  }
+  for name, (mm, lo, up, eta) in cases.items():
+    sol = _solve(mm, lo, up, lam, eta)
+    for leaf in jax.tree.leaves(sol):
+      assert np.all(np.isfinite(np.asarray(leaf))), name
+    np.testing.assert_allclose(np.asarray(sol.occupancy).sum((1, 2)), 1.0, atol=1e-9)
+  # The point box is a known model: the solve equals cvxpy there too.
+  _check_against_cvxpy(m, m.transitions, m.transitions, lam, 10.0)
+
+
+def test_float32_single_constraint_is_accurate():
+  """float32, I = 1 (bisection): within 1e-5 of the float64 cvxpy optimum at eta up to 1e4."""
+  m, lower, upper = _instance(1)
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  for eta in [1.0, 1e2, 1e4]:
+    optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
+                                 [0.3], eta)
+    sol = oj.solve_inner(f32(m.cost), f32(m.constraint_costs), f32(lower), f32(upper), 0,
+                         f32(m.thresholds), f32([0.3]), jnp.float32(eta), method="dual")
+    assert sol.objective.dtype == jnp.float32
+    assert abs(float(sol.objective) - optimum) <= 1e-5 * max(1.0, abs(optimum))
+
+
+def test_bad_arguments_raise_value_errors():
+  m, lower, upper = _instance(1)
+  with pytest.raises(ValueError, match="method"):
+    oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, jnp.zeros(1),
+                   1.0, method="simplex")
+  for eta in [0.0, -1.0, float("nan")]:
+    with pytest.raises(ValueError, match="eta"):
+      _solve(m, lower, upper, [0.0], eta)
+  with pytest.raises(ValueError, match="inner_method"):
+    oj.optaug(num_episodes=10, safe_policy=jnp.full((3, 3, 2), 0.5), pretrain_episodes=1,
+              eta=1.0, inner_method="simplex")
