@@ -1,19 +1,32 @@
-"""Frank-Wolfe accuracy on the inner problem: gap and error vs the cvxpy optimum.
+"""Inner solvers against Clarabel: error and certificate versus extended-DP calls.
 
-For eta in 1, 10, 100, 1000 and both step rules, the FW gap and the true error
-`objective - optimum` (cvxpy/Clarabel optimum of the paper's z-space program) after T
-iterations, beside the paper's bound T = 2 eta I S^2 A H / epsilon (Corollary "set-T").
+For the paper's Frank-Wolfe (exact line search) and the exact dual method, on inner problems
+taken from real runs (the optimistic model and multipliers of an OptAug run after
+`--episodes` episodes: media_streaming for I = 1, a random-family CMDP for I = 2, 3), for
+eta in 1 .. 1e6: the true error `objective - optimum` (optimum by cvxpy/Clarabel in z-space)
+and the method's certificate, against the number of extended DPs. Prints the table of DP
+calls needed to reach 1e-6 and 1e-9 and writes JSON and a figure. float64.
 
-  python experiments/inner_solver.py --out results/inner_solver   # needs cvxpy
+  python experiments/inner_solver.py --out results/inner_solver   # ~10 min on 2 cores
+  python experiments/inner_solver.py --quick                      # a smoke run
+
+Needs cvxpy and clarabel (the `experiments` or `reference` extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import sys
+import time
 
-import jax
+if importlib.util.find_spec("cvxpy") is None or importlib.util.find_spec("clarabel") is None:
+  sys.exit("experiments/inner_solver.py needs cvxpy and clarabel:"
+           ' pip install -e ".[experiments]"')
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -22,62 +35,143 @@ import numpy as np  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (this directory's shared helpers)
+
+TOLERANCES = (1e-6, 1e-9)
+
+
+def realistic_problem(num_constraints: int, episodes: int, seed: int = 0):
+  """(cost, constraint_costs, lower, upper, s1, alpha, lambda, name) of an OptAug run."""
+  if num_constraints == 1:
+    bench = oj.benchmarks.make_benchmark("media_streaming", dtype=jnp.float64)
+    name = "media_streaming"
+  else:
+    bench = oj.benchmarks.random_family(seed=seed, num_states=5, num_actions=3, horizon=5,
+                                        num_constraints=num_constraints, dtype=jnp.float64)
+    name = f"random S=5 A=3 H=5 I={num_constraints}"
+  agent = oj.optaug(num_episodes=10 * episodes, safe_policy=bench.safe_policy,
+                    pretrain_episodes=episodes // 4, slack=bench.slack, eta=100.0,
+                    bonus_scale=0.1)
+  state, _ = oj.run(agent, jax.random.PRNGKey(seed), bench.cmdp, num_episodes=episodes)
+  model = oj.optimistic_model(state.counts, num_episodes=10 * episodes, delta=0.1,
+                              bonus_scale=0.1)
+  lam = jnp.asarray(state.multipliers)  # the run's own lambda_k
+  return (model.cost, model.constraint_costs, model.lower, model.upper,
+          bench.cmdp.initial_state, bench.cmdp.thresholds, lam, name)
+
+
+def sweep(problem, eta, method, budgets):
+  """[(dp_calls, error placeholder, certificate, objective)] for each iteration budget."""
+  cost, d, lower, upper, s1, alpha, lam, _ = problem
+  rows = []
+  for n in budgets:
+    solve = jax.jit(lambda c, dd, lo, up, al, la, et, n=n: oj.solve_inner(
+        c, dd, lo, up, s1, al, la, et, method=method, num_iters=n))
+    sol = solve(cost, d, lower, upper, alpha, lam, jnp.asarray(eta))
+    rows.append({"budget": n, "dp_calls": int(sol.dp_calls),
+                 "objective": float(sol.objective), "certificate": float(sol.fw_gap)})
+  return rows
+
+
+def calls_to_reach(rows, tol):
+  for r in rows:
+    if r["error"] <= tol:
+      return r["dp_calls"]
+  return None
+
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--etas", default="1,10,100,1000")
-  p.add_argument("--iters", default="1,3,10,30,100,300,1000,3000")
+  p.add_argument("--etas", default="1,1e2,1e4,1e6")
+  p.add_argument("--constraints", default="1,2,3")
+  p.add_argument("--episodes", type=int, default=1500,
+                 help="episodes of the OptAug run whose optimistic model is solved")
+  p.add_argument("--fw-budgets", default="1,3,10,30,100,300,1000,3000,10000")
+  p.add_argument("--dual-budgets-1", default="5,10,20,30,40,50,58")
+  p.add_argument("--dual-budgets-2", default="5,10,20,40,60,80,120")
+  p.add_argument("--quick", action="store_true", help="tiny sweep (smoke test)")
   p.add_argument("--out", default="results/inner_solver")
   args = p.parse_args(argv)
-  s, a, h, i = 3, 2, 3, 2
-  cmdp = oj.random_cmdp(jax.random.PRNGKey(3), num_states=s, num_actions=a, horizon=h,
-                        num_constraints=i, dtype=jnp.float64)
-  rng = np.random.default_rng(3)
-  p_true = np.asarray(cmdp.transitions)
-  radius = 0.2 * rng.uniform(size=p_true.shape)
-  lower, upper = np.clip(p_true - radius, 0, 1), np.clip(p_true + radius, 0, 1)
-  lower, upper = jnp.asarray(lower), jnp.asarray(upper)
-  lam = jnp.asarray([0.3, 0.0])
-  iters = [int(t) for t in args.iters.split(",")]
-  results = {}
-  print(f"S={s} A={a} H={h} I={i}; error = objective - cvxpy optimum; paper's T for eps=1e-2"
-        " in the last column")
-  for eta in map(float, args.etas.split(",")):
-    optimum, _ = oj.lp.solve_inner_reference(cmdp.cost, cmdp.constraint_costs, lower, upper, 0,
-                                        cmdp.thresholds, lam, eta)
-    paper_t = 2 * eta * i * s**2 * a * h / 1e-2
-    for rule in ["standard", "linesearch"]:
-      rows = []
-      for t in iters:
-        sol = oj.solve_inner(cmdp.cost, cmdp.constraint_costs, lower, upper, 0,
-                             cmdp.thresholds, lam, eta, num_iters=t, step_rule=rule)
-        rows.append({"T": t, "fw_gap": float(sol.fw_gap),
-                     "error": float(sol.objective) - optimum})
-      results[f"{eta:g}/{rule}"] = {"optimum": optimum, "paper_T_eps_1e-2": paper_t,
-                                    "rows": rows}
-      print(f"eta={eta:6g} {rule:10s} " + " ".join(
-          f"T={r['T']}:{r['error']:.1e}" for r in rows) + f"  (paper T: {paper_t:.1e})")
+  if args.quick:
+    args.etas, args.constraints, args.episodes = "1,1e4", "1,2", 100
+    args.fw_budgets, args.dual_budgets_1, args.dual_budgets_2 = "3,30", "10,58", "10,40"
+  etas = [float(e) for e in args.etas.split(",")]
+  budgets = {"frank_wolfe": [int(t) for t in args.fw_budgets.split(",")]}
+  started = time.perf_counter()
+  results = []
+  for num_constraints in [int(i) for i in args.constraints.split(",")]:
+    problem = realistic_problem(num_constraints, args.episodes)
+    dual_budgets = args.dual_budgets_1 if num_constraints == 1 else args.dual_budgets_2
+    budgets["dual"] = [int(t) for t in dual_budgets.split(",")]
+    for eta in etas:
+      optimum, _ = oj.lp.solve_inner_reference(*problem[:7], eta)
+      scale = max(1.0, abs(optimum))
+      for method in ("frank_wolfe", "dual"):
+        rows = sweep(problem, eta, method, budgets[method])
+        for r in rows:
+          r["error"] = (r["objective"] - optimum) / scale
+          r["certificate"] /= scale
+        entry = {"constraints": num_constraints, "problem": problem[-1], "eta": eta,
+                 "method": method, "optimum": optimum, "rows": rows}
+        entry.update({f"dp_calls_to_{tol:g}": calls_to_reach(rows, tol) for tol in TOLERANCES})
+        results.append(entry)
+        print(f"I={num_constraints} eta={eta:8g} {method:11s} "
+              + " ".join(f"{r['dp_calls']}:{r['error']:.1e}" for r in rows), flush=True)
+  seconds = time.perf_counter() - started
+  print_table(results)
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, "inner_solver.json"), "w") as f:
-    json.dump(results, f, indent=2)
+    json.dump({"arguments": vars(args), "versions": common.versions(), "seconds": seconds,
+               "error_definition": "(objective - Clarabel optimum) / max(1, |optimum|)",
+               "results": results}, f, indent=2)
+  plot(results, etas, args.out)
+  return results
+
+
+def print_table(results):
+  print("\nDP calls to reach a relative error of 1e-6 / 1e-9 ('-': not within the budgets)")
+  etas = sorted({r["eta"] for r in results})
+  print(f"{'I':>2s} {'method':12s} " + " ".join(f"{f'eta={e:g}':>14s}" for e in etas))
+  for i in sorted({r["constraints"] for r in results}):
+    for method in ("frank_wolfe", "dual"):
+      cells = []
+      for e in etas:
+        r = next(x for x in results if x["constraints"] == i and x["eta"] == e
+                 and x["method"] == method)
+        fmt = lambda v: "-" if v is None else str(v)
+        cells.append(f"{fmt(r['dp_calls_to_1e-06']) + ' / ' + fmt(r['dp_calls_to_1e-09']):>14s}")
+      print(f"{i:2d} {method:12s} " + " ".join(cells))
+
+
+def plot(results, etas, out):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-  for key, r in results.items():
-    t = [row["T"] for row in r["rows"]]
-    style = "-" if key.endswith("linesearch") else "--"
-    axes[0].loglog(t, [max(row["error"], 1e-16) for row in r["rows"]], style, label=key)
-    axes[1].loglog(t, [max(row["fw_gap"], 1e-16) for row in r["rows"]], style, label=key)
-  axes[0].set(xlabel="Frank-Wolfe iterations T", ylabel="objective - optimum (cvxpy)")
-  axes[1].set(xlabel="Frank-Wolfe iterations T", ylabel="FW gap (certificate)")
-  for ax in axes:
-    ax.legend(fontsize=7)
+  constraints = sorted({r["constraints"] for r in results})
+  fig, axes = plt.subplots(1, len(constraints), figsize=(5 * len(constraints), 4),
+                           squeeze=False)
+  colors = {e: f"C{k}" for k, e in enumerate(etas)}
+  for ax, i in zip(axes[0], constraints):
+    for r in results:
+      if r["constraints"] != i:
+        continue
+      calls = [row["dp_calls"] for row in r["rows"]]
+      err = [max(abs(row["error"]), 1e-16) for row in r["rows"]]
+      cert = [max(row["certificate"], 1e-16) for row in r["rows"]]
+      style = "-o" if r["method"] == "dual" else "--s"
+      ax.loglog(calls, err, style, color=colors[r["eta"]], ms=3,
+                label=f"{r['method']}, eta={r['eta']:g}")
+      ax.loglog(calls, cert, ":", color=colors[r["eta"]], lw=0.8)
+    ax.axhline(1e-9, color="gray", lw=0.5)
+    ax.set(xlabel="extended-DP calls", ylabel="|objective - optimum| / max(1, |optimum|)",
+           title=f"I = {i}: {next(r['problem'] for r in results if r['constraints'] == i)}")
+    ax.legend(fontsize=6)
+  fig.suptitle("solid/dashed: true error against Clarabel; dotted: the method's certificate")
   fig.tight_layout()
-  fig.savefig(os.path.join(args.out, "inner_solver.png"), dpi=110)
+  fig.savefig(os.path.join(out, "inner_solver.png"), dpi=110)
   plt.close(fig)
-  return results
 
 
 if __name__ == "__main__":
