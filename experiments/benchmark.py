@@ -7,7 +7,9 @@ noisy, so compare the ratios printed, which come from the same run):
            of writing the shared-order greedy fill (`oj.kernels.FILL_METHODS`), and NumPy;
   step     one OptAug-CMDP episode step (S=10, A=4, H=10, I=2, fw_iters=100): JAX at 1
            seed, seed by seed, 256 seeds vmapped (each fill), sharded over the host's
-           devices, and the NumPy step (`optaug_jax.numpy_reference`);
+           devices, and the NumPy step (`experiments/numpy_reference.py`);
+  inner    the OptAug step with each inner method (Frank-Wolfe T=100, exact dual), I=2,
+           1 seed and --seeds vmapped;
   scaling  the vmapped step against seeds, S (S^2 A H) and fw_iters;
   compile  compile time of `run` against K and the number of seeds;
   memory   XLA's buffer sizes of a vmapped run against K, full logs vs summary logs;
@@ -177,8 +179,10 @@ def _time_step(table, name, agent, cmdp, state, seeds, reps, sizes, fw_iters):
 def step_section(table, args):
   s, a, h, i, t_fw, n = 10, 4, 10, 2, args.fw_iters, args.seeds
   cmdp, policy, slack = _problem(s, a, h, i)
-  make = lambda fill: oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
-                                slack=slack, fw_iters=t_fw, eta=100.0, fill=fill)
+  make = lambda fill: oj.optaug(
+      inner_method="frank_wolfe", num_episodes=1000, safe_policy=policy,
+      pretrain_episodes=20,
+      slack=slack, fw_iters=t_fw, eta=100.0, fill=fill)
   agent = make(DEFAULT_FILL)
   state = _warm_state(agent, cmdp)
   sizes = f"S={s} A={a} H={h} I={i} T={t_fw}"
@@ -242,6 +246,36 @@ def step_section(table, args):
   return ratios
 
 
+def inner_section(table, args):
+  """OptAug's episode step with each inner method: 1 seed and `--seeds` vmapped (I = 2)."""
+  s, a, h, i, n = 10, 4, 10, 2, args.seeds
+  cmdp, policy, slack = _problem(s, a, h, i)
+  out = {}
+  methods = {"frank_wolfe": dict(inner_method="frank_wolfe", fw_iters=100),
+             "dual": dict(inner_method="dual")}
+  keys = jax.random.split(jax.random.PRNGKey(2), n)
+  for name, kw in methods.items():
+    agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
+                      slack=slack, eta=100.0, **kw)
+    state = _warm_state(agent, cmdp, warm=25)  # past pre-training: every step solves
+    single, batched = _step_fns(agent, cmdp)
+    sizes = f"S={s} A={a} H={h} I={i}"
+    compiled1, c1 = _compile(single, state, keys[0])
+    t1 = _median_time(lambda: compiled1(state, keys[0]), args.reps)
+    info = compiled1(state, keys[0])[1]
+    calls = int(info.extras["dp_calls"])
+    table.add("inner", f"step, {name}, 1 seed ({calls} DPs)", seeds=1, time_s=t1,
+              sizes=sizes, compile_s=c1)
+    states = _batch(state, n)
+    compiled, c = _compile(batched, states, keys)
+    t = _median_time(lambda: compiled(states, keys), args.reps)
+    table.add("inner", f"step, {name}, vmapped ({calls} DPs)", seeds=n, time_s=t,
+              sizes=sizes, compile_s=c, memory=_memory(compiled))
+    out[name] = {"dp_calls": calls, "one_seed_s": t1, "vmapped_per_seed_s": t / n,
+                 "seeds": n}
+  return out
+
+
 def scaling_section(table, args):
   """Per-step time of the vmapped step against seeds, S and fw_iters (one at a time)."""
   base = {"S": 10, "A": 4, "H": 10, "I": 2, "T": args.fw_iters, "N": args.seeds}
@@ -252,8 +286,10 @@ def scaling_section(table, args):
     for v in values:
       cfg = dict(base, **{axis: v})
       cmdp, policy, slack = _problem(cfg["S"], cfg["A"], cfg["H"], cfg["I"])
-      agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
-                        slack=slack, fw_iters=cfg["T"], eta=100.0)
+      agent = oj.optaug(
+      inner_method="frank_wolfe", num_episodes=1000, safe_policy=policy,
+      pretrain_episodes=20,
+      slack=slack, fw_iters=cfg["T"], eta=100.0)
       state = _warm_state(agent, cmdp)
       sizes = f"S={cfg['S']} A={cfg['A']} H={cfg['H']} I={cfg['I']} T={cfg['T']}"
       row = _time_step(table, f"scaling in {axis}", agent, cmdp, state, cfg["N"],
@@ -276,8 +312,10 @@ def scaling_section(table, args):
 def compile_section(table, args):
   """Compile time of the jitted run: independent of K and of the number of seeds."""
   cmdp, policy, slack = _problem(10, 4, 10, 2)
-  agent = oj.optaug(num_episodes=10_000, safe_policy=policy, pretrain_episodes=20,
-                    slack=slack, fw_iters=args.fw_iters, eta=100.0)
+  agent = oj.optaug(
+      inner_method="frank_wolfe", num_episodes=10_000, safe_policy=policy,
+      pretrain_episodes=20,
+      slack=slack, fw_iters=args.fw_iters, eta=100.0)
   out = []
   for k, n in [(10, 16), (1000, 16), (100, 16), (100, args.seeds), (100, 4 * args.seeds)]:
     fn = jax.jit(jax.vmap(lambda key, k=k: oj.run(agent, key, cmdp, num_episodes=k)))
@@ -293,8 +331,10 @@ def compile_section(table, args):
 def memory_section(table, args):
   """XLA buffer sizes of a vmapped run: logs grow with K, everything else does not."""
   cmdp, policy, slack = _problem(10, 4, 10, 2)
-  agent = oj.optaug(num_episodes=100_000, safe_policy=policy, pretrain_episodes=20,
-                    slack=slack, fw_iters=args.fw_iters, eta=100.0)
+  agent = oj.optaug(
+      inner_method="frank_wolfe", num_episodes=100_000, safe_policy=policy,
+      pretrain_episodes=20,
+      slack=slack, fw_iters=args.fw_iters, eta=100.0)
   n = args.memory_seeds
   keys = jax.random.split(jax.random.PRNGKey(0), n)
   out = []
@@ -313,8 +353,10 @@ def memory_section(table, args):
 def sweep_section(table, args):
   """Many seeds in bounded memory: run_sharded with summary logs and batch_size."""
   cmdp, policy, slack = _problem(10, 4, 10, 2)
-  agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=0,
-                    slack=slack, fw_iters=args.fw_iters, eta=100.0)
+  agent = oj.optaug(
+      inner_method="frank_wolfe", num_episodes=1000, safe_policy=policy,
+      pretrain_episodes=0,
+      slack=slack, fw_iters=args.fw_iters, eta=100.0)
   n, k, bs = args.sweep_seeds, args.sweep_episodes, args.sweep_batch
   keys = jax.random.split(jax.random.PRNGKey(0), n)
   rss0 = _peak_rss_mib()
@@ -354,7 +396,7 @@ def parse_args(argv):
   p.add_argument("--quick", action="store_true", help="tiny sizes, for CI")
   p.add_argument("--host-devices", type=int, default=None,
                  help="CPU devices to create (command line only: set before jax starts)")
-  p.add_argument("--sections", default="kernel,step,scaling,compile,memory,sweep")
+  p.add_argument("--sections", default="kernel,step,inner,scaling,compile,memory,sweep")
   p.add_argument("--seeds", type=int, default=256)
   p.add_argument("--fw-iters", type=int, default=100)
   p.add_argument("--kernel-seeds", type=int, default=100)
