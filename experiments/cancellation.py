@@ -14,6 +14,8 @@ figures, and prints a summary table.
 from __future__ import annotations
 
 import argparse
+import glob
+import hashlib
 import json
 import os
 import sys
@@ -60,27 +62,88 @@ def _progress(name, done, total, started, seeds):
   sys.stdout.flush()
 
 
-def _save_checkpoint(path, done, state, logs, seconds):
-  leaves = jax.tree.leaves(state)
-  arrays = {f"state_{i}": np.asarray(x) for i, x in enumerate(leaves)}
+class CheckpointError(ValueError):
+  """A checkpoint that cannot be used for this run (the message says why and what to do)."""
+
+
+def _digest(arrays: dict) -> str:
+  """SHA-256 of the arrays (names, dtypes, shapes and bytes), in sorted order."""
+  h = hashlib.sha256()
+  for key in sorted(arrays):
+    x = np.ascontiguousarray(arrays[key])
+    h.update(f"{key}|{x.dtype.str}|{x.shape}|".encode())
+    h.update(x.tobytes())
+  return h.hexdigest()
+
+
+def _save_checkpoint(path, identity, done, state, logs, seconds):
+  """Writes state, logs and the run's identity atomically (temp file, then rename)."""
+  arrays = {f"state_{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))}
   arrays.update({f"log_{k}": v for k, v in logs.items()})
+  arrays["done"] = np.asarray(done)
+  meta = {"identity": identity, "seconds": seconds, "digest": _digest(arrays)}
   tmp = path + ".tmp.npz"
-  np.savez(tmp, done=done, seconds=seconds, **arrays)
+  np.savez(tmp, meta=np.asarray(json.dumps(meta, sort_keys=True)), **arrays)
   os.replace(tmp, path)
 
 
-def run_agent(name, agent, cmdp, keys, args, checkpoint):
+def _load_checkpoint(path, identity, init_state, num_seeds, total):
+  """(done, state, logs, seconds) from `path`, verified against this run.
+
+  Refuses, with one line naming the file: unreadable or truncated files, another run's
+  checkpoint (naming the settings that differ), content that does not match its digest,
+  an episode count outside (0, total] or disagreeing with the log lengths or the state,
+  shapes that do not match this run, and non-finite state.
+  """
+  fix = "delete it, or run without --resume to start afresh"
+  try:
+    with np.load(path) as ck:
+      arrays = {k: ck[k] for k in ck.files}
+    meta = json.loads(str(arrays.pop("meta")))
+  except Exception as e:  # pylint: disable=broad-except  (zip, pickle, EOF, JSON, key)
+    raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}")
+  if meta.get("identity") != identity:
+    saved = meta.get("identity") or {}
+    diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
+    details = {k: (saved.get(k), identity.get(k)) for k in diff}
+    raise CheckpointError(f"{path}: belongs to another run; differing settings (saved, now):"
+                          f" {details}; {fix}")
+  if _digest(arrays) != meta.get("digest"):
+    raise CheckpointError(f"{path}: content does not match its digest (edited or corrupted);"
+                          f" {fix}")
+  done = int(arrays["done"])
+  leaves, treedef = jax.tree.flatten(init_state)
+  if not 0 < done <= total:
+    raise CheckpointError(f"{path}: records {done} episodes, outside (0, {total}]; {fix}")
+  logs = {f: arrays.get(f"log_{f}") for f in LOG_FIELDS}
+  for f, v in logs.items():
+    if v is None or v.shape[:2] != (num_seeds, done):
+      raise CheckpointError(f"{path}: log {f} has shape {None if v is None else v.shape},"
+                            f" expected ({num_seeds}, {done}, ...); {fix}")
+  state_leaves = []
+  for i, ref in enumerate(leaves):
+    x = arrays.get(f"state_{i}")
+    if x is None or x.shape != ref.shape or x.dtype != ref.dtype:
+      raise CheckpointError(f"{path}: state leaf {i} does not match this run's state; {fix}")
+    if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
+      raise CheckpointError(f"{path}: state leaf {i} holds NaN or inf; {fix}")
+    state_leaves.append(jnp.asarray(x))
+  state = jax.tree.unflatten(treedef, state_leaves)
+  if not np.all(np.asarray(state.episode) == done):
+    raise CheckpointError(f"{path}: the state is at episode {np.unique(state.episode)}, the"
+                          f" logs at {done}; {fix}")
+  return done, state, {f: [v] for f, v in logs.items()}, float(meta["seconds"])
+
+
+def run_agent(name, agent, cmdp, keys, args, checkpoint, identity):
   """Chunked vmapped run with checkpoints; returns (logs dict of [seeds, K, ...], seconds)."""
   k_total, chunk = args.episodes, args.chunk
   init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
-  treedef = jax.tree.structure(init)
   state, done, logs, seconds = init, 0, {f: [] for f in LOG_FIELDS}, 0.0
   if args.resume and os.path.exists(checkpoint):
-    ck = np.load(checkpoint)
-    done, seconds = int(ck["done"]), float(ck["seconds"])
-    leaves = [jnp.asarray(ck[f"state_{i}"]) for i in range(treedef.num_leaves)]
-    state = jax.tree.unflatten(treedef, leaves)
-    logs = {f: [ck[f"log_{f}"]] for f in LOG_FIELDS}
+    done, state, logs, seconds = _load_checkpoint(checkpoint, identity, init, keys.shape[0],
+                                                  k_total)
+    print(f"{name}: resuming at episode {done} of {k_total}")
   run_chunk = {}  # compiled per chunk length
   started = time.perf_counter() - seconds
   chunks_run = 0
@@ -102,7 +165,7 @@ def run_agent(name, agent, cmdp, keys, args, checkpoint):
     seconds = time.perf_counter() - started
     merged = {f: np.concatenate(v, axis=1) for f, v in logs.items()}
     logs = {f: [v] for f, v in merged.items()}
-    _save_checkpoint(checkpoint, done, state, merged, seconds)
+    _save_checkpoint(checkpoint, identity, done, state, merged, seconds)
     _progress(name, done, k_total, started, keys.shape[0])
   sys.stdout.write("\n")
   return {f: np.concatenate(v, axis=1) for f, v in logs.items()}, seconds
@@ -216,7 +279,7 @@ def parse_args(argv=None):
   p.add_argument("--nu", type=float, default=0.5)
   p.add_argument("--fw-iters", type=int, default=50)
   p.add_argument("--step-rule", default="linesearch", choices=oj.kernels.STEP_RULES)
-  p.add_argument("--inner", default="dual", choices=sorted(oj.kernels.INNER_METHODS),
+  p.add_argument("--inner", default="auto", choices=["auto"] + sorted(oj.kernels.INNER_METHODS),
                  help="OptAug's inner solver: the exact 'dual' or the paper's 'frank_wolfe'"
                       " (--fw-iters steps of --step-rule)")
   p.add_argument("--dual-eta", default=None, type=common.parse_eta,
@@ -241,12 +304,9 @@ def main(argv=None):
   config.update(agents=",".join(names), eta=common.eta_flag(args.eta),
                 dual_eta=common.eta_flag(args.dual_eta))
   config_path = os.path.join(args.out, "config.json")
-  if args.resume and os.path.exists(config_path):
-    with open(config_path) as f:
-      saved = json.load(f)["arguments"]
-    if saved != config:
-      diff = {k: (saved.get(k), v) for k, v in config.items() if saved.get(k) != v}
-      raise ValueError(f"--resume: arguments differ from the saved run: {diff}")
+  if not args.resume:  # a fresh run never leaves another run's checkpoints behind
+    for stale in glob.glob(os.path.join(args.out, "checkpoint_*.npz*")):
+      os.remove(stale)
   bench = build_problem(args)
   cmdp = bench.cmdp
   lp = oj.solve_lp(cmdp)
@@ -262,8 +322,10 @@ def main(argv=None):
                               options=agent_options(args))
   logs, curves, summary = {}, {}, {}
   for name, agent in agents.items():
+    # What determines the numbers: every argument but the paths, the agent, the versions.
+    identity = {**config, "agent": name, "versions": record["versions"]}
     result, seconds = run_agent(name, agent, cmdp, keys, args,
-                                os.path.join(args.out, f"checkpoint_{name}.npz"))
+                                os.path.join(args.out, f"checkpoint_{name}.npz"), identity)
     if result is None:
       return None
     logs[name] = result

@@ -11,6 +11,7 @@ from optaug_jax import agents, analysis, benchmarks, kernels, lp, plotting, type
 from optaug_jax._src.agents.base import Agent, AgentState
 from optaug_jax._src.agents.optaug import optaug
 from optaug_jax._src.agents.optdual import optdual
+from optaug_jax._src.checks import checked
 from optaug_jax._src.cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
 from optaug_jax._src.env import sample_episode
 from optaug_jax._src.estimates import init_counts, optimistic_model, update_counts
@@ -32,6 +33,7 @@ __all__ = (
     "RunSummary",
     "augmented_lagrangian",
     "check_safe_policy",
+    "checked",
     "dual_step",
     "episode_step",
     "extended_lmo",

@@ -76,7 +76,7 @@ def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
   for name in ["config.json", "summary.json", "regrets.png", "oscillation.png",
                "multipliers.png"]:
     assert (tmp_path / "cut" / name).exists()
-  with pytest.raises(ValueError, match="--resume: arguments differ"):
+  with pytest.raises(ValueError, match="belongs to another run"):
     cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--bonus-scale", "0.5"))
 
 

@@ -42,6 +42,10 @@ class CMDP(NamedTuple):
     return self.thresholds.shape[-1]
 
 
+# Float dtypes the runner computes in (counts, radii and sampling need >= float32).
+SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _as_numpy(name: str, value) -> np.ndarray:
   try:
     return np.asarray(value)
@@ -75,7 +79,8 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
   """Checks a CMDP on the host; raises `ValueError` naming the field and the fault.
 
   Checked: ranks and matching sizes (leading batch axes allowed, shared by all fields),
-  NaN/inf, negative transitions, transition rows not summing to 1 (within `atol`), costs
+  float dtypes (`SUPPORTED_DTYPES`: float32 or float64, one for all fields), NaN/inf,
+  negative transitions, transition rows not summing to 1 (within `atol`), costs
   outside `[0, 1]`, thresholds outside `[0, H]`, initial state not an integer in `[0, S)`,
   no constraint. Ranges are checked exactly; only the row sums have a tolerance.
 
@@ -128,7 +133,15 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
 
   for name, array in [("transitions", p), ("cost", c), ("constraint_costs", d),
                       ("thresholds", alpha)]:
+    if array.dtype not in SUPPORTED_DTYPES:
+      raise ValueError(
+          f"{name}: dtype {array.dtype} is not supported; use float32 or float64 (integer"
+          " costs cannot be sampled, and 16-bit floats round transition rows and counts)")
     _check_finite(name, array)
+  dtypes = {str(x.dtype) for x in (p, c, d, alpha)}
+  if len(dtypes) > 1:
+    raise ValueError(f"cmdp: transitions, cost, constraint_costs and thresholds must share"
+                     f" one dtype, got {sorted(dtypes)}")
   if not np.issubdtype(s1.dtype, np.integer):
     if not np.issubdtype(s1.dtype, np.number) or not np.all(np.isfinite(s1)) or np.any(
         s1 != np.round(s1)):
@@ -215,8 +228,8 @@ def check_safe_policy(cmdp: CMDP, policy, slack=None, *, atol: float = 1e-6) -> 
     )
   if slack is not None:
     slack = float(slack)
-    if slack <= 0:
-      raise ValueError(f"slack: must be positive, got {slack}")
+    if not np.isfinite(slack) or slack <= 0:
+      raise ValueError(f"slack: must be positive and finite, got {slack}")
     if slack > true_slack + atol:
       raise ValueError(
           f"slack: {slack:.4g} exceeds the policy's true slack {true_slack:.4g}"

@@ -38,7 +38,12 @@ class OptimisticModel(NamedTuple):
 def init_counts(
     *, num_states: int, num_actions: int, horizon: int, num_constraints: int, dtype
 ) -> Counts:
-  """All-zero statistics."""
+  """All-zero statistics, in `dtype` promoted to at least float32.
+
+  Counts stay exact up to 2^24 visits in float32 (2^53 in float64); a 16-bit float would
+  stop counting at 256 (bfloat16) or 2048 (float16), so it is never used for counts.
+  """
+  dtype = jnp.promote_types(dtype, jnp.float32)
   shape = (horizon, num_states, num_actions)
   return Counts(
       visits=jnp.zeros(shape, dtype),

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import planning, validation
+from . import checks, planning, validation
 
 STEP_RULES = ("standard", "linesearch")
 GRADIENTS = ("unrolled", "envelope")
@@ -378,6 +378,51 @@ def _polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps:
   return lax.fori_loop(0, num_steps, step, w)
 
 
+def _recover(values, images, mask, w, mu, thresholds, multipliers, eta, occ, cost,
+             constraint_costs, *, num_steps: int = 300):
+  """Primal weights from the dual optimum `mu` (exact by then): among the vertices that
+  minimise the Lagrangian at `mu`, find a mix whose `y = Y w` meets `y_i = alpha_i +
+  (mu_i - lambda_i)/eta` where `mu_i > 0` and `y_i <= alpha_i - lambda_i/eta` where
+  `mu_i = 0` (the optimality conditions), by pairwise Frank-Wolfe on that least-squares
+  residual: unlike the primal objective, it does not scale with eta. Returns the weights
+  whose primal objective is lower (these or `w`)."""
+  dtype = values.dtype
+  lagrangian = values + images @ mu
+  low = jnp.min(jnp.where(mask, lagrangian, jnp.inf))
+  scale = 1.0 + jnp.max(jnp.where(mask, jnp.abs(lagrangian), 0.0))
+  tol = jnp.sqrt(jnp.finfo(dtype).eps) * 1e2 * scale  # mu is exact to ~sqrt(eta * gap)
+  active = mask & (lagrangian <= low + tol)
+  target = thresholds + (mu - multipliers) / eta
+  free = mu > 0
+  # One-sided rows: y_i - t_i <= 0 always; t_i - y_i <= 0 only where mu_i > 0.
+  rows = jnp.concatenate([images, -images], axis=1)  # [M, 2I]
+  offset = jnp.concatenate([-target, jnp.where(free, target, -jnp.inf)])
+  offset = jnp.where(jnp.isfinite(offset), offset, -1e30)
+  start = jnp.where(active, w, 0.0)
+  start = jnp.where(jnp.sum(start) > 0, start / jnp.sum(start),
+                    active / jnp.maximum(jnp.sum(active), 1))
+  one = jnp.ones((), dtype)
+
+  def step(_, v):
+    residual = jnp.maximum(offset + rows.T @ v, 0.0)
+    score = rows @ residual
+    best = jnp.argmin(jnp.where(active, score, jnp.inf))
+    worst = jnp.argmax(jnp.where(active & (v > 0), score, -jnp.inf))
+    amount = v[worst]
+    t = _exact_line_search(jnp.zeros((), dtype), offset + rows.T @ v,
+                           amount * (rows[best] - rows[worst]), one)
+    t = jnp.where(best == worst, 0.0, t)
+    return v.at[worst].add(-t * amount).at[best].add(t * amount)
+
+  candidate = lax.fori_loop(0, num_steps, step, start)
+
+  def objective(v):
+    q = jnp.tensordot(v, occ, axes=1)
+    return augmented_lagrangian(q, cost, constraint_costs, thresholds, multipliers, eta)
+
+  return jnp.where(objective(candidate) < objective(w), candidate, w)
+
+
 def _cutting_planes(problem: InnerProblem, *, num_iters: int, with_transitions: bool,
                     fill: str) -> MethodResult:
   """I >= 2: fully-corrective Frank-Wolfe, i.e. a cutting-plane (proximal bundle) method on
@@ -419,16 +464,27 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, with_transitions: 
   best = _dual_value(multipliers, v0.value, thresholds, multipliers, eta)
 
   def body(j, carry):
-    memory, best = carry
+    memory, best, best_mu = carry
     mu, _ = _master(memory[1], memory[2], memory[3], thresholds, multipliers, eta)
     v = oracle(mu)
-    best = jnp.maximum(best, _dual_value(mu, v.value, thresholds, multipliers, eta))
-    return store(memory, j, v), best
+    value = _dual_value(mu, v.value, thresholds, multipliers, eta)
+    better = value > best
+    return (store(memory, j, v), jnp.where(better, value, best),
+            jnp.where(better, mu, best_mu))
 
-  memory, best = lax.fori_loop(1, slots, body, (memory, best))
+  memory, best, best_mu = lax.fori_loop(1, slots, body, (memory, best, multipliers))
   occ, values, images, mask, extra = memory
+  # The final master over distinct vertices only: repeated cuts (the LMO returning a known
+  # vertex near the optimum) leave its multipliers, i.e. the primal weights, degenerate.
+  points = jnp.concatenate([values[:, None], images], axis=1)
+  tol = 16 * jnp.finfo(cost.dtype).eps * (1.0 + jnp.max(jnp.abs(points)))
+  same = jnp.all(jnp.abs(points[:, None] - points[None]) <= tol, axis=-1)
+  earlier = jnp.tril(jnp.ones((slots, slots), bool), k=-1)
+  mask = mask & ~jnp.any(same & earlier & mask[None, :], axis=1)
   _, w = _master(values, images, mask, thresholds, multipliers, eta)
-  w = _polish(values, images, mask, w, thresholds, multipliers, eta)
+  w = _polish(values, images, mask, w, thresholds, multipliers, eta, num_steps=500)
+  w = _recover(values, images, mask, w, best_mu, thresholds, multipliers, eta, occ, cost,
+               constraint_costs)
   q = jnp.tensordot(w, occ, axes=1)
   mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)
   best = jnp.maximum(best, _dual_value(mu_hat, oracle(mu_hat).value, thresholds,
@@ -508,6 +564,7 @@ def solve_inner(
     gradient: str = "unrolled",
     fill: str = planning.DEFAULT_FILL,
     with_transitions: bool = True,
+    check: bool = False,
 ) -> InnerSolution:
   """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
 
@@ -552,6 +609,9 @@ def solve_inner(
     fill: the greedy-fill formulation of the extended DP (`FILL_METHODS`).
     with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
       that only need the policy pass `False` (then `transitions` is `None`).
+    check: also check traced arguments (an empty box, an initial state out of range)
+      through `checkify`; wrap the outer function in `oj.checked` to get a `ValueError`.
+      Concrete (eager) arguments are always checked on the host.
 
   Returns:
     `InnerSolution`; `objective - optimum <= fw_gap`.
@@ -576,6 +636,13 @@ def solve_inner(
   chex.assert_rank([cost, constraint_costs, lower, upper, thresholds, multipliers],
                    [3, 4, 4, 4, 1, 1])
   chex.assert_equal_shape([lower, upper])
+  num_constraints = constraint_costs.shape[0]
+  for name, x in (("thresholds", thresholds), ("multipliers", multipliers)):
+    if x.shape != (num_constraints,):
+      raise ValueError(f"{name}: expected shape ({num_constraints},) (one per constraint of"
+                       f" constraint_costs), got {x.shape}")
+  checks.initial_state(initial_state, cost.shape[1], "solve_inner", check=check)
+  checks.box(lower, upper, "solve_inner", check=check)
   problem = InnerProblem(cost, constraint_costs, lower, upper, initial_state, thresholds,
                          multipliers, eta)
   inputs = lax.stop_gradient(problem) if gradient == "envelope" else problem

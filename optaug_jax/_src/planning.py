@@ -17,6 +17,8 @@ from jax import lax
 # sum-to-one of the filled transition rows at ~1e-3).
 _HIGHEST = lax.Precision.HIGHEST
 
+from . import checks
+
 if TYPE_CHECKING:  # pragma: no cover
   from .cmdp import CMDP
 
@@ -40,7 +42,8 @@ class LMOSolution(NamedTuple):
 
 
 def occupancy(
-    transitions: jax.Array, policy: jax.Array, initial_state: jax.typing.ArrayLike
+    transitions: jax.Array, policy: jax.Array, initial_state: jax.typing.ArrayLike, *,
+    check: bool = False,
 ) -> jax.Array:
   """State-action occupancy measure `q_h(s, a) = P[s_h = s, a_h = a]`.
 
@@ -50,6 +53,8 @@ def occupancy(
     transitions: `[H, S, A, S']` transition probabilities.
     policy: `[H, S, A]` non-stationary stochastic policy.
     initial_state: integer scalar, the initial state `s_1`.
+    check: also check traced arguments through `checkify` (see `oj.checked`); concrete
+      arguments are always checked: rows are distributions, the initial state is valid.
 
   Returns:
     `[H, S, A]` occupancy measure; each `q_h` sums to 1.
@@ -57,6 +62,9 @@ def occupancy(
   chex.assert_rank([transitions, policy], [4, 3])
   horizon, num_states, num_actions, _ = transitions.shape
   chex.assert_shape(policy, (horizon, num_states, num_actions))
+  checks.initial_state(initial_state, num_states, "occupancy", check=check)
+  checks.distribution("transitions", transitions, "occupancy", check=check)
+  checks.distribution("policy", policy, "occupancy", check=check)
   dtype = jnp.result_type(transitions.dtype, policy.dtype)
   d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
 
@@ -260,6 +268,7 @@ def extended_value_iteration(
     initial_state: jax.typing.ArrayLike,
     *,
     fill: str = DEFAULT_FILL,
+    check: bool = False,
 ) -> ExtendedSolution:
   """Optimal policy and transitions of an extended MDP (costs are minimised).
 
@@ -274,6 +283,8 @@ def extended_value_iteration(
     upper: `[H, S, A, S']` upper bounds; each row needs `sum(lower) <= 1 <= sum(upper)`.
     initial_state: integer scalar.
     fill: the greedy-fill formulation (`FILL_METHODS`).
+    check: also check traced arguments through `checkify` (see `oj.checked`); concrete
+      arguments are always checked: a non-empty box, a valid initial state.
 
   Returns:
     `ExtendedSolution(value, policy, transitions)`.
@@ -281,6 +292,9 @@ def extended_value_iteration(
   chex.assert_rank([reward, lower, upper], [3, 4, 4])
   chex.assert_equal_shape([lower, upper])
   chex.assert_shape(lower, reward.shape + (reward.shape[1],))
+  checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration",
+                       check=check)
+  checks.box(lower, upper, "extended_value_iteration", check=check)
   v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True,
                                        method=fill)
   policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import planning, validation
+from . import checks, planning, validation
 from .agents.base import Agent, AgentState
 from .cmdp import CMDP, assert_cmdp_shapes
 from .env import sample_episode
@@ -49,9 +49,12 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
   return state, log
 
 
-def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs):
+def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False):
   """Unjitted body of `run` (shared with `run_sharded`)."""
   assert_cmdp_shapes(cmdp)
+  if check:
+    checks.initial_state(cmdp.initial_state, cmdp.num_states, "run", check=True)
+    checks.distribution("cmdp.transitions", cmdp.transitions, "run", check=True)
   if state is None:
     state = init_agent(agent, cmdp)
 
@@ -78,10 +81,10 @@ def _check_logs(logs):
     raise ValueError(f"logs: expected one of {_LOGS}, got {logs!r}")
 
 
-@functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs"))
+@functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check"))
 def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
         state: AgentState | None = None, logs: str = "full",
-        optimal_value: jax.typing.ArrayLike = 0.0
+        optimal_value: jax.typing.ArrayLike = 0.0, check: bool = False
         ) -> tuple[AgentState, EpisodeLog | RunSummary]:
   """Runs `agent` for `num_episodes` episodes in `cmdp` (jitted `lax.scan`).
 
@@ -101,13 +104,18 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
       `num_episodes`. Summaries of consecutive chunks combine with `RunSummary.merge`.
     optimal_value: `V*` for the summary's cost regrets (ignored with `logs="full"`;
       the default 0 makes them plain sums of `V^{pi_k}(c)`).
+    check: check the CMDP inside the compiled run (transition rows, initial state) through
+      `checkify`: call it as `oj.checked(lambda key, m: oj.run(agent, key, m,
+      num_episodes=K, check=True))(key, cmdp)` to get a `ValueError` (host-side
+      `validate_cmdp` checks more, for free).
 
   Returns:
     `(final state, EpisodeLog or RunSummary)`.
   """
   _check_logs(logs)
   validation.check_int("num_episodes", num_episodes, low=0)
-  return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs)
+  return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs,
+              check=check)
 
 
 def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,

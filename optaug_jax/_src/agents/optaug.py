@@ -63,7 +63,7 @@ def optaug(
     step_rule: str = "linesearch",
     fw_tol: float | None = None,
     *,
-    inner_method: str = "dual",
+    inner_method: str = "auto",
     inner_iters: int | None = None,
     fill: str = planning.DEFAULT_FILL,
 ) -> base.Agent:
@@ -98,8 +98,10 @@ def optaug(
     step_rule: `"linesearch"` or `"standard"` (`2 / (t + 2)`), for Frank-Wolfe.
     fw_tol: optional early-stopping tolerance on the Frank-Wolfe gap.
     inner_method: the inner solver, a name in `INNER_METHODS` (see `solve_inner`): the
-      exact `"dual"` (default; see `kernels.dual`), or `"frank_wolfe"`, the paper's
-      Algorithm InnerOpt-FW with `fw_iters` steps of `step_rule`.
+      exact `"dual"` (see `kernels.dual`), or `"frank_wolfe"`, the paper's Algorithm
+      InnerOpt-FW with `fw_iters` steps of `step_rule`; `"auto"` (default) picks by
+      measurement, at trace time: `"dual"` for one constraint (any dtype) or in float64,
+      `"frank_wolfe"` for I >= 2 in float32 (where the dual's master is not accurate).
     inner_iters: iteration budget of a method other than Frank-Wolfe (`None`: its
       default).
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
@@ -112,7 +114,7 @@ def optaug(
   validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
   validation.check_int("fw_iters", fw_iters, low=0)
   validation.check_choice("step_rule", step_rule, inner.STEP_RULES)
-  validation.check_choice("inner_method", inner_method, tuple(inner.INNER_METHODS))
+  validation.check_choice("inner_method", inner_method, ("auto",) + tuple(inner.INNER_METHODS))
   validation.check_choice("fill", fill, planning.FILL_METHODS)
   if inner_iters is not None:
     validation.check_int("inner_iters", inner_iters, low=0)
@@ -124,13 +126,22 @@ def optaug(
   validation.check_positive("slack", slack)
   validation.check_positive("eta", eta)
   validation.check_policy("safe_policy", safe_policy)
-  num_iters = fw_iters if inner_method == "frank_wolfe" else inner_iters
+
+  def resolve(num_constraints: int, dtype) -> tuple[str, int | None]:
+    method = inner_method
+    if method == "auto":
+      exact = num_constraints == 1 or jnp.finfo(dtype).bits >= 64
+      method = "dual" if exact else "frank_wolfe"
+    return method, (fw_iters if method == "frank_wolfe" else inner_iters)
 
   def plan(state: base.AgentState):
     counts = state.counts
     dtype = state.multipliers.dtype
     horizon = counts.visits.shape[0]
     pi_bar = jnp.asarray(safe_policy, dtype)
+    if pi_bar.shape != counts.visits.shape:
+      raise ValueError(f"safe_policy: expected shape {counts.visits.shape} [H, S, A] of the"
+                       f" CMDP, got {pi_bar.shape}")
     eta_fn = (paper_eta_schedule(horizon, slack, nu) if eta is None
               else base.as_schedule(eta))
     model = estimates.optimistic_model(
@@ -145,10 +156,11 @@ def optaug(
       # Clamped: under a batched predicate lax.cond runs both branches (result discarded).
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
+      method, num_iters = resolve(state.thresholds.shape[0], dtype)
       sol = inner.solve_inner(
           model.cost, model.constraint_costs, model.lower, model.upper,
           state.initial_state, state.thresholds, state.multipliers, eta_k,
-          method=inner_method, num_iters=num_iters, step_rule=step_rule, tol=fw_tol,
+          method=method, num_iters=num_iters, step_rule=step_rule, tol=fw_tol,
           fill=fill, with_transitions=False)
       multipliers = inner.dual_step(
           sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
