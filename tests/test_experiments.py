@@ -16,6 +16,7 @@ def _load(name):
   return module
 
 
+@pytest.mark.slow
 def test_quickstart_runs_and_saves(tmp_path):
   summary = _load("quickstart").main(["--episodes", "60", "--pretrain", "10", "--seeds", "2",
                                       "--fw-iters", "5", "--out", str(tmp_path)])

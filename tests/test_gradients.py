@@ -74,6 +74,7 @@ def _fd(m, lower, upper, field, index, h=1e-5):
   return (f_plus - f_minus) / (2 * h), (f_plus - f0) / h, (f0 - f_minus) / h
 
 
+@pytest.mark.slow
 def test_envelope_matches_finite_differences_of_cvxpy_optimum():
   """Central differences of the cvxpy optimum (Clarabel, tolerances 1e-10) against the
   envelope gradient of the exact dual solve (gap < 1e-10), to 1e-5. Box entries are
@@ -100,6 +101,7 @@ def test_envelope_matches_finite_differences_of_cvxpy_optimum():
   assert compared_nonzero >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step_rule", ["standard", "linesearch"])
 def test_unrolled_gradients_pass_check_grads(step_rule):
   m, lower, upper = _instance(seed=4)
@@ -139,6 +141,7 @@ def test_price_of_safety_lp_dual_and_alm_limit():
   assert float(log.cost_value[-1]) == pytest.approx(lp.value, abs=1e-8)
 
 
+@pytest.mark.slow
 def test_known_model_alm_is_differentiable_end_to_end():
   """Gradients of the last iterate's cost, violation and multiplier w.r.t. eta, thresholds
   and costs (unrolled through N outer and T inner iterations) against central differences.
@@ -176,6 +179,7 @@ def test_envelope_known_model_gradient_flows_through_dual_steps():
   assert float(g) == pytest.approx(d_lam, rel=1e-10, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_gradients_under_jit_and_vmap():
   problems = [_instance(seed) for seed in range(3)]
   cost = jnp.stack([p[0].cost for p in problems])

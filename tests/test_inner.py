@@ -57,6 +57,7 @@ def test_solve_inner_matches_cvxpy(eta):
   np.testing.assert_allclose(t.sum(-1), 1.0, atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step_rule", ["standard", "linesearch"])
 def test_gap_certificate_and_progress(step_rule):
   m, lower, upper = _instance(seed=5, s=4, a=3, h=4)
@@ -101,6 +102,7 @@ def test_tol_stops_early_with_certificate():
   assert 0 < int(sol.num_iters) < 5000
 
 
+@pytest.mark.slow
 def test_solve_inner_jit_vmap_parity_and_no_retrace():
   problems = [_instance(seed) for seed in range(3)]
   cost = jnp.stack([p[0].cost for p in problems])

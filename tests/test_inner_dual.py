@@ -62,6 +62,7 @@ def test_multiplier_zero_and_above_lambda_cases():
                             jnp.asarray([0.1]), 10.0)[0]) > 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_constraints", [1, 2])
 def test_realistic_inner_problem_from_a_run(num_constraints):
   """The optimistic model of an OptAug run (media_streaming, I=1; a random CMDP, I=2)."""
@@ -93,6 +94,7 @@ def test_policy_and_transitions_reproduce_the_occupancy(num_constraints):
   np.testing.assert_allclose(q, sol.occupancy, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_constraints", [1, 2])
 def test_jit_and_vmap_parity(num_constraints):
   problems = [_instance(num_constraints, seed) for seed in range(3)]
@@ -119,6 +121,7 @@ def test_jit_and_vmap_parity(num_constraints):
       assert int(other.dp_calls) == int(single.dp_calls)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_constraints", [1, 2])
 def test_degenerate_inputs_give_no_nan(num_constraints):
   m, lower, upper = _instance(num_constraints)
@@ -138,6 +141,7 @@ def test_degenerate_inputs_give_no_nan(num_constraints):
   _check_against_cvxpy(m, m.transitions, m.transitions, lam, 10.0)
 
 
+@pytest.mark.slow
 def test_float32_single_constraint_is_accurate():
   """float32, I = 1 (bisection): within 1e-5 of the float64 cvxpy optimum at eta up to 1e4."""
   m, lower, upper = _instance(1)

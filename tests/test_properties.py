@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 import optaug_jax as oj  # noqa: E402
 
 S, A, H, K = 3, 2, 3, 12
-SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
+SETTINGS = settings(max_examples=15, deadline=None, derandomize=True)
 
 
 @jax.jit

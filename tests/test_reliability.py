@@ -50,6 +50,7 @@ def _rewrite(path, edit):
   np.savez(path, meta=np.asarray(json.dumps(meta, sort_keys=True)), **arrays)
 
 
+@pytest.mark.slow
 def test_resume_never_mixes_in_another_run(tmp_path, cancellation):
   """Case 1: a run with --dual-eta 5, then a fresh default run stopped after one chunk,
   then --resume: the result is the default run's, bit for bit."""
@@ -71,6 +72,7 @@ def test_resume_refuses_a_checkpoint_of_other_settings(tmp_path, cancellation):
     cancellation.main(_args(out, "--resume"))
 
 
+@pytest.mark.slow
 def test_moved_output_directory_resumes(tmp_path, cancellation):
   first = tmp_path / "first"
   assert cancellation.main(_args(first, "--max-chunks", "1")) is None
@@ -83,6 +85,7 @@ def test_moved_output_directory_resumes(tmp_path, cancellation):
     np.testing.assert_array_equal(_results(moved)[k], v)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["done_1000", "done_edited_in_place", "done_15", "nan_state",
                                   "truncated", "empty"])
 def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path, cancellation, case):

@@ -22,7 +22,8 @@ def setup():
                         num_constraints=2)
   policy, slack = oj.safe_policy(cmdp)
   agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4, slack=slack,
-                    eta=10.0, fw_iters=8, bonus_scale=0.1)
+                    eta=10.0, fw_iters=8, bonus_scale=0.1,
+                    inner_method="frank_wolfe")
   keys = jax.random.split(jax.random.PRNGKey(1), 5)
   state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=K))(keys)
   return cmdp, agent, keys, state, log
@@ -120,7 +121,8 @@ _SUBPROCESS = textwrap.dedent("""
                           num_constraints=2)
     policy, slack = oj.safe_policy(cmdp)
     agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4,
-                      slack=slack, eta=10.0, fw_iters=8, bonus_scale=0.1)
+                      slack=slack, eta=10.0, fw_iters=8, bonus_scale=0.1,
+                    inner_method="frank_wolfe")
     keys = jax.random.split(jax.random.PRNGKey(1), 10)  # not a multiple of 4: padded
     state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=12))(keys)
     st, lg = oj.run_sharded(agent, keys, cmdp, num_episodes=12, batch_size=2)
