@@ -96,5 +96,7 @@ def test_inner_solver_experiment_quick(tmp_path):
   assert (tmp_path / "inner_solver.json").exists() and (tmp_path / "inner_solver.png").exists()
   for r in results:  # certificates bound the errors (up to Clarabel's accuracy)
     assert all(row["error"] <= row["certificate"] + 1e-8 for row in r["rows"])
-  dual = [r for r in results if r["method"] == "dual"]
-  assert all(r["dp_calls_to_1e-06"] is not None for r in dual)
+  # The I = 1 bisection is exact within its budget; for I >= 2 only the certificate is
+  # guaranteed (README: the cutting-plane method can stop short at eta >= 1e4).
+  dual = [r for r in results if r["method"] == "dual" and r["constraints"] == 1]
+  assert dual and all(r["dp_calls_to_1e-06"] is not None for r in dual)
