@@ -17,7 +17,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj

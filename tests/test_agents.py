@@ -1,6 +1,5 @@
 """Agents and the runner: pre-training, dual steps, batching, retracing, resuming."""
 
-import functools
 
 import chex
 import jax

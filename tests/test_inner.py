@@ -1,6 +1,5 @@
 """Augmented Lagrangian and the Frank-Wolfe inner solver against cvxpy and closed forms."""
 
-import functools
 
 import chex
 import jax

@@ -1,7 +1,6 @@
 """The exact inner solver (`method="dual"`) against cvxpy/Clarabel, its certificate, its
 primal outputs, batching, degenerate inputs and argument checks."""
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,6 +1,5 @@
 """The notebooks execute top to bottom at small sizes (OPTAUG_NOTEBOOK_QUICK=1)."""
 
-import os
 import pathlib
 
 import pytest

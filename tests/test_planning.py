@@ -1,6 +1,5 @@
 """Occupancy, policy values, box minimisation and extended value iteration."""
 
-import functools
 
 import chex
 import jax

@@ -4,7 +4,6 @@ counts that never saturate, and every bad argument named (one test per reported 
 import importlib.util
 import json
 import pathlib
-import zipfile
 
 import jax
 import jax.numpy as jnp
