@@ -134,7 +134,13 @@ def _exact_line_search(g_dir, a, b, eta):
   t_free = jnp.where(curvature > 0, -slope0 / safe_curv,
                      jnp.where(slope0 > 0, -jnp.inf, jnp.inf))
   t = jnp.clip(t_free, left, right)
-  values = t * g_dir + 0.5 * eta * jnp.sum(jnp.maximum(a + t[:, None] * b, 0.0) ** 2, axis=1)
+  # Compare the pieces by their change from t = 0, not by absolute values: a short step
+  # (a small weight moved, a small `b`) changes the objective far below the rounding of
+  # `||a||^2`, and absolute values would then tie and freeze the step at t = 0.
+  moved = a + t[:, None] * b
+  now, before = jnp.maximum(moved, 0.0), jnp.maximum(a, 0.0)
+  change = jnp.where((moved > 0) & (a > 0), t[:, None] * b, now - before)
+  values = t * g_dir + 0.5 * eta * jnp.sum(change * (now + before), axis=1)
   return t[jnp.argmin(values)]
 
 
@@ -359,8 +365,9 @@ def _master(values, images, mask, thresholds, multipliers, eta, *, num_steps: in
 def _polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps: int = 100):
   """Pairwise Frank-Wolfe steps (exact line search) on the master's primal,
   `min_{w in simplex} values.w + (eta/2) ||[lambda/eta + images' w - alpha]_+||^2`, from the
-  interior-point weights: cheap (no DP) and robust where the interior point's weights are
-  not (float32, where complementarity cannot be driven small)."""
+  interior-point weights: cheap (no DP), a fallback candidate for `_recover` where the best
+  `mu` is not accurate (float32 at large eta); 100 steps measured better than 0 or 500 there
+  (500 fits float32 rounding noise)."""
   base = multipliers / eta - thresholds
 
   def step(_, w):
@@ -378,49 +385,114 @@ def _polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps:
   return lax.fori_loop(0, num_steps, step, w)
 
 
+def _simplex_least_squares(gram, linear, allowed, *, num_iters: int):
+  """`argmin ||C w - d||^2` over `{w >= 0, sum w = 1, w_j = 0 off allowed}`, given
+  `gram = C'C` and `linear = C'd`, by the Lawson-Hanson active-set method (each step
+  solves the equality-constrained least squares on the passive set exactly, so it ends in
+  finitely many steps on the right support, however ill-conditioned the points are).
+
+  A tiny ridge (relative `eps`) keeps the passive-set systems regular when vertices repeat
+  or the passive set holds more than `rank(C) + 1` of them (it picks one of the tied mixes).
+  """
+  dtype = gram.dtype
+  k = gram.shape[0]
+  eps = jnp.finfo(dtype).eps
+  ridge = eps * (1.0 + jnp.trace(gram))
+  single = jnp.diagonal(gram) - 2.0 * linear  # ||C e_j - d||^2 - ||d||^2
+  first = jnp.argmin(jnp.where(allowed, single, jnp.inf))
+  passive = jax.nn.one_hot(first, k, dtype=bool) & allowed
+  w = jnp.where(passive, 1.0, 0.0).astype(dtype)
+  enter_tol = 1e2 * eps * (1.0 + jnp.max(jnp.abs(jnp.diagonal(gram))))
+
+  def solve_on(passive):
+    pair = passive[:, None] & passive[None, :]
+    block = jnp.where(pair, gram, 0.0) + jnp.diag(jnp.where(passive, ridge, 1.0))
+    ones = passive.astype(dtype)
+    kkt = jnp.block([[block, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), dtype)]])
+    rhs = jnp.concatenate([jnp.where(passive, linear, 0.0), jnp.ones((1,), dtype)])
+    sol = jnp.linalg.solve(kkt, rhs)
+    return jnp.where(passive, sol[:k], 0.0), sol[k]
+
+  def body(_, carry):
+    passive, w = carry
+    z, nu = solve_on(passive)
+    feasible = jnp.all(jnp.where(passive, z > 0, True))
+    # Optimal on the passive set: add the most improving allowed vertex, if any.
+    reduced = gram @ z - linear + nu  # d/dw_j of 1/2||Cw - d||^2 + nu (sum w - 1)
+    reduced = jnp.where(allowed & ~passive, reduced, jnp.inf)
+    enter = jnp.argmin(reduced)
+    grown = passive | (jax.nn.one_hot(enter, k, dtype=bool) & (reduced[enter] < -enter_tol))
+    # Infeasible: move towards z until a weight hits 0 and drop it.
+    shrinking = passive & (z <= 0)
+    ratio = jnp.where(shrinking, w / jnp.where(shrinking, w - z, 1.0), jnp.inf)
+    step = jnp.clip(jnp.min(ratio), 0.0, 1.0)
+    moved = jnp.maximum(w + step * (z - w), 0.0)
+    shrunk = passive & (moved > 0) & ~(shrinking & (ratio <= step))
+    moved = jnp.where(shrunk, moved, 0.0)
+    moved = moved / jnp.sum(moved)
+    return (jnp.where(feasible, grown, shrunk), jnp.where(feasible, z, moved))
+
+  passive, w = lax.fori_loop(0, num_iters, body, (passive, w))
+  z, _ = solve_on(passive)
+  return jnp.where(jnp.all(jnp.where(passive, z > 0, True)), z, w)
+
+
 def _recover(values, images, mask, w, mu, thresholds, multipliers, eta, occ, cost,
-             constraint_costs, *, num_steps: int = 300):
+             constraint_costs, *, num_candidates: int | None = None):
   """Primal weights from the dual optimum `mu` (exact by then): among the vertices that
-  minimise the Lagrangian at `mu`, find a mix whose `y = Y w` meets `y_i = alpha_i +
+  minimise the Lagrangian at `mu`, the mix whose `y = Y w` meets `y_i = alpha_i +
   (mu_i - lambda_i)/eta` where `mu_i > 0` and `y_i <= alpha_i - lambda_i/eta` where
-  `mu_i = 0` (the optimality conditions), by pairwise Frank-Wolfe on that least-squares
-  residual: unlike the primal objective, it does not scale with eta. Returns the weights
-  whose primal objective is lower (these or `w`)."""
+  `mu_i = 0` (the optimality conditions), as an exact least-squares problem on the simplex
+  (`_simplex_least_squares`): unlike the primal objective, it does not scale with eta.
+
+  - Inequality rows (`mu_i = 0`) start out dropped; the ones the mix violates become
+    equalities, for up to `I` passes (by convexity, a violated row can be met with
+    equality when it can be met at all).
+  - Which vertices minimise the Lagrangian is decided up to a tolerance, and no single one
+    fits every instance: too tight drops a vertex of the optimal face, too loose admits a
+    near-twin off the face (its Lagrangian excess enters the objective). The search runs
+    for three tolerances (relative `16 eps`, `sqrt(eps)`, `100 sqrt(eps)`) at once over the
+    `num_candidates` (default `4 (I + 1)`) vertices of lowest Lagrangian, and the weights
+    with the lowest primal objective win (`w` included).
+  """
   dtype = values.dtype
-  lagrangian = values + images @ mu
-  low = jnp.min(jnp.where(mask, lagrangian, jnp.inf))
-  scale = 1.0 + jnp.max(jnp.where(mask, jnp.abs(lagrangian), 0.0))
-  tol = jnp.sqrt(jnp.finfo(dtype).eps) * 1e2 * scale  # mu is exact to ~sqrt(eta * gap)
-  active = mask & (lagrangian <= low + tol)
+  eps = jnp.finfo(dtype).eps
+  slots, num_constraints = images.shape
+  k = min(slots, num_candidates or 4 * (num_constraints + 1))
+  lagrangian = jnp.where(mask, values + images @ mu, jnp.inf)
+  _, index = lax.top_k(-lagrangian, k)
+  lagr, pts, valid = lagrangian[index], images[index], mask[index]
+  low = lagr[0]
+  scale = 1.0 + jnp.max(jnp.where(valid, jnp.abs(lagr), 0.0))
   target = thresholds + (mu - multipliers) / eta
-  free = mu > 0
-  # One-sided rows: y_i - t_i <= 0 always; t_i - y_i <= 0 only where mu_i > 0.
-  rows = jnp.concatenate([images, -images], axis=1)  # [M, 2I]
-  offset = jnp.concatenate([-target, jnp.where(free, target, -jnp.inf)])
-  offset = jnp.where(jnp.isfinite(offset), offset, -1e30)
-  start = jnp.where(active, w, 0.0)
-  start = jnp.where(jnp.sum(start) > 0, start / jnp.sum(start),
-                    active / jnp.maximum(jnp.sum(active), 1))
-  one = jnp.ones((), dtype)
+  # mu_i below rounding level counts as 0 (the cutting-plane master returns ~1e-30, not 0).
+  # Misjudging a true 0 < mu_i <= tau costs at most ~tau^2 / eta in the objective.
+  free = mu > jnp.sqrt(eps) * (1.0 + jnp.max(jnp.abs(mu)))
 
-  def step(_, v):
-    residual = jnp.maximum(offset + rows.T @ v, 0.0)
-    score = rows @ residual
-    best = jnp.argmin(jnp.where(active, score, jnp.inf))
-    worst = jnp.argmax(jnp.where(active & (v > 0), score, -jnp.inf))
-    amount = v[worst]
-    t = _exact_line_search(jnp.zeros((), dtype), offset + rows.T @ v,
-                           amount * (rows[best] - rows[worst]), one)
-    t = jnp.where(best == worst, 0.0, t)
-    return v.at[worst].add(-t * amount).at[best].add(t * amount)
+  def search(tol):
+    allowed = valid & (lagr <= low + tol * scale)
 
-  candidate = lax.fori_loop(0, num_steps, step, start)
+    def one_pass(rows, _):
+      c = jnp.where(rows[:, None], pts.T - target[:, None], 0.0)  # [I, k], d = 0
+      v = _simplex_least_squares(c.T @ c, jnp.zeros((k,), dtype), allowed,
+                                 num_iters=3 * k)
+      over = (pts.T @ v - target) > jnp.sqrt(eps) * scale
+      return rows | over, v
+
+    _, tries = lax.scan(one_pass, free, None, length=num_constraints)
+    return tries
+
+  ladder = jnp.asarray([16 * eps, jnp.sqrt(eps), 1e2 * jnp.sqrt(eps)], dtype)
+  tries = jax.vmap(search)(ladder).reshape(-1, k)
+  candidates = jnp.zeros((tries.shape[0], slots), dtype).at[:, index].set(tries)
+  candidates = jnp.concatenate([w[None], candidates])
 
   def objective(v):
     q = jnp.tensordot(v, occ, axes=1)
     return augmented_lagrangian(q, cost, constraint_costs, thresholds, multipliers, eta)
 
-  return jnp.where(objective(candidate) < objective(w), candidate, w)
+  scores = jax.vmap(objective)(candidates)
+  return candidates[jnp.argmin(jnp.where(jnp.isfinite(scores), scores, jnp.inf))]
 
 
 def _cutting_planes(problem: InnerProblem, *, num_iters: int, with_transitions: bool,
@@ -476,13 +548,14 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, with_transitions: 
   occ, values, images, mask, extra = memory
   # The final master over distinct vertices only: repeated cuts (the LMO returning a known
   # vertex near the optimum) leave its multipliers, i.e. the primal weights, degenerate.
+  # Its weights, polished, are one candidate; `_recover` (exact given mu) gives the others.
   points = jnp.concatenate([values[:, None], images], axis=1)
   tol = 16 * jnp.finfo(cost.dtype).eps * (1.0 + jnp.max(jnp.abs(points)))
   same = jnp.all(jnp.abs(points[:, None] - points[None]) <= tol, axis=-1)
   earlier = jnp.tril(jnp.ones((slots, slots), bool), k=-1)
   mask = mask & ~jnp.any(same & earlier & mask[None, :], axis=1)
   _, w = _master(values, images, mask, thresholds, multipliers, eta)
-  w = _polish(values, images, mask, w, thresholds, multipliers, eta, num_steps=500)
+  w = _polish(values, images, mask, w, thresholds, multipliers, eta, num_steps=100)
   w = _recover(values, images, mask, w, best_mu, thresholds, multipliers, eta, occ, cost,
                constraint_costs)
   q = jnp.tensordot(w, occ, axes=1)
@@ -519,11 +592,12 @@ def dual(
     float32), then the best point on the segment between the two bracketing vertices.
   - I >= 2: cutting planes on `mu` (fully-corrective Frank-Wolfe): `num_iters` DPs (default
     80 in float64, 50 in float32), each at the maximiser of the master over the vertices
-    collected so far; the answer is the master's convex combination of those vertices
-    (polished by pairwise Frank-Wolfe steps on the master). Kelley-type convergence: on
-    small test problems 40 cuts reached 1e-9 at eta <= 1e2 but some eta = 1e4 instances
-    needed 40-80; the certificate says when a budget was not enough. In float32 the
-    master's accuracy limits the error to ~1e-3 at eta >= 1e4 (use x64 there).
+    collected so far. The primal point is then recovered exactly from the best `mu`: the
+    mix of Lagrangian-minimising vertices that meets the optimality conditions on `D q`, by
+    an active-set least squares on the simplex (`_recover`). Measured against Clarabel:
+    exact (relative error < 1e-8, in fact ~1e-10) on 1,050 random float64 instances
+    (I = 2, 3; eta 1e-3 .. 1e6); in float32 within 4e-6 for I = 2 at any eta, and for
+    I = 3 up to eta ~ 1e5 (6e-4 at eta ~ 5e5, where float32 cannot resolve `mu`).
 
   The certificate is `f(q) - max psi(mu)` over every `mu` queried (weak duality), so
   `objective - optimum <= gap` whatever the iteration budget. The DP count does not depend on

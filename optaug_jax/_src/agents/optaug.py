@@ -99,9 +99,9 @@ def optaug(
     fw_tol: optional early-stopping tolerance on the Frank-Wolfe gap.
     inner_method: the inner solver, a name in `INNER_METHODS` (see `solve_inner`): the
       exact `"dual"` (see `kernels.dual`), or `"frank_wolfe"`, the paper's Algorithm
-      InnerOpt-FW with `fw_iters` steps of `step_rule`; `"auto"` (default) picks by
-      measurement, at trace time: `"dual"` for one constraint (any dtype) or in float64,
-      `"frank_wolfe"` for I >= 2 in float32 (where the dual's master is not accurate).
+      InnerOpt-FW with `fw_iters` steps of `step_rule`; `"auto"` (default) picks the
+      measured best at trace time, today `"dual"` for every I and dtype (exact; for I >= 2
+      about twice Frank-Wolfe T=100's step time, see docs/results/benchmark).
     inner_iters: iteration budget of a method other than Frank-Wolfe (`None`: its
       default).
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
@@ -127,12 +127,8 @@ def optaug(
   validation.check_positive("eta", eta)
   validation.check_policy("safe_policy", safe_policy)
 
-  def resolve(num_constraints: int, dtype) -> tuple[str, int | None]:
-    method = inner_method
-    if method == "auto":
-      exact = num_constraints == 1 or jnp.finfo(dtype).bits >= 64
-      method = "dual" if exact else "frank_wolfe"
-    return method, (fw_iters if method == "frank_wolfe" else inner_iters)
+  method = "dual" if inner_method == "auto" else inner_method
+  num_iters = fw_iters if method == "frank_wolfe" else inner_iters
 
   def plan(state: base.AgentState):
     counts = state.counts
@@ -156,7 +152,6 @@ def optaug(
       # Clamped: under a batched predicate lax.cond runs both branches (result discarded).
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
-      method, num_iters = resolve(state.thresholds.shape[0], dtype)
       sol = inner.solve_inner(
           model.cost, model.constraint_costs, model.lower, model.upper,
           state.initial_state, state.thresholds, state.multipliers, eta_k,
