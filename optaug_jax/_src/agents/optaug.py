@@ -65,6 +65,7 @@ def optaug(
     *,
     inner_method: str = "auto",
     inner_iters: int | None = None,
+    inner_tol: float | None = 0.0,
     fill: str = planning.DEFAULT_FILL,
 ) -> base.Agent:
   """OptAug-CMDP: pre-training with a safe policy, then optimistic augmented-Lagrangian steps.
@@ -104,6 +105,9 @@ def optaug(
       about twice Frank-Wolfe T=100's step time, see docs/results/benchmark).
     inner_iters: iteration budget of a method other than Frank-Wolfe (`None`: its
       default).
+    inner_tol: the `tol` of a method other than Frank-Wolfe: `0.0` (default) lets the
+      exact dual method stop as soon as its dual is solved (5-12 DPs instead of its full
+      budget; `kernels.dual`); `None` runs the whole budget.
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
 
   Returns:
@@ -119,6 +123,7 @@ def optaug(
   if inner_iters is not None:
     validation.check_int("inner_iters", inner_iters, low=0)
   validation.check_real("fw_tol", fw_tol, low=0.0, allow_none=True)
+  validation.check_real("inner_tol", inner_tol, low=0.0, allow_none=True)
   validation.check_confidence(delta, bonus_scale)
   validation.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
@@ -129,6 +134,7 @@ def optaug(
 
   method = "dual" if inner_method == "auto" else inner_method
   num_iters = fw_iters if method == "frank_wolfe" else inner_iters
+  tol = fw_tol if method == "frank_wolfe" else inner_tol
 
   def plan(state: base.AgentState):
     counts = state.counts
@@ -155,7 +161,7 @@ def optaug(
       sol = inner.solve_inner(
           model.cost, model.constraint_costs, model.lower, model.upper,
           state.initial_state, state.thresholds, state.multipliers, eta_k,
-          method=method, num_iters=num_iters, step_rule=step_rule, tol=fw_tol,
+          method=method, num_iters=num_iters, step_rule=step_rule, tol=tol,
           fill=fill, with_transitions=False)
       multipliers = inner.dual_step(
           sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
