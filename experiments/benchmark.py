@@ -13,6 +13,9 @@ noisy, so compare the ratios printed, which come from the same run):
   scaling  the vmapped step against seeds, S (S^2 A H) and fw_iters;
   compile  compile time of `run` against K and the number of seeds;
   memory   XLA's buffer sizes of a vmapped run against K, full logs vs summary logs;
+  throughput  the throughput targets in one run: LMO per seed (256 seeds), the sampler, the
+           OptAug step per inner method at --scale-seeds against NumPy and 1 seed, and a
+           media_streaming slice (default OptAug, 64 seeds) projected to 10^5 episodes;
   sweep    10,000 seeds in bounded memory (`run_sharded`, summary logs, `batch_size`).
 
   python experiments/benchmark.py                       # full table, ~6 min on 2 cores
@@ -276,6 +279,101 @@ def inner_section(table, args):
   return out
 
 
+def throughput_section(table, args):
+  """The throughput targets' rows, measured in one run: the LMO per seed at 256 seeds; the
+  OptAug episode per seed for each inner method at --scale-seeds (S=10 A=4 H=10 I=2), with
+  the NumPy reference step and seed by seed; the episode sampler alone; and the OptAug
+  default (exact dual, I = 1) on media_streaming over 64 seeds: a --slice-episodes slice of
+  `run` past pre-training, projected to 10^5 episodes."""
+  s, a, h, i = 10, 4, 10, 2
+  cmdp, policy, slack = _problem(s, a, h, i)
+  sizes = f"S={s} A={a} H={h} I={i}"
+  out = {"seeds": args.scale_seeds}
+  # The LMO, default fill, 256 seeds.
+  rng = np.random.default_rng(0)
+  p = rng.dirichlet(np.ones(s), size=(256, h, s, a))
+  lower = np.clip(p - 0.1, 0, 1).astype(np.float32)
+  upper = np.clip(p + 0.1, 0, 1).astype(np.float32)
+  reward = rng.uniform(size=(256, h, s, a)).astype(np.float32)
+  fn = jax.jit(jax.vmap(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0)))
+  compiled, c = _compile(fn, reward, lower, upper)
+  t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
+  out["lmo_us_per_seed_256"] = table.add(
+      "through", f"extended LMO, fill={DEFAULT_FILL}", seeds=256, time_s=t,
+      sizes=f"S={s} A={a} H={h}", compile_s=c)["time_per_seed_s"] * 1e6
+  # The episode sampler alone (policy and model fixed).
+  keys = jax.random.split(jax.random.PRNGKey(3), 256)
+  sample = jax.jit(jax.vmap(lambda k: oj.sample_episode(k, cmdp, policy)))
+  compiled, c = _compile(sample, keys)
+  t = _median_time(lambda: compiled(keys), args.reps * 3)
+  out["sampler_us_per_seed_256"] = table.add(
+      "through", "sample_episode", seeds=256, time_s=t, sizes=sizes,
+      compile_s=c)["time_per_seed_s"] * 1e6
+  # The OptAug step per inner method and number of seeds.
+  methods = {"frank_wolfe": dict(inner_method="frank_wolfe", fw_iters=args.fw_iters),
+             "dual": dict(inner_method="dual")}
+  out["step_us_per_seed"] = {}
+  for name, kw in methods.items():
+    agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
+                      slack=slack, eta=100.0, **kw)
+    state = _warm_state(agent, cmdp, warm=25)  # past pre-training: every step solves
+    single, batched = _step_fns(agent, cmdp)
+    row = {}
+    for n in args.scale_seeds:
+      keys = jax.random.split(jax.random.PRNGKey(2), n)
+      if n == 1:
+        compiled, c = _compile(single, state, keys[0])
+        t = _median_time(lambda: compiled(state, keys[0]), args.reps)
+      else:
+        states = _batch(state, n)
+        compiled, c = _compile(batched, states, keys)
+        t = _median_time(lambda: compiled(states, keys), args.reps)
+      row[n] = table.add("through", f"OptAug step, {name}", seeds=n, time_s=t, sizes=sizes,
+                         compile_s=c)["time_per_seed_s"] * 1e6
+    out["step_us_per_seed"][name] = row
+  np_cmdp = [np.asarray(x, np.float64) for x in (cmdp.transitions, cmdp.cost,
+                                                  cmdp.constraint_costs, cmdp.thresholds)]
+  np_cmdp[0] = np_cmdp[0] / np_cmdp[0].sum(-1, keepdims=True)
+  agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
+                    slack=slack, eta=100.0, inner_method="frank_wolfe", fw_iters=args.fw_iters)
+  counts = tuple(np.array(x, np.float64) for x in _warm_state(agent, cmdp, warm=25).counts)
+  np_rng = np.random.default_rng(0)
+  t_np = _median_time(lambda: npr.optaug_step(
+      np_rng, *np_cmdp, 0, tuple(x.copy() for x in counts), np.zeros(i), 100.0,
+      num_episodes=1000, delta=0.1, bonus_scale=1.0, num_iters=args.fw_iters,
+      step_rule="linesearch"), args.numpy_reps)
+  out["numpy_step_us"] = table.add("through", "NumPy step, frank_wolfe", seeds=1, time_s=t_np,
+                                   sizes=sizes)["time_per_seed_s"] * 1e6
+  fw = out["step_us_per_seed"]["frank_wolfe"]
+  many = max(n for n in args.scale_seeds if n <= 256)
+  out["ratios"] = {
+      f"frank_wolfe_vmapped_{many}_vs_numpy": out["numpy_step_us"] / fw[many],
+      f"frank_wolfe_vmapped_{many}_vs_1_seed": fw[min(args.scale_seeds)] / fw[many],
+      f"dual_vmapped_{many}_vs_1_seed": (out["step_us_per_seed"]["dual"][min(args.scale_seeds)]
+                                         / out["step_us_per_seed"]["dual"][many]),
+      "targets": {"lmo_us_per_seed_256": 8.0, "vmapped_vs_numpy": 50.0,
+                  "vmapped_vs_1_seed": 5.0, "media_streaming_1e5_x64_s": 3600.0},
+  }
+  # media_streaming, the default OptAug (exact dual, I = 1), 64 seeds, past pre-training.
+  b = oj.benchmarks.make_benchmark("media_streaming")
+  n, k = args.slice_seeds, args.slice_episodes
+  agent = oj.optaug(num_episodes=100_000, safe_policy=b.safe_policy, pretrain_episodes=300,
+                    eta=100.0, bonus_scale=0.1)
+  keys = jax.random.split(jax.random.PRNGKey(4), n)
+  warm = jax.jit(jax.vmap(lambda key: oj.run(agent, key, b.cmdp, num_episodes=300,
+                                             logs="summary")[0]))(keys)
+  go = jax.jit(jax.vmap(lambda key, st: oj.run(agent, key, b.cmdp, num_episodes=k, state=st,
+                                               logs="summary")))
+  compiled, c = _compile(go, keys, warm)
+  t = _median_time(lambda: compiled(keys, warm), max(1, args.reps // 3))
+  row = table.add("through", f"media_streaming OptAug, {k} episodes", seeds=n, time_s=t,
+                  sizes="S=10 A=2 H=10 I=1", compile_s=c)
+  out["media_streaming"] = {"seeds": n, "episodes": k, "slice_s": t,
+                            "us_per_seed_episode": row["time_per_seed_s"] / k * 1e6,
+                            "projected_1e5_s": t * 100_000 / k}
+  return out
+
+
 def scaling_section(table, args):
   """Per-step time of the vmapped step against seeds, S and fw_iters (one at a time)."""
   base = {"S": 10, "A": 4, "H": 10, "I": 2, "T": args.fw_iters, "N": args.seeds}
@@ -396,7 +494,8 @@ def parse_args(argv):
   p.add_argument("--quick", action="store_true", help="tiny sizes, for CI")
   p.add_argument("--host-devices", type=int, default=None,
                  help="CPU devices to create (command line only: set before jax starts)")
-  p.add_argument("--sections", default="kernel,step,inner,scaling,compile,memory,sweep")
+  p.add_argument("--sections",
+                 default="kernel,step,inner,throughput,scaling,compile,memory,sweep")
   p.add_argument("--seeds", type=int, default=256)
   p.add_argument("--fw-iters", type=int, default=100)
   p.add_argument("--kernel-seeds", type=int, default=100)
@@ -412,6 +511,8 @@ def parse_args(argv):
   p.add_argument("--memory-seeds", type=int, default=64)
   p.add_argument("--memory-episodes", type=lambda s: [int(x) for x in s.split(",")],
                  default=[100, 1000, 10000])
+  p.add_argument("--slice-seeds", type=int, default=64)
+  p.add_argument("--slice-episodes", type=int, default=2000)
   p.add_argument("--sweep-seeds", type=int, default=10_000)
   p.add_argument("--sweep-episodes", type=int, default=2)
   p.add_argument("--sweep-batch", type=int, default=500)
@@ -423,6 +524,7 @@ def parse_args(argv):
     args.scale_seeds, args.scale_states, args.scale_fw_iters = [4, 8], [3, 5], [2, 4]
     args.memory_seeds, args.memory_episodes = 2, [10, 100]
     args.sweep_seeds, args.sweep_episodes, args.sweep_batch = 50, 1, 16
+    args.slice_seeds, args.slice_episodes = 2, 5
   return args
 
 
@@ -450,6 +552,14 @@ def main(argv=None):
           + (f"; sharded vs NumPy {r['sharded_vs_numpy']:.1f}x,"
              f" sharded vs seed by seed {r['sharded_vs_seed_by_seed']:.1f}x"
              if "sharded_vs_numpy" in r else ""))
+  if "throughput" in results:
+    r = results["throughput"]
+    ms = r["media_streaming"]
+    print(f"throughput: LMO {r['lmo_us_per_seed_256']:.1f} us/seed at 256 (target 8);"
+          + "".join(f" {k} {v:.1f}x;" for k, v in r["ratios"].items() if k != "targets")
+          + f" media_streaming {ms['us_per_seed_episode']:.1f} us per seed-episode,"
+          f" 10^5 episodes x {ms['seeds']} seeds projected {ms['projected_1e5_s']:.0f} s"
+          " (target 3600 s)")
   if args.out:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

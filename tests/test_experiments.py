@@ -29,12 +29,15 @@ def test_quickstart_runs_and_saves(tmp_path):
 @pytest.mark.slow
 def test_benchmark_quick(tmp_path):
   out = tmp_path / "bench.json"
-  result = _load("benchmark").main(["--quick", "--sections", "kernel,step,memory,sweep",
-                                    "--out", str(out)])
+  result = _load("benchmark").main(["--quick", "--sections",
+                                    "kernel,step,throughput,memory,sweep", "--out", str(out)])
   assert out.exists() and json.loads(out.read_text())["hardware"]["cpu_count"] >= 1
   assert result["step"]["vmapped_vs_numpy"] > 0
   assert result["kernel"]["best_fill"] in {"matmul", "sort", "scan", "unrolled"}
   assert result["sweep"]["seeds"] == 50
+  through = result["throughput"]
+  assert set(through["step_us_per_seed"]) == {"frank_wolfe", "dual"}
+  assert through["media_streaming"]["projected_1e5_s"] > 0
   full = [m for m in result["memory"] if m["logs"] == "full"]
   summary = [m for m in result["memory"] if m["logs"] == "summary"]
   if full[0]["bytes"] is not None:  # logs grow with K; summaries do not
