@@ -22,15 +22,17 @@ def test_regrets_match_loop_with_leading_axes():
   v_star, alpha = 1.0, np.array([2.0, 1.9])
   r = oj.regrets(_log(jnp.asarray(cost), jnp.asarray(cons)), v_star, alpha)
   for s in range(seeds):
-    sc = wc = 0.0
+    sc = wc = ac = 0.0
     scon, wcon = np.zeros(i), np.zeros(i)
     for t in range(k):
       sc += max(cost[s, t] - v_star, 0)
       wc += cost[s, t] - v_star
+      ac += abs(cost[s, t] - v_star)
       scon += np.maximum(cons[s, t] - alpha, 0)
       wcon += cons[s, t] - alpha
       np.testing.assert_allclose(r.strong_cost[s, t], sc, rtol=1e-12)
       np.testing.assert_allclose(r.weak_cost[s, t], wc, rtol=1e-12, atol=1e-12)
+      np.testing.assert_allclose(r.absolute_cost[s, t], ac, rtol=1e-12)
       np.testing.assert_allclose(r.strong_constraint[s, t], scon.max(), rtol=1e-12)
       np.testing.assert_allclose(r.weak_constraint[s, t], wcon.max(), rtol=1e-12, atol=1e-12)
 
@@ -59,3 +61,13 @@ def test_regrets_per_cmdp_optima_broadcast():
   np.testing.assert_allclose(r.weak_cost[:, -1], [2.5, -5.0])
   np.testing.assert_allclose(r.strong_constraint[:, -1], [5.0, 0.0])
   np.testing.assert_allclose(r.weak_constraint[:, -1], [5.0, -5.0])
+
+
+def test_absolute_objective_regret_by_hand():
+  """Bura et al. (2022)'s sum_k |V^pi_k - V*|: cost below V* counts too (hand-computed)."""
+  cost = jnp.asarray([7.0, 6.0, 6.75, 8.0])
+  cons = jnp.zeros((4, 1))
+  r = oj.regrets(_log(cost, cons), 6.75, jnp.asarray([5.0]))
+  np.testing.assert_allclose(r.absolute_cost, [0.25, 1.0, 1.0, 2.25], rtol=1e-12)
+  np.testing.assert_allclose(r.strong_cost, [0.25, 0.25, 0.25, 1.5], rtol=1e-12)
+  np.testing.assert_allclose(r.weak_cost, [0.25, -0.5, -0.5, 0.75], rtol=1e-12)

@@ -34,6 +34,7 @@ def _numpy_summary(log, optimal_value, thresholds):
   gap = np.asarray(log.cost_value) - optimal_value
   viol = np.asarray(log.constraint_values) - np.asarray(thresholds)
   return {"strong_cost": np.maximum(gap, 0).sum(-1), "weak_cost": gap.sum(-1),
+          "absolute_cost": np.abs(gap).sum(-1),
           "strong_constraint": np.maximum(viol, 0).sum(-2), "weak_constraint": viol.sum(-2),
           "max_violation": viol.max(-2), "violating_episodes": (viol > 0).sum(-2),
           "max_fw_gap": np.asarray(log.fw_gap).max(-1),

@@ -33,6 +33,7 @@ class RunSummary(NamedTuple):
   episodes: jax.Array  # [] int, episodes summarised
   strong_cost: jax.Array  # [] sum_k [V^{pi_k}(c) - V*]_+
   weak_cost: jax.Array  # [] sum_k (V^{pi_k}(c) - V*)
+  absolute_cost: jax.Array  # [] sum_k |V^{pi_k}(c) - V*| (Bura et al. 2022's objective regret)
   strong_constraint: jax.Array  # [I] sum_k [V^{pi_k}(d_i) - alpha_i]_+
   weak_constraint: jax.Array  # [I] sum_k (V^{pi_k}(d_i) - alpha_i)
   max_violation: jax.Array  # [I] max_k (V^{pi_k}(d_i) - alpha_i) (-inf before any episode)
@@ -46,7 +47,7 @@ class RunSummary(NamedTuple):
     zero, vec = jnp.zeros((), dtype), jnp.zeros((num_constraints,), dtype)
     return cls(
         episodes=jnp.zeros((), jnp.int32), strong_cost=zero, weak_cost=zero,
-        strong_constraint=vec, weak_constraint=vec,
+        absolute_cost=zero, strong_constraint=vec, weak_constraint=vec,
         max_violation=jnp.full((num_constraints,), -jnp.inf, dtype),
         violating_episodes=jnp.zeros((num_constraints,), jnp.int32),
         max_fw_gap=zero, multipliers=vec)
@@ -57,6 +58,7 @@ class RunSummary(NamedTuple):
         episodes=self.episodes + later.episodes,
         strong_cost=self.strong_cost + later.strong_cost,
         weak_cost=self.weak_cost + later.weak_cost,
+        absolute_cost=self.absolute_cost + later.absolute_cost,
         strong_constraint=self.strong_constraint + later.strong_constraint,
         weak_constraint=self.weak_constraint + later.weak_constraint,
         max_violation=jnp.maximum(self.max_violation, later.max_violation),
@@ -73,6 +75,7 @@ def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
   return RunSummary(
       episodes=jnp.ones((), jnp.int32),
       strong_cost=jnp.maximum(cost_gap, 0.0), weak_cost=cost_gap,
+      absolute_cost=jnp.abs(cost_gap),
       strong_constraint=jnp.maximum(violation, 0.0), weak_constraint=violation,
       max_violation=violation,
       violating_episodes=(violation > 0).astype(jnp.int32),
@@ -86,11 +89,14 @@ class Regrets(NamedTuple):
   weak_cost: jax.Array  # sum_k (V^{pi_k}(c) - V*)
   strong_constraint: jax.Array  # max_i sum_k [V^{pi_k}(d_i) - alpha_i]_+
   weak_constraint: jax.Array  # max_i sum_k (V^{pi_k}(d_i) - alpha_i)
+  absolute_cost: jax.Array  # sum_k |V^{pi_k}(c) - V*| (the objective regret of Bura et al.
+  #   2022, DOPE: it counts cost below V* too, which a constraint violation can buy)
 
 
 def regrets(log: EpisodeLog, optimal_value: jax.typing.ArrayLike,
             thresholds: jax.typing.ArrayLike) -> Regrets:
-  """Strong (positive-part) and weak (signed) cumulative regrets (paper's Section 2).
+  """Strong (positive-part) and weak (signed) cumulative regrets (paper's Section 2), and
+  the absolute objective regret `sum_k |V^{pi_k}(c) - V*|` of Bura et al. (2022).
 
   Extra leading axes of `optimal_value` and `thresholds` line up with the log's leading
   axes FROM THE LEFT: for a log `[M CMDPs, N seeds, K]`, `optimal_value` may be `[]`, `[M]`
@@ -123,4 +129,5 @@ def regrets(log: EpisodeLog, optimal_value: jax.typing.ArrayLike,
       weak_cost=jnp.cumsum(cost_gap, axis=-1),
       strong_constraint=jnp.max(jnp.cumsum(jnp.maximum(violation, 0.0), axis=-2), axis=-1),
       weak_constraint=jnp.max(jnp.cumsum(violation, axis=-2), axis=-1),
+      absolute_cost=jnp.cumsum(jnp.abs(cost_gap), axis=-1),
   )
