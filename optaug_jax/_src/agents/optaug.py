@@ -102,7 +102,7 @@ def optaug(
       exact `"dual"` (see `kernels.dual`), or `"frank_wolfe"`, the paper's Algorithm
       InnerOpt-FW with `fw_iters` steps of `step_rule`; `"auto"` (default) picks the
       measured best at trace time, today `"dual"` for every I and dtype (exact; for I >= 2
-      about twice Frank-Wolfe T=100's step time, see docs/results/benchmark).
+      in float32 1.1-1.4x Frank-Wolfe T=100's step time, see docs/results/benchmark).
     inner_iters: iteration budget of a method other than Frank-Wolfe (`None`: its
       default).
     inner_tol: the `tol` of a method other than Frank-Wolfe: `0.0` (default) lets the
