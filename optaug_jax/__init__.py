@@ -21,6 +21,7 @@ from optaug_jax._src.metrics import EpisodeLog, RunSummary, regrets
 from optaug_jax._src.planning import (extended_lmo, extended_value_iteration, occupancy,
                                       policy_from_occupancy, policy_values)
 from optaug_jax._src.runner import episode_step, run, run_sharded
+from optaug_jax._src.setting import SETTINGS, Setting, named_setting
 
 __version__ = "0.2.0"
 
@@ -31,6 +32,8 @@ __all__ = (
     "EpisodeLog",
     "InnerSolution",
     "RunSummary",
+    "SETTINGS",
+    "Setting",
     "augmented_lagrangian",
     "check_safe_policy",
     "checked",
@@ -39,6 +42,7 @@ __all__ = (
     "extended_lmo",
     "extended_value_iteration",
     "init_counts",
+    "named_setting",
     "occupancy",
     "optaug",
     "optdual",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
 import pathlib
 
 import numpy as np
@@ -130,3 +131,37 @@ def load_experiment_module(name):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, support):
+  """The transition box of Bura et al. (2022)'s public code, as loops (their mode-1 radii).
+
+  Counts pooled over steps; p-hat uniform over the support for an unvisited (s, a);
+  `beta = min(2 sqrt(L p (1 - p) / n) + 14 L / (3 n), 1)`, 1 for an unvisited pair, with
+  `L = log(6 S^2 H K / delta)`; the box `[p-hat - beta, p-hat + beta]` in `[0, 1]` on the
+  support, `[0, 0]` off it. `states`: [episodes, H + 1]; `actions`: [episodes, H];
+  `support`: [S, A, S'] bool. Returns `(lower, upper)` of shape [S, A, S'].
+  """
+  horizon = len(actions[0])
+  n = np.zeros((num_states, num_actions))
+  nt = np.zeros((num_states, num_actions, num_states))
+  for ep_states, ep_actions in zip(states, actions):
+    for h in range(horizon):
+      n[ep_states[h], ep_actions[h]] += 1
+      nt[ep_states[h], ep_actions[h], ep_states[h + 1]] += 1
+  log_l = math.log(6 * num_states**2 * horizon * num_episodes / delta)
+  lower = np.zeros((num_states, num_actions, num_states))
+  upper = np.zeros((num_states, num_actions, num_states))
+  for s in range(num_states):
+    for a in range(num_actions):
+      succ = [s1 for s1 in range(num_states) if support[s, a, s1]]
+      for s1 in succ:
+        if n[s, a] == 0:
+          p_hat, beta = 1.0 / len(succ), 1.0
+        else:
+          p_hat = nt[s, a, s1] / n[s, a]
+          beta = min(2 * math.sqrt(log_l * p_hat * (1 - p_hat) / n[s, a])
+                     + 14 * log_l / (3 * n[s, a]), 1.0)
+        lower[s, a, s1] = max(p_hat - beta, 0.0)
+        upper[s, a, s1] = min(p_hat + beta, 1.0)
+  return lower, upper

@@ -4,6 +4,9 @@ Confidence radii are those of the paper's appendix "Preliminary Confidence Bound
 empirical Bernstein for transitions, Hoeffding for costs, with
 
   L^p_delta = log(6 S A H K / delta),   L_delta = log(6 S A H (I + 1) K / delta).
+
+A `Setting` (see `setting.py`) changes what is learned: known costs, counts pooled over h,
+a known next-state support, and the log factors of Bura et al. (2022).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from . import setting as setting_lib
 from .env import Trajectory
 
 
@@ -72,10 +76,20 @@ def log_factors(
     num_episodes: int, delta: jax.typing.ArrayLike,
 ) -> tuple[jax.Array, jax.Array]:
   """`(L^p_delta, L_delta)` of the paper's confidence bounds."""
-  sah_k = float(num_states * num_actions * horizon * num_episodes)
-  log_p = jnp.log(6.0 * sah_k / delta)
-  log_c = jnp.log(6.0 * sah_k * (num_constraints + 1) / delta)
-  return log_p, log_c
+  return setting_lib.log_factors(
+      setting_lib.PAPER, num_states=num_states, num_actions=num_actions, horizon=horizon,
+      num_constraints=num_constraints, num_episodes=num_episodes, delta=delta)
+
+
+def pool_counts(counts: Counts) -> Counts:
+  """Counts of a stationary model: every statistic summed over h, repeated at each h."""
+
+  def pool(x, axis):
+    return jnp.broadcast_to(jnp.sum(x, axis=axis, keepdims=True), x.shape)
+
+  return Counts(visits=pool(counts.visits, 0), transitions=pool(counts.transitions, 0),
+                cost_sums=pool(counts.cost_sums, 0),
+                constraint_cost_sums=pool(counts.constraint_cost_sums, 1))
 
 
 def empirical_means(counts: Counts):
@@ -89,8 +103,9 @@ def optimistic_model(
     counts: Counts,
     *,
     num_episodes: int,
-    delta: jax.typing.ArrayLike,
+    delta: jax.typing.ArrayLike | None = None,
     bonus_scale: jax.typing.ArrayLike = 1.0,
+    setting: setting_lib.Setting | None = None,
 ) -> OptimisticModel:
   """Optimistic costs and the transition box of episode k (paper's eq. (opt-c)).
 
@@ -100,19 +115,31 @@ def optimistic_model(
   the box is clipped to `[0, 1]`, and for never-visited `(h, s, a)` it is the whole simplex
   (whatever `bonus_scale` is), so it is never empty.
 
+  `setting` (default: the paper's) may pool the counts over h (`stationary`), replace the
+  optimistic costs by known ones (no bonus), and restrict every box to a known support
+  (next states outside it get upper end 0; an unvisited pair's point estimate is uniform
+  over its support).
+
   Args:
     counts: `Counts` of the episodes so far.
     num_episodes: `K`, the total number of episodes (enters the log factors).
-    delta: confidence parameter in `(0, 1)`.
+    delta: confidence parameter in `(0, 1)`; `None`: the setting's (`Setting.resolved_delta`,
+      0.1 for the paper's).
     bonus_scale: multiplier of every radius.
+    setting: a `Setting`; `None` is the paper's.
 
   Returns:
     `OptimisticModel`.
   """
+  setting = setting_lib.resolve(setting)
+  if delta is None:
+    delta = setting.resolved_delta
   num_constraints, horizon, num_states, num_actions = counts.constraint_cost_sums.shape
-  log_p, log_c = log_factors(
-      num_states=num_states, num_actions=num_actions, horizon=horizon,
+  log_p, log_c = setting_lib.log_factors(
+      setting, num_states=num_states, num_actions=num_actions, horizon=horizon,
       num_constraints=num_constraints, num_episodes=num_episodes, delta=delta)
+  if setting.stationary:
+    counts = pool_counts(counts)
   n = jnp.maximum(counts.visits, 1.0)
   c_bar, d_bar, p_bar = empirical_means(counts)
   beta_c = bonus_scale * jnp.sqrt(log_c / n)
@@ -122,13 +149,41 @@ def optimistic_model(
   visited = (counts.visits > 0)[..., None]
   lower = jnp.where(visited, jnp.clip(p_bar - beta_p, 0.0, 1.0), 0.0)
   upper = jnp.where(visited, jnp.clip(p_bar + beta_p, 0.0, 1.0), 1.0)
-  # A point of the box for unvisited (h, s, a): all mass on next state 0.
-  default = jax.nn.one_hot(0, num_states, dtype=p_bar.dtype)
+  dtype = p_bar.dtype
+  if setting.support is None:
+    # A point of the box for unvisited (h, s, a): all mass on next state 0.
+    default = jax.nn.one_hot(0, num_states, dtype=dtype)
+  else:
+    support = _known(setting.support, "support", (horizon, num_states, num_actions,
+                                                  num_states), bool)
+    lower = jnp.where(support, lower, 0.0)
+    upper = jnp.where(support, upper, 0.0)
+    default = support / jnp.sum(support, axis=-1, keepdims=True).astype(dtype)
   transitions = jnp.where(visited, p_bar, default)
+  cost = jnp.maximum(c_bar - beta_c, 0.0)
+  if setting.cost is not None:
+    cost = _known(setting.cost, "cost", cost.shape, dtype)
+  constraint_costs = jnp.maximum(d_bar - beta_c, 0.0)
+  if setting.constraint_costs is not None:
+    constraint_costs = _known(setting.constraint_costs, "constraint_costs",
+                              constraint_costs.shape, dtype)
   return OptimisticModel(
-      cost=jnp.maximum(c_bar - beta_c, 0.0),
-      constraint_costs=jnp.maximum(d_bar - beta_c, 0.0),
+      cost=cost,
+      constraint_costs=constraint_costs,
       lower=lower,
       upper=upper,
       transitions=transitions,
   )
+
+
+def _known(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
+  """A known array of `shape`, or of `shape` without its step axis (repeated over h)."""
+  value = jnp.asarray(value)
+  step_axis = len(shape) - 3 if name != "support" else len(shape) - 4
+  stationary_shape = shape[:step_axis] + shape[step_axis + 1:]
+  if value.shape == stationary_shape:
+    value = jnp.expand_dims(value, step_axis)
+  elif value.shape != shape:
+    raise ValueError(f"setting.{name}: expected shape {shape} or {stationary_shape} for this"
+                     f" CMDP, got {value.shape}")
+  return jnp.broadcast_to(value, shape).astype(dtype)

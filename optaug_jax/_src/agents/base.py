@@ -13,7 +13,8 @@ from typing import Any, Callable, NamedTuple, Protocol, Union
 import jax
 import jax.numpy as jnp
 
-from .. import estimates
+from .. import estimates, validation
+from .. import setting as setting_lib
 from ..env import Trajectory
 
 
@@ -121,6 +122,25 @@ def update_state(state: AgentState, trajectory: Trajectory) -> AgentState:
   """Adds the episode to the counts and advances the episode index."""
   return state._replace(counts=estimates.update_counts(state.counts, trajectory),
                         episode=state.episode + 1)
+
+
+def model_fn(*, num_episodes: int, delta, bonus_scale, setting
+             ) -> Callable[[estimates.Counts], estimates.OptimisticModel]:
+  """Checks the confidence arguments on the host; returns `counts -> optimistic model`.
+
+  `delta=None` takes the setting's (`Setting.resolved_delta`: 0.1 for the paper's, 0.01 for
+  Bura et al.'s); `setting=None` is the paper's. Every counting agent builds its model
+  with this, so all of them accept the same `delta`, `bonus_scale` and `setting`.
+  """
+  setting = setting_lib.resolve(setting)
+  delta = setting.resolved_delta if delta is None else delta
+  validation.check_confidence(delta, bonus_scale)
+
+  def model(counts: estimates.Counts) -> estimates.OptimisticModel:
+    return estimates.optimistic_model(counts, num_episodes=num_episodes, delta=delta,
+                                      bonus_scale=bonus_scale, setting=setting)
+
+  return model
 
 
 def as_schedule(eta: Schedule) -> Callable[[jax.Array], jax.Array]:

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import estimates, inner, planning, validation
+from .. import inner, planning, validation
+from .. import setting as setting_lib
 from . import base, registry
 
 
@@ -56,13 +57,14 @@ def optaug(
     pretrain_episodes: int,
     slack: jax.typing.ArrayLike | None = None,
     nu: jax.typing.ArrayLike = 0.5,
-    delta: jax.typing.ArrayLike = 0.1,
+    delta: jax.typing.ArrayLike | None = None,
     bonus_scale: jax.typing.ArrayLike = 1.0,
     eta: base.Schedule | None = None,
     fw_iters: int = 100,
     step_rule: str = "linesearch",
     fw_tol: float | None = None,
     *,
+    setting: setting_lib.Setting | None = None,
     inner_method: str = "auto",
     inner_iters: int | None = None,
     inner_tol: float | None = 0.0,
@@ -90,8 +92,10 @@ def optaug(
     pretrain_episodes: `K'` (see `pretrain_episodes_bound` for the paper's value).
     slack: `gamma`, the baseline's slack (or a lower bound); needed for the default eta.
     nu: `nu in (0, 1)` of the paper's schedule.
-    delta: confidence parameter.
+    delta: confidence parameter; `None` (default): the setting's (0.1 in the paper's).
     bonus_scale: multiplier of every confidence radius (1.0 = the paper).
+    setting: what the agent knows and its confidence convention (`Setting`, see
+      `named_setting`); `None` (default): the paper's.
     eta: `None` for the paper's schedule `((2 + 3k) sigma)^2.5`, `sigma = H / (nu gamma)`;
       a float (constant); or a callable `count -> eta` of the 0-based count of optimistic
       episodes (dual steps) so far (see `as_schedule`).
@@ -124,7 +128,8 @@ def optaug(
     validation.check_int("inner_iters", inner_iters, low=0)
   validation.check_real("fw_tol", fw_tol, low=0.0, allow_none=True)
   validation.check_real("inner_tol", inner_tol, low=0.0, allow_none=True)
-  validation.check_confidence(delta, bonus_scale)
+  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
+                                   bonus_scale=bonus_scale, setting=setting)
   validation.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
     raise ValueError("slack: required for the paper's eta schedule (eta=None)")
@@ -146,8 +151,7 @@ def optaug(
                        f" CMDP, got {pi_bar.shape}")
     eta_fn = (paper_eta_schedule(horizon, slack, nu) if eta is None
               else base.as_schedule(eta))
-    model = estimates.optimistic_model(
-        counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    model = optimistic_model(counts)
 
     def pretrain(_):
       q = planning.occupancy(model.transitions, pi_bar, state.initial_state)

@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import estimates, lp, planning, validation
+from .. import lp, planning, validation
+from .. import setting as setting_lib
 from . import base, registry
 
 
@@ -20,8 +21,10 @@ def _host_solve(cost, constraint_costs, lower, upper, initial_state, thresholds)
     "optcmdp", summary="OptCMDP: the extended LP by HiGHS every episode (slow, host)")
 def optcmdp(
     num_episodes: int,
-    delta: jax.typing.ArrayLike = 0.1,
+    delta: jax.typing.ArrayLike | None = None,
     bonus_scale: jax.typing.ArrayLike = 1.0,
+    *,
+    setting: setting_lib.Setting | None = None,
 ) -> base.Agent:
   """OptCMDP: `min_{q} c~ . q  s.t.  D~ q <= alpha` over the extended polytope, exactly.
 
@@ -32,18 +35,20 @@ def optcmdp(
 
   Args:
     num_episodes: `K`.
-    delta: confidence parameter.
+    delta: confidence parameter; `None` (default): the setting's (0.1 in the paper's).
     bonus_scale: multiplier of every confidence radius.
+    setting: what the agent knows and its confidence convention (`Setting`, see
+      `named_setting`); `None` (default): the paper's.
 
   Returns:
     `Agent(init, plan, update)`; multipliers stay 0 (no dual variables).
   """
   validation.check_int("num_episodes", num_episodes, low=1)
-  validation.check_confidence(delta, bonus_scale)
+  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
+                                   bonus_scale=bonus_scale, setting=setting)
 
   def plan(state: base.AgentState):
-    model = estimates.optimistic_model(
-        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    model = optimistic_model(state.counts)
     shape = jax.ShapeDtypeStruct(model.cost.shape, model.cost.dtype)
     q = jax.pure_callback(_host_solve, shape, model.cost, model.constraint_costs, model.lower,
                           model.upper, state.initial_state, state.thresholds,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import estimates, inner, planning, validation
+from .. import inner, planning, validation
+from .. import setting as setting_lib
 from . import base, registry
 
 
@@ -14,10 +15,11 @@ from . import base, registry
     summary="OptDual-CMDP: optimistic best response to the Lagrangian, dual ascent")
 def optdual(
     num_episodes: int,
-    delta: jax.typing.ArrayLike = 0.1,
+    delta: jax.typing.ArrayLike | None = None,
     bonus_scale: jax.typing.ArrayLike = 1.0,
     eta: base.Schedule | None = None,
     *,
+    setting: setting_lib.Setting | None = None,
     slack: jax.typing.ArrayLike | None = None,
     rho: jax.typing.ArrayLike | None = None,
     fill: str = planning.DEFAULT_FILL,
@@ -29,8 +31,10 @@ def optdual(
 
   Args:
     num_episodes: `K`.
-    delta: confidence parameter.
+    delta: confidence parameter; `None` (default): the setting's (0.1 in the paper's).
     bonus_scale: multiplier of every confidence radius (1.0 = the paper).
+    setting: what the agent knows and its confidence convention (`Setting`, see
+      `named_setting`); `None` (default): the paper's.
     eta: `None` for the paper's `sqrt(rho^2 / (H^2 I K))`; a float or a callable
       `count -> eta` of the 0-based count of dual steps so far, here the episode index
       (see `as_schedule`).
@@ -43,7 +47,8 @@ def optdual(
     `Agent(init, plan, update)`.
   """
   validation.check_int("num_episodes", num_episodes, low=1)
-  validation.check_confidence(delta, bonus_scale)
+  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
+                                   bonus_scale=bonus_scale, setting=setting)
   validation.check_choice("fill", fill, planning.FILL_METHODS)
   if eta is None and slack is None and rho is None:
     raise ValueError("eta: the paper's step needs rho or the baseline's slack; pass one")
@@ -60,8 +65,7 @@ def optdual(
     else:
       eta_k = base.as_schedule(eta)(state.episode)
     eta_k = jnp.asarray(eta_k, dtype)
-    model = estimates.optimistic_model(
-        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    model = optimistic_model(state.counts)
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
     lmo = planning.extended_lmo(reward, model.lower, model.upper, state.initial_state,
                                 fill=fill)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import estimates, planning, validation
+from .. import setting as setting_lib
 from . import base, registry
 
 
@@ -28,10 +29,12 @@ class PrimalDualState(NamedTuple):
     summary="OptPrimalDual-CMDP: mirror-descent policy update, projected dual ascent")
 def optprimaldual(
     num_episodes: int,
-    delta: jax.typing.ArrayLike = 0.1,
+    delta: jax.typing.ArrayLike | None = None,
     bonus_scale: jax.typing.ArrayLike = 1.0,
     policy_step: jax.typing.ArrayLike | None = None,
     dual_step: jax.typing.ArrayLike | None = None,
+    *,
+    setting: setting_lib.Setting | None = None,
 ) -> base.Agent:
   """Optimistic primal-dual: exponentiated-gradient policy update, projected dual ascent.
 
@@ -46,8 +49,10 @@ def optprimaldual(
 
   Args:
     num_episodes: `K`.
-    delta: confidence parameter.
+    delta: confidence parameter; `None` (default): the setting's (0.1 in the paper's).
     bonus_scale: multiplier of every confidence radius.
+    setting: what the agent knows and its confidence convention (`Setting`, see
+      `named_setting`); `None` (default): the paper's.
     policy_step: `t_pi`; default `sqrt(2 log A / (H^2 K))` (Efroni et al.'s choice).
     dual_step: `t_lambda`; default `1 / sqrt(H^2 K)`.
 
@@ -55,7 +60,8 @@ def optprimaldual(
     `Agent(init, plan, update)`; its state is a `PrimalDualState`.
   """
   validation.check_int("num_episodes", num_episodes, low=1)
-  validation.check_confidence(delta, bonus_scale)
+  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
+                                   bonus_scale=bonus_scale, setting=setting)
   validation.check_positive("policy_step", policy_step)
   validation.check_positive("dual_step", dual_step)
 
@@ -72,8 +78,7 @@ def optprimaldual(
     t_pi = (jnp.sqrt(2.0 * jnp.log(num_actions) / (horizon**2 * num_episodes))
             if policy_step is None else policy_step)
     t_lam = 1.0 / jnp.sqrt(horizon**2 * num_episodes) if dual_step is None else dual_step
-    model = estimates.optimistic_model(
-        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    model = optimistic_model(state.counts)
     # Optimistic evaluation of the previous policy (data up to the last episode).
     lagrangian = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers,
                                          model.constraint_costs)

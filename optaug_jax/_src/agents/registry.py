@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, NamedTuple
 
+from .. import setting as setting_lib
 from .base import Agent
 
 
@@ -67,7 +68,8 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
     num_episodes: `K`.
     **options: factory arguments (override the problem's). Options the factory does not
       accept raise a `ValueError` naming them; use `agent_options(name)` to list them, or
-      filter with it when one set of options serves several agents.
+      filter with it when one set of options serves several agents. A `setting` given by
+      name (`"paper"`, `"bura2022"`) is built for `benchmark.cmdp` (`named_setting`).
 
   Returns:
     The `Agent`.
@@ -80,4 +82,6 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
                      f" it accepts {sorted(accepted)}")
   kwargs = {k: v for k, v in spec.problem_args(benchmark).items() if k in accepted}
   kwargs.update(options)
+  if isinstance(kwargs.get("setting"), str):
+    kwargs["setting"] = setting_lib.named_setting(kwargs["setting"], benchmark.cmdp)
   return spec.factory(num_episodes=num_episodes, **kwargs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import estimates, planning, validation
+from .. import planning, validation
+from .. import setting as setting_lib
 from . import base, registry
 
 
@@ -15,8 +16,10 @@ from . import base, registry
 def safe_baseline(
     num_episodes: int,
     safe_policy: jax.Array,
-    delta: jax.typing.ArrayLike = 0.1,
+    delta: jax.typing.ArrayLike | None = None,
     bonus_scale: jax.typing.ArrayLike = 1.0,
+    *,
+    setting: setting_lib.Setting | None = None,
 ) -> base.Agent:
   """Plays `safe_policy` in every episode: no constraint violation, linear cost regret.
 
@@ -26,20 +29,22 @@ def safe_baseline(
   Args:
     num_episodes: `K` (enters the confidence radii of the logged optimistic values).
     safe_policy: `[H, S, A]` strictly feasible baseline policy.
-    delta: confidence parameter.
+    delta: confidence parameter; `None` (default): the setting's (0.1 in the paper's).
     bonus_scale: multiplier of every confidence radius.
+    setting: what the agent knows and its confidence convention (`Setting`, see
+      `named_setting`); `None` (default): the paper's.
 
   Returns:
     `Agent(init, plan, update)`.
   """
   validation.check_int("num_episodes", num_episodes, low=1)
-  validation.check_confidence(delta, bonus_scale)
+  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
+                                   bonus_scale=bonus_scale, setting=setting)
   validation.check_policy("safe_policy", safe_policy)
 
   def plan(state: base.AgentState):
     policy = jnp.asarray(safe_policy, state.multipliers.dtype)
-    model = estimates.optimistic_model(
-        state.counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale)
+    model = optimistic_model(state.counts)
     q = planning.occupancy(model.transitions, policy, state.initial_state)
     info = base.plan_info(model, q, fw_gap=jnp.zeros((), policy.dtype),
                           pretraining=jnp.ones((), bool))

@@ -1,0 +1,162 @@
+"""What a learner knows besides its counts, and how it sizes its confidence sets.
+
+Two named settings are in use in the literature this library compares with:
+
+- `"paper"` (the default, `Setting()`): the OptAug-CMDP paper and Efroni et al. (2020).
+  Costs are learned (Hoeffding bonus), transition counts are kept per step `h`, every next
+  state is possible, and the log factors are `L^p = log(6 S A H K / delta)`,
+  `L = log(6 S A H (I + 1) K / delta)` with `delta = 0.1`.
+- `"bura2022"` (`named_setting("bura2022", cmdp)`): the experiments of Bura et al. (2022,
+  "DOPE") and their public code. Costs are known, transition counts are pooled over `h`
+  (a stationary model), the next-state support of each `(s, a)` is known, and both log
+  factors are `log(6 S^2 H K / delta)` with `delta = 0.01`.
+
+The radius formulas are the same in both (Bernstein for transitions, capped so the box
+stays in `[0, 1]`; Hoeffding for learned costs). With the paper's radii the `14 L / (3 n)`
+term alone exceeds 1 until `n > 14 L / 3` visits of an `(h, s, a)`, i.e. 76 (K = 10^3) to
+97 (K = 10^5) on media_streaming: until then the box is the whole simplex. Pooling
+over `h` gives H times the visits, which is why the published curves learn in 10^3
+episodes and the paper's setting needs many more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import validation
+
+LOG_FACTORS = ("paper", "bura2022")
+SETTINGS = ("paper", "bura2022")
+# The confidence parameter each convention uses when `delta` is not given.
+DEFAULT_DELTA = {"paper": 0.1, "bura2022": 0.01}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Setting:
+  """Model knowledge and confidence convention of an agent (every agent's `setting=`).
+
+  Attributes:
+    log_factor: `"paper"` (`log(6 S A H K / delta)` for transitions and
+      `log(6 S A H (I + 1) K / delta)` for costs) or `"bura2022"` (`log(6 S^2 H K / delta)`
+      for both).
+    delta: the confidence parameter; `None` takes the convention's (`DEFAULT_DELTA`). An
+      agent's own `delta=` argument, when given, wins.
+    stationary: pool visit counts, transitions and cost sums over `h` (the extended DP
+      still runs over the H steps, with the same box at every step).
+    cost: known objective cost `[H, S, A]` or `[S, A]` in `[0, 1]`, used as is (no bonus);
+      `None` learns it.
+    constraint_costs: known constraint costs `[I, H, S, A]` or `[I, S, A]` in `[0, 1]`;
+      `None` learns them.
+    support: known next-state support, bool `[H, S, A, S']` or `[S, A, S']`, at least one
+      next state per row: boxes (and the point estimate of unvisited pairs, uniform over
+      the support) are restricted to it. `None`: every next state is possible.
+    name: a label recorded in results (`"paper"`, `"bura2022"` or `"custom"`).
+  """
+
+  log_factor: str = "paper"
+  delta: float | None = None
+  stationary: bool = False
+  cost: Any = None
+  constraint_costs: Any = None
+  support: Any = None
+  name: str = "custom"
+
+  def __post_init__(self):
+    validation.check_choice("log_factor", self.log_factor, LOG_FACTORS)
+    if not isinstance(self.stationary, (bool, np.bool_)):
+      raise ValueError(f"stationary: must be a bool, got {self.stationary!r}")
+    if self.delta is not None:
+      validation.check_confidence(self.delta, 0.0)
+    for field in ("cost", "constraint_costs"):
+      value = getattr(self, field)
+      if value is not None:
+        validation.check_real(field, value, low=0.0, high=1.0)
+    if self.cost is not None and np.ndim(self.cost) not in (2, 3):
+      raise ValueError(f"cost: expected [H, S, A] or [S, A], got shape {np.shape(self.cost)}")
+    if self.constraint_costs is not None and np.ndim(self.constraint_costs) not in (3, 4):
+      raise ValueError("constraint_costs: expected [I, H, S, A] or [I, S, A], got shape"
+                       f" {np.shape(self.constraint_costs)}")
+    if self.support is not None and not isinstance(self.support, jax.core.Tracer):
+      support = np.asarray(self.support)
+      if support.dtype != bool:
+        raise ValueError(f"support: expected a bool array, got dtype {support.dtype}")
+      if support.ndim not in (3, 4):
+        raise ValueError(f"support: expected [H, S, A, S'] or [S, A, S'], got shape"
+                         f" {support.shape}")
+      empty = np.argwhere(~support.any(-1))
+      if empty.size:
+        raise ValueError(f"support: every (s, a) needs at least one possible next state;"
+                         f" row {tuple(int(i) for i in empty[0])} has none")
+
+  @property
+  def resolved_delta(self) -> float:
+    """`delta`, or the convention's default."""
+    return DEFAULT_DELTA[self.log_factor] if self.delta is None else self.delta
+
+  def whole_simplex_visits(self, *, num_states: int, num_actions: int, horizon: int,
+                           num_constraints: int, num_episodes: int,
+                           delta: float | None = None) -> int:
+    """Visits of a pair below which `14 L^p / (3 n) >= 1`: its box is the whole simplex.
+
+    Counted per `(h, s, a)`, or per `(s, a)` summed over h when `stationary`.
+    """
+    delta = self.resolved_delta if delta is None else delta
+    log_p, _ = log_factors(self, num_states=num_states, num_actions=num_actions,
+                           horizon=horizon, num_constraints=num_constraints,
+                           num_episodes=num_episodes, delta=delta)
+    return int(math.floor(14.0 * float(log_p) / 3.0))
+
+  def describe(self) -> dict:
+    """A JSON-ready record of the setting (what results store in their config)."""
+    return {"name": self.name, "log_factor": self.log_factor,
+            "delta": self.resolved_delta, "stationary": bool(self.stationary),
+            "known_costs": self.cost is not None or self.constraint_costs is not None,
+            "known_support": self.support is not None}
+
+
+def resolve(setting: "Setting | None") -> Setting:
+  """`setting`, or the paper's setting for `None`."""
+  if setting is None:
+    return PAPER
+  if not isinstance(setting, Setting):
+    raise ValueError(f"setting: expected a Setting (see named_setting), got {setting!r};"
+                     " a name needs the CMDP: named_setting(name, cmdp)")
+  return setting
+
+
+def named_setting(name: str, cmdp=None) -> Setting:
+  """The setting `name` (one of `SETTINGS`) for `cmdp`.
+
+  `"paper"` needs no model. `"bura2022"` reads the known costs and the next-state support
+  (`transitions > 0`) from `cmdp`: it is model knowledge the agents of Bura et al. (2022)
+  are given; the transition probabilities themselves stay unknown.
+  """
+  validation.check_choice("name", name, SETTINGS)
+  if name == "paper":
+    return PAPER
+  if cmdp is None:
+    raise ValueError("cmdp: the 'bura2022' setting reads the known costs and support from"
+                     " the CMDP; pass it")
+  return Setting(log_factor="bura2022", stationary=True,
+                 cost=np.asarray(cmdp.cost), constraint_costs=np.asarray(cmdp.constraint_costs),
+                 support=np.asarray(cmdp.transitions) > 0, name="bura2022")
+
+
+def log_factors(setting: Setting, *, num_states: int, num_actions: int, horizon: int,
+                num_constraints: int, num_episodes: int, delta) -> tuple[Any, Any]:
+  """`(L^p, L)`: the log factors of the transition and the cost radii."""
+  if setting.log_factor == "bura2022":
+    both = jnp.log(6.0 * float(num_states**2 * horizon * num_episodes) / delta)
+    return both, both
+  sah_k = float(num_states * num_actions * horizon * num_episodes)
+  return (jnp.log(6.0 * sah_k / delta),
+          jnp.log(6.0 * sah_k * (num_constraints + 1) / delta))
+
+
+PAPER = Setting(name="paper")
