@@ -44,9 +44,15 @@ def build_problem(args) -> oj.types.Benchmark:
   return oj.benchmarks.make_benchmark(args.benchmark, **kwargs)
 
 
+# --bonus-scale when not given: the main experiment's 0.1 in the paper's setting, the
+# published radii (1.0) in Bura et al.'s.
+DEFAULT_BONUS_SCALE = {"paper": 0.1, "bura2022": 1.0}
+REPORT_EPISODES = (100, 300, 1000, 3000, 10000, 30000, 100000)
+
+
 def agent_options(args) -> dict:
   """The flags as agent options (each agent takes those its factory accepts)."""
-  return {"delta": args.delta, "bonus_scale": args.bonus_scale,
+  return {"setting": args.setting, "delta": args.delta, "bonus_scale": args.bonus_scale,
           "pretrain_episodes": args.pretrain, "nu": args.nu, "fw_iters": args.fw_iters,
           "step_rule": args.step_rule, "inner_method": args.inner,
           "eta": {"optaug": args.eta, "optdual": args.dual_eta}}
@@ -177,6 +183,11 @@ def _mean_ci(x):
   return {"mean": float(x.mean()), "ci95": [float(x.mean() - half), float(x.mean() + half)]}
 
 
+def _mean_sd(x):
+  x = np.asarray(x, np.float64)
+  return {"mean": float(x.mean()), "sd": float(x.std(ddof=1)) if len(x) > 1 else 0.0}
+
+
 def _slope(curve):
   """Log-log slope of a cumulative regret over the second half of the run."""
   k = np.arange(1, len(curve) + 1)
@@ -188,6 +199,7 @@ def _slope(curve):
 
 
 def summarise(logs, lp_value, thresholds, seconds):
+  """Final regrets (mean and 95% CI), regrets at REPORT_EPISODES (mean, sd), late values."""
   log = oj.EpisodeLog(
       cost_value=jnp.asarray(logs["cost_value"]),
       constraint_values=jnp.asarray(logs["constraint_values"]),
@@ -205,6 +217,19 @@ def summarise(logs, lp_value, thresholds, seconds):
   late = violation[:, violation.shape[1] // 2:]
   out["unsafe_fraction_second_half"] = {str(e): float(np.mean(late > e)) for e in EPSILONS}
   out["mean_fw_gap_second_half"] = float(np.mean(logs["fw_gap"][:, logs["fw_gap"].shape[1] // 2:]))
+  num_episodes = violation.shape[1]
+  out["at_episodes"] = {
+      str(k): {field: {"mean": float(np.mean(np.asarray(getattr(reg, field))[:, k - 1])),
+                       "sd": float(np.std(np.asarray(getattr(reg, field))[:, k - 1], ddof=1))
+                       if violation.shape[0] > 1 else 0.0}
+               for field in ("absolute_cost", "strong_constraint", "strong_cost")}
+      for k in REPORT_EPISODES if k <= num_episodes}
+  tail = slice(num_episodes - max(1, num_episodes // 10), num_episodes)
+  out["late_values"] = {  # mean over the last tenth of the episodes, then over seeds
+      "episodes": [tail.start + 1, num_episodes],
+      "cost_value": _mean_sd(logs["cost_value"][:, tail].mean(1)),
+      "constraint_values": [_mean_sd(logs["constraint_values"][:, tail, i].mean(1))
+                            for i in range(logs["constraint_values"].shape[-1])]}
   out["seconds"] = seconds
   return out, {f: np.asarray(getattr(reg, f)) for f in reg._fields}
 
@@ -271,8 +296,16 @@ def parse_args(argv=None):
   p.add_argument("--max-chunks", type=int, default=None,
                  help="stop each agent after this many chunks (simulates an interruption)")
   p.add_argument("--seed", type=int, default=0, help="seed of the episode keys")
-  p.add_argument("--delta", type=float, default=0.1)
-  p.add_argument("--bonus-scale", type=float, default=0.1)
+  p.add_argument("--setting", default="paper", choices=oj.SETTINGS,
+                 help="what the agents know and their confidence convention: 'paper' (learned"
+                      " costs, counts per step, all next states possible, log(6SAHK/delta),"
+                      " delta 0.1) or 'bura2022' (Bura et al. 2022's experiments: known costs"
+                      " and next-state support, counts pooled over steps, log(6S^2HK/delta),"
+                      " delta 0.01)")
+  p.add_argument("--delta", type=float, default=None, help="default: the setting's")
+  p.add_argument("--bonus-scale", type=float, default=None,
+                 help="multiplier of every radius; default 0.1 in the paper setting, 1.0 in"
+                      " bura2022 (the published radii)")
   p.add_argument("--pretrain", type=int, default=300, help="OptAug's K'")
   p.add_argument("--eta", default=100.0, type=common.parse_eta,
                  help="OptAug's eta: a positive float or 'paper' (needs --x64)")
@@ -296,11 +329,18 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = parse_args(argv)
+  if args.bonus_scale is None:
+    args.bonus_scale = DEFAULT_BONUS_SCALE[args.setting]
+  if args.delta is None:
+    args.delta = oj.Setting(log_factor=args.setting).resolved_delta
   if args.x64:
     jax.config.update("jax_enable_x64", True)
   names = args.agents
   os.makedirs(args.out, exist_ok=True)
-  config = {k: v for k, v in vars(args).items() if k not in ("resume", "max_chunks", "out")}
+  ignored = {"resume", "max_chunks", "out"}
+  if args.benchmark != "random":  # the size flags describe the random family only
+    ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
+  config = {k: v for k, v in vars(args).items() if k not in ignored}
   config.update(agents=",".join(names), eta=common.eta_flag(args.eta),
                 dual_eta=common.eta_flag(args.dual_eta))
   config_path = os.path.join(args.out, "config.json")
@@ -312,9 +352,10 @@ def main(argv=None):
   lp = oj.solve_lp(cmdp)
   record = common.run_config(config, bench, lp)
   record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
+  record["setting"] = oj.named_setting(args.setting, cmdp).describe()
   with open(config_path, "w") as f:
     json.dump(record, f, indent=2)
-  print(f"{args.benchmark}: S={cmdp.num_states} A={cmdp.num_actions} H={cmdp.horizon}"
+  print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions} H={cmdp.horizon}"
         f" I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
         f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}")
   keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)

@@ -103,3 +103,22 @@ def test_inner_solver_experiment_quick(tmp_path):
   # guaranteed (README: the cutting-plane method can stop short at eta >= 1e4).
   dual = [r for r in results if r["method"] == "dual" and r["constraints"] == 1]
   assert dual and all(r["dp_calls_to_1e-06"] is not None for r in dual)
+
+def test_cancellation_bura2022_setting_is_run_and_recorded(tmp_path):
+  import json
+  cancellation = _load("cancellation")
+  summary = cancellation.main(["--benchmark", "media_streaming", "--setting", "bura2022",
+                               "--agents", "optcmdp,optdual", "--seeds", "2", "--episodes",
+                               "100", "--chunk", "100", "--out", str(tmp_path)])
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert config["setting"] == {"name": "bura2022", "log_factor": "bura2022", "delta": 0.01,
+                               "stationary": True, "known_costs": True, "known_support": True}
+  assert config["arguments"]["bonus_scale"] == 1.0 and config["arguments"]["delta"] == 0.01
+  assert "states" not in config["arguments"]  # size flags belong to the random family
+  assert config["problem"]["states"] == 10 and config["problem"]["actions"] == 2
+  for name in ("optcmdp", "optdual"):
+    at = summary[name]["at_episodes"]
+    assert set(at) == {"100"}
+    assert at["100"]["absolute_cost"]["mean"] > 0
+    late = summary[name]["late_values"]
+    assert late["episodes"] == [91, 100] and 0 < late["cost_value"]["mean"] <= 10
