@@ -1,6 +1,7 @@
 """Every container of the library (NamedTuples of arrays), in one place."""
 
 from optaug_jax._src.agents.base import Agent, AgentState, PlanInfo
+from optaug_jax._src.agents.optdual import DualOptimizerState
 from optaug_jax._src.agents.optprimaldual import PrimalDualState
 from optaug_jax._src.benchmarks import Benchmark
 from optaug_jax._src.cmdp import CMDP
@@ -19,6 +20,7 @@ __all__ = (
     "Benchmark",
     "CMDP",
     "Counts",
+    "DualOptimizerState",
     "EpisodeLog",
     "ExtendedSolution",
     "InnerProblem",

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Callable, NamedTuple, Union
+
 import jax
 import jax.numpy as jnp
+import optax
 
-from .. import inner, planning, validation
+from .. import dual_optimizers, inner, planning, estimates, validation
 from .. import setting as setting_lib
 from . import base, registry
+
+DualOptimizer = Union[optax.GradientTransformation,
+                      Callable[[base.Schedule], optax.GradientTransformation]]
+
+
+class DualOptimizerState(NamedTuple):
+  """`AgentState` plus the state of the dual optimizer (`optdual(dual_optimizer=...)`)."""
+
+  counts: estimates.Counts
+  multipliers: jax.Array  # [I]
+  episode: jax.Array  # [] int
+  thresholds: jax.Array  # [I]
+  initial_state: jax.Array  # [] int
+  dual_state: Any  # the optax state of the multiplier update
 
 
 @registry.register_agent(
@@ -23,11 +41,20 @@ def optdual(
     slack: jax.typing.ArrayLike | None = None,
     rho: jax.typing.ArrayLike | None = None,
     fill: str = planning.DEFAULT_FILL,
+    dual_optimizer: DualOptimizer | None = None,
 ) -> base.Agent:
   """OptDual-CMDP: optimistic best response to the Lagrangian, projected dual ascent.
 
   Episode k solves the extended MDP with cost `c~_k + lambda_k^T d~_k` exactly (one
   extended DP) and sets `lambda_{k+1} = [lambda_k + eta (D~ q_k - alpha)]_+`, `lambda_1 = 0`.
+
+  With `dual_optimizer`, the multiplier step is an optax transformation of the gradient
+  `-(D~ q_k - alpha)`, projected on `lambda >= 0` (see `dual_optimizers`):
+  `dual_optimizer=optax.sgd(eta)` is the update above, `optax.optimistic_gradient_descent`
+  optimistic dual descent (ReLOAD), `pid_lagrangian` and `nupi` the Lagrangian controllers.
+  Pass either a transformation, or a callable `eta -> transformation` (e.g.
+  `optax.optimistic_gradient_descent` itself) that receives this agent's step: `eta`, or
+  the paper's constant when `eta is None`.
 
   Args:
     num_episodes: `K`.
@@ -42,39 +69,88 @@ def optdual(
       agent uses the bound `rho <= H / gamma` (the cost gap is at most H).
     rho: the paper's `rho = (V^pibar(c) - V*(c)) / gamma`, if known.
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
+    dual_optimizer: `None` (projected dual ascent with `eta`), an optax
+      `GradientTransformation`, or a callable `eta -> GradientTransformation`.
 
   Returns:
-    `Agent(init, plan, update)`.
+    `Agent(init, plan, update)`; with a `dual_optimizer` its state is a
+    `DualOptimizerState`.
   """
   validation.check_int("num_episodes", num_episodes, low=1)
   optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
                                    bonus_scale=bonus_scale, setting=setting)
   validation.check_choice("fill", fill, planning.FILL_METHODS)
-  if eta is None and slack is None and rho is None:
+  fixed = isinstance(dual_optimizer, optax.GradientTransformation)
+  if dual_optimizer is not None and not fixed and not callable(dual_optimizer):
+    raise ValueError("dual_optimizer: expected an optax GradientTransformation or a callable"
+                     f" eta -> GradientTransformation, got {dual_optimizer!r}")
+  if fixed and eta is not None:
+    raise ValueError("eta: the given dual_optimizer carries its own step size; pass eta"
+                     " only with a callable dual_optimizer (eta -> transformation)")
+  if not fixed and eta is None and slack is None and rho is None:
     raise ValueError("eta: the paper's step needs rho or the baseline's slack; pass one")
   validation.check_positive("slack", slack)
   validation.check_positive("rho", rho)
   validation.check_positive("eta", eta)
 
-  def plan(state: base.AgentState):
-    dtype = state.multipliers.dtype
-    num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
+  def step_size(horizon, num_constraints, count):
     if eta is None:
       rho_k = rho if rho is not None else horizon / slack
-      eta_k = jnp.sqrt(rho_k**2 / (horizon**2 * num_constraints * num_episodes))
-    else:
-      eta_k = base.as_schedule(eta)(state.episode)
-    eta_k = jnp.asarray(eta_k, dtype)
+      return jnp.sqrt(rho_k**2 / (horizon**2 * num_constraints * num_episodes))
+    return base.as_schedule(eta)(count)
+
+  def optimizer(horizon, num_constraints):
+    if isinstance(dual_optimizer, optax.GradientTransformation):
+      return dual_optimizer
+    lr = (step_size(horizon, num_constraints, 0) if eta is None or not callable(eta)
+          else eta)  # a schedule of the update count (= the episode index here)
+    return dual_optimizer(lr)
+
+  def plan(state):
+    dtype = state.multipliers.dtype
+    num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
     model = optimistic_model(state.counts)
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
     lmo = planning.extended_lmo(reward, model.lower, model.upper, state.initial_state,
                                 fill=fill)
     q = lmo.occupancy
-    multipliers = inner.dual_step(
-        q, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
+    if dual_optimizer is None:
+      eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
+      new_state = state._replace(multipliers=inner.dual_step(
+          q, model.constraint_costs, state.thresholds, state.multipliers, eta_k))
+    else:
+      violation = jnp.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
+      multipliers, dual_state = dual_optimizers.projected_dual_update(
+          optimizer(horizon, num_constraints), state.dual_state, state.multipliers,
+          violation)
+      new_state = state._replace(multipliers=multipliers, dual_state=dual_state)
     info = base.plan_info(model, q, fw_gap=jnp.zeros((), dtype),
                           pretraining=jnp.zeros((), bool))
     policy = jax.nn.one_hot(lmo.actions, q.shape[-1], dtype=dtype)
-    return policy, state._replace(multipliers=multipliers), info
+    return policy, new_state, info
 
-  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
+  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
+    state = base.init_state(thresholds, initial_state, num_states=num_states,
+                            num_actions=num_actions, horizon=horizon)
+    if dual_optimizer is None:
+      return state
+    transform = optimizer(horizon, state.multipliers.shape[0])
+    return DualOptimizerState(*state, dual_state=transform.init(state.multipliers))
+
+  return base.Agent(init=init, plan=plan, update=base.update_state)
+
+
+def _variant(name: str, dual_optimizer: Callable, summary: str) -> None:
+  """Registers OptDual with a fixed dual optimizer (a callable of OptDual's step `eta`)."""
+  registry.register_agent(name, problem_args=lambda b: {"slack": b.slack}, summary=summary)(
+      functools.partial(optdual, dual_optimizer=dual_optimizer))
+
+
+_variant("optdual_optimistic", optax.optimistic_gradient_descent,
+         "OptDual with optimistic dual descent (ReLOAD's multiplier update), step eta")
+_variant("pid_lagrangian",
+         lambda eta: dual_optimizers.pid_lagrangian(kp=eta, ki=eta, kd=0.0),
+         "OptDual with the PID Lagrangian of Stooke et al. 2020 (kp = ki = eta, kd = 0)")
+_variant("nupi_lagrangian", lambda eta: dual_optimizers.nupi(eta, kp=1.0, ki=1.0, nu=0.5),
+         "OptDual with the nu-PI multiplier update of Sohrabi et al. 2024 (lr eta, kp = ki = 1,"
+         " nu = 0.5)")

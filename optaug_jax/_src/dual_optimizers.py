@@ -1,0 +1,121 @@
+"""Multiplier updates as optax `GradientTransformation`s (for `optdual(dual_optimizer=...)`).
+
+The dual agents minimise `-(D~ q - alpha) . lambda` over `lambda >= 0`: the "gradient"
+they feed an optimizer is `-(D~ q_k - alpha)` (minus the optimistic violation), the
+optimizer's updates are added to `lambda`, and the result is projected on `lambda >= 0`
+(`optax.projections.projection_non_negative`). So `optax.sgd(eta)` is projected dual
+ascent (OptDual-CMDP), and `optax.optimistic_gradient_descent(eta)` is optimistic dual
+descent, the multiplier update of ReLOAD (Moskovitz et al. 2023). This module adds the two
+controllers of the Lagrangian-control literature:
+
+- `nupi`: the nu-PI controller of Sohrabi et al. (2024, "On PI controllers for updating
+  Lagrange multipliers in constrained optimization"), an incremental form;
+- `pid_lagrangian`: the PID Lagrangian of Stooke et al. (2020, "Responsive safety in
+  reinforcement learning by PID Lagrangian methods", Algorithm 2), a positional form.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from . import validation
+
+
+class NuPIState(NamedTuple):
+  """`xi`: the exponential moving average of the error (`xi_{-1} = 0`)."""
+
+  xi: optax.Updates
+
+
+def nupi(learning_rate: optax.ScalarOrSchedule, *, kp: float = 0.0, ki: float = 1.0,
+         nu: float = 0.0) -> optax.GradientTransformation:
+  """nu-PI (Sohrabi et al. 2024): `theta <- theta - lr (ki e_t + kp (xi_t - xi_{t-1}))`.
+
+  With the error `e_t` the incoming gradient and `xi_t = nu xi_{t-1} + (1 - nu) e_t`,
+  `xi_{-1} = 0` (their "zeros" initialisation: the first step is `-lr (ki + kp (1 - nu))
+  e_0`). `kp = 0` is gradient descent; `kp = ki = 1, nu = 0` is the optimistic gradient
+  method (`optax.optimistic_gradient_descent(lr)` up to its first step).
+
+  Args:
+    learning_rate: `lr`, a float or an optax schedule of the step count.
+    kp: proportional gain (>= 0).
+    ki: integral gain (>= 0).
+    nu: EMA coefficient of the error, in `[0, 1)`.
+
+  Returns:
+    An `optax.GradientTransformation`.
+  """
+  validation.check_real("nu", nu, low=0.0, high=1.0, high_open=True)
+  validation.check_real("kp", kp, low=0.0)
+  validation.check_real("ki", ki, low=0.0)
+
+  def init(params):
+    return NuPIState(xi=jax.tree.map(jnp.zeros_like, params))
+
+  def update(updates, state, params=None):
+    del params
+    xi = jax.tree.map(lambda x, e: nu * x + (1.0 - nu) * e, state.xi, updates)
+    step = jax.tree.map(lambda e, x_new, x: ki * e + kp * (x_new - x), updates, xi, state.xi)
+    return step, NuPIState(xi=xi)
+
+  return optax.chain(optax.GradientTransformation(init, update),
+                     optax.scale_by_learning_rate(learning_rate))
+
+
+class PIDState(NamedTuple):
+  """The PID Lagrangian's integral (kept >= 0) and the previous error."""
+
+  integral: optax.Updates
+  previous_error: optax.Updates
+
+
+def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTransformation:
+  """PID Lagrangian (Stooke et al. 2020, Algorithm 2) as a transformation of the multiplier.
+
+  With the error `e_k = -gradient` (the violation `D~ q_k - alpha` in `optdual`):
+  `I_k = [I_{k-1} + e_k]_+`, `lambda_{k+1} = [kp e_k + ki I_k + kd [e_k - e_{k-1}]_+]_+`
+  (`e_{-1} = 0`). It sets the multiplier rather than stepping it, so `update` needs the
+  current `params` and returns `lambda_{k+1} - lambda_k`. `kp = kd = 0` is projected dual
+  ascent with step `ki` from `lambda = 0`.
+
+  Args:
+    kp: proportional gain (>= 0).
+    ki: integral gain (>= 0).
+    kd: derivative gain (>= 0), on the rise of the error only.
+
+  Returns:
+    An `optax.GradientTransformation` (its `update` requires `params`).
+  """
+  for name, gain in (("kp", kp), ("ki", ki), ("kd", kd)):
+    validation.check_real(name, gain, low=0.0)  # skipped when traced
+
+  def init(params):
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return PIDState(integral=zeros, previous_error=zeros)
+
+  def update(updates, state, params=None):
+    if params is None:
+      raise ValueError("params: pid_lagrangian sets the multiplier, so update needs it")
+    error = jax.tree.map(jnp.negative, updates)
+    integral = jax.tree.map(lambda i, e: jnp.maximum(i + e, 0.0), state.integral, error)
+    target = jax.tree.map(
+        lambda e, i, e_prev: jnp.maximum(
+            kp * e + ki * i + kd * jnp.maximum(e - e_prev, 0.0), 0.0),
+        error, integral, state.previous_error)
+    step = jax.tree.map(lambda t, p: t - p, target, params)
+    return step, PIDState(integral=integral, previous_error=error)
+
+  return optax.GradientTransformation(init, update)
+
+
+def projected_dual_update(optimizer: optax.GradientTransformation, opt_state,
+                          multipliers: jax.Array, violation: jax.Array):
+  """One multiplier step: `lambda <- P_{>= 0}(lambda + updates(-violation))`."""
+  updates, opt_state = optimizer.update(-violation, opt_state, multipliers)
+  multipliers = optax.projections.projection_non_negative(
+      optax.apply_updates(multipliers, updates))
+  return multipliers, opt_state
