@@ -133,7 +133,8 @@ def load_experiment_module(name):
   return module
 
 
-def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, support):
+def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, support,
+                 horizon=None):
   """The transition box of Bura et al. (2022)'s public code, as loops (their mode-1 radii).
 
   Counts pooled over steps; p-hat uniform over the support for an unvisited (s, a);
@@ -142,16 +143,17 @@ def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, 
   support, `[0, 0]` off it. `states`: [episodes, H + 1]; `actions`: [episodes, H];
   `support`: [S, A, S'] bool. Returns `(lower, upper)` of shape [S, A, S'].
   """
-  horizon = len(actions[0])
+  horizon = len(actions[0]) if horizon is None else horizon
   n = np.zeros((num_states, num_actions))
   nt = np.zeros((num_states, num_actions, num_states))
   for ep_states, ep_actions in zip(states, actions):
-    for h in range(horizon):
+    for h in range(len(ep_actions)):
       n[ep_states[h], ep_actions[h]] += 1
       nt[ep_states[h], ep_actions[h], ep_states[h + 1]] += 1
   log_l = math.log(6 * num_states**2 * horizon * num_episodes / delta)
   lower = np.zeros((num_states, num_actions, num_states))
   upper = np.zeros((num_states, num_actions, num_states))
+  radius = np.zeros((num_states, num_actions, num_states))
   for s in range(num_states):
     for a in range(num_actions):
       succ = [s1 for s1 in range(num_states) if support[s, a, s1]]
@@ -164,4 +166,45 @@ def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, 
                      + 14 * log_l / (3 * n[s, a]), 1.0)
         lower[s, a, s1] = max(p_hat - beta, 0.0)
         upper[s, a, s1] = min(p_hat + beta, 1.0)
-  return lower, upper
+        radius[s, a, s1] = beta
+  return lower, upper, radius
+
+
+def constrained_extended_lp_value(cost, constraint_costs, lower, upper, initial_state,
+                                  thresholds):
+  """min_{z in Z} c . q(z) s.t. D q(z) <= alpha by HiGHS; None when infeasible."""
+  cost = np.asarray(cost, np.float64)
+  num_states = cost.shape[1]
+  a_eq, b_eq, a_ub, b_ub = extended_polytope(np.asarray(lower, np.float64),
+                                             np.asarray(upper, np.float64), initial_state)
+  expand = lambda x: np.repeat(np.asarray(x, np.float64)[..., None], num_states, -1).ravel()
+  rows = sp.csr_matrix(np.stack([expand(d) for d in constraint_costs]))
+  res = scipy.optimize.linprog(expand(cost), A_ub=sp.vstack([a_ub, rows]),
+                               b_ub=np.concatenate([b_ub, thresholds]), A_eq=a_eq, b_eq=b_eq,
+                               bounds=(0, None), method="highs")
+  return None if res.status == 2 else res.fun
+
+
+def occupancy_lp_value(transitions, cost, constraint_costs, thresholds, initial_state):
+  """min_q c . q s.t. D q <= alpha, q an occupancy of `transitions` (flow rows as loops)."""
+  p = np.asarray(transitions, np.float64)
+  horizon, num_states, num_actions, _ = p.shape
+  n = horizon * num_states * num_actions
+  index = lambda h, s, a: (h * num_states + s) * num_actions + a
+  rows, rhs = [], []
+  for h in range(horizon):
+    for s in range(num_states):
+      row = np.zeros(n)
+      for a in range(num_actions):
+        row[index(h, s, a)] = 1.0
+      if h > 0:
+        for s0 in range(num_states):
+          for a in range(num_actions):
+            row[index(h - 1, s0, a)] -= p[h - 1, s0, a, s]
+      rows.append(row)
+      rhs.append(1.0 if (h == 0 and s == initial_state) else 0.0)
+  d = np.asarray(constraint_costs, np.float64).reshape(len(thresholds), -1)
+  res = scipy.optimize.linprog(np.asarray(cost, np.float64).ravel(), A_ub=d, b_ub=thresholds,
+                               A_eq=np.array(rows), b_eq=np.array(rhs), bounds=(0, None),
+                               method="highs")
+  return None if res.status == 2 else res.fun

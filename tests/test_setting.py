@@ -42,7 +42,7 @@ def test_bura2022_box_matches_their_code_as_loops(media):
   model = oj.optimistic_model(counts, num_episodes=1000, setting=setting)
   support = np.asarray(cmdp.transitions[0]) > 0
   assert np.all((np.asarray(cmdp.transitions) > 0) == support)  # stationary support
-  lower, upper = ref.bura2022_box(np.asarray(trajs.states), np.asarray(trajs.actions),
+  lower, upper, _ = ref.bura2022_box(np.asarray(trajs.states), np.asarray(trajs.actions),
                                   cmdp.num_states, cmdp.num_actions, 1000, 0.01, support)
   visits = np.asarray(counts.visits).sum(0)
   assert 0 < (visits == 0).sum() < visits.size

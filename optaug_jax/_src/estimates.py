@@ -99,37 +99,32 @@ def empirical_means(counts: Counts):
           counts.transitions / n[..., None])
 
 
-def optimistic_model(
+class EmpiricalModel(NamedTuple):
+  """Point estimates and confidence radii of episode k (what the optimistic and the
+  pessimistic models of every agent are built from)."""
+
+  cost: jax.Array  # [H, S, A] c-bar (the known cost when the setting gives it)
+  constraint_costs: jax.Array  # [I, H, S, A] d-bar (or known)
+  transitions: jax.Array  # [H, S, A, S'] p-bar; a fixed point of the support where unvisited
+  cost_radius: jax.Array  # [H, S, A] beta^c of the objective cost (0 when known)
+  constraint_radius: jax.Array  # [H, S, A] beta^d of the constraint costs (0 when known)
+  transition_radius: jax.Array  # [H, S, A, S'] beta^p, at most 1; 1 where unvisited; 0 off
+  #                               the known support
+
+
+def empirical_model(
     counts: Counts,
     *,
     num_episodes: int,
     delta: jax.typing.ArrayLike | None = None,
     bonus_scale: jax.typing.ArrayLike = 1.0,
     setting: setting_lib.Setting | None = None,
-) -> OptimisticModel:
-  """Optimistic costs and the transition box of episode k (paper's eq. (opt-c)).
+) -> EmpiricalModel:
+  """Empirical means and the paper's confidence radii (arguments as `optimistic_model`).
 
-  `beta^p = 2 sqrt(p(1-p) L^p / n) + 14 L^p / (3 n)` (Bernstein),
+  `beta^p = min(2 sqrt(p(1-p) L^p / n) + 14 L^p / (3 n), 1)` (Bernstein),
   `beta^c = beta^d = sqrt(L / n)` (Hoeffding), both with `n v 1` and multiplied by
-  `bonus_scale` (1.0 = the paper). Costs are clipped at 0 (c >= 0, so optimism is kept);
-  the box is clipped to `[0, 1]`, and for never-visited `(h, s, a)` it is the whole simplex
-  (whatever `bonus_scale` is), so it is never empty.
-
-  `setting` (default: the paper's) may pool the counts over h (`stationary`), replace the
-  optimistic costs by known ones (no bonus), and restrict every box to a known support
-  (next states outside it get upper end 0; an unvisited pair's point estimate is uniform
-  over its support).
-
-  Args:
-    counts: `Counts` of the episodes so far.
-    num_episodes: `K`, the total number of episodes (enters the log factors).
-    delta: confidence parameter in `(0, 1)`; `None`: the setting's (`Setting.resolved_delta`,
-      0.1 for the paper's).
-    bonus_scale: multiplier of every radius.
-    setting: a `Setting`; `None` is the paper's.
-
-  Returns:
-    `OptimisticModel`.
+  `bonus_scale`; `beta^p = 1` for a never-visited `(h, s, a)` whatever `bonus_scale` is.
   """
   setting = setting_lib.resolve(setting)
   if delta is None:
@@ -147,8 +142,7 @@ def optimistic_model(
   beta_p = bonus_scale * (2.0 * jnp.sqrt(p_bar * (1.0 - p_bar) * log_p / n4)
                           + 14.0 * log_p / (3.0 * n4))
   visited = (counts.visits > 0)[..., None]
-  lower = jnp.where(visited, jnp.clip(p_bar - beta_p, 0.0, 1.0), 0.0)
-  upper = jnp.where(visited, jnp.clip(p_bar + beta_p, 0.0, 1.0), 1.0)
+  beta_p = jnp.where(visited, jnp.minimum(beta_p, 1.0), 1.0)
   dtype = p_bar.dtype
   if setting.support is None:
     # A point of the box for unvisited (h, s, a): all mass on next state 0.
@@ -156,23 +150,60 @@ def optimistic_model(
   else:
     support = _known(setting.support, "support", (horizon, num_states, num_actions,
                                                   num_states), bool)
-    lower = jnp.where(support, lower, 0.0)
-    upper = jnp.where(support, upper, 0.0)
+    beta_p = jnp.where(support, beta_p, 0.0)
     default = support / jnp.sum(support, axis=-1, keepdims=True).astype(dtype)
-  transitions = jnp.where(visited, p_bar, default)
-  cost = jnp.maximum(c_bar - beta_c, 0.0)
+  cost_radius = constraint_radius = beta_c
   if setting.cost is not None:
-    cost = _known(setting.cost, "cost", cost.shape, dtype)
-  constraint_costs = jnp.maximum(d_bar - beta_c, 0.0)
+    c_bar = _known(setting.cost, "cost", c_bar.shape, dtype)
+    cost_radius = jnp.zeros_like(beta_c)
   if setting.constraint_costs is not None:
-    constraint_costs = _known(setting.constraint_costs, "constraint_costs",
-                              constraint_costs.shape, dtype)
+    d_bar = _known(setting.constraint_costs, "constraint_costs", d_bar.shape, dtype)
+    constraint_radius = jnp.zeros_like(beta_c)
+  return EmpiricalModel(cost=c_bar, constraint_costs=d_bar,
+                        transitions=jnp.where(visited, p_bar, default), cost_radius=cost_radius,
+                        constraint_radius=constraint_radius, transition_radius=beta_p)
+
+
+def optimistic_model(
+    counts: Counts,
+    *,
+    num_episodes: int,
+    delta: jax.typing.ArrayLike | None = None,
+    bonus_scale: jax.typing.ArrayLike = 1.0,
+    setting: setting_lib.Setting | None = None,
+) -> OptimisticModel:
+  """Optimistic costs and the transition box of episode k (paper's eq. (opt-c)).
+
+  `beta^p = 2 sqrt(p(1-p) L^p / n) + 14 L^p / (3 n)` (Bernstein),
+  `beta^c = beta^d = sqrt(L / n)` (Hoeffding), both with `n v 1` and multiplied by
+  `bonus_scale` (1.0 = the paper); see `empirical_model`. Costs are clipped at 0 (c >= 0,
+  so optimism is kept); the box is clipped to `[0, 1]`, and for never-visited `(h, s, a)`
+  it is the whole simplex (whatever `bonus_scale` is), so it is never empty.
+
+  `setting` (default: the paper's) may pool the counts over h (`stationary`), replace the
+  optimistic costs by known ones (no bonus), and restrict every box to a known support
+  (next states outside it get upper end 0; an unvisited pair's point estimate is uniform
+  over its support).
+
+  Args:
+    counts: `Counts` of the episodes so far.
+    num_episodes: `K`, the total number of episodes (enters the log factors).
+    delta: confidence parameter in `(0, 1)`; `None`: the setting's (`Setting.resolved_delta`,
+      0.1 for the paper's).
+    bonus_scale: multiplier of every radius.
+    setting: a `Setting`; `None` is the paper's.
+
+  Returns:
+    `OptimisticModel`.
+  """
+  est = empirical_model(counts, num_episodes=num_episodes, delta=delta,
+                        bonus_scale=bonus_scale, setting=setting)
   return OptimisticModel(
-      cost=cost,
-      constraint_costs=constraint_costs,
-      lower=lower,
-      upper=upper,
-      transitions=transitions,
+      cost=jnp.maximum(est.cost - est.cost_radius, 0.0),
+      constraint_costs=jnp.maximum(est.constraint_costs - est.constraint_radius, 0.0),
+      lower=jnp.clip(est.transitions - est.transition_radius, 0.0, 1.0),
+      upper=jnp.clip(est.transitions + est.transition_radius, 0.0, 1.0),
+      transitions=est.transitions,
   )
 
 

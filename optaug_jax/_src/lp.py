@@ -92,6 +92,29 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   )
 
 
+def solve_occupancy_lp(transitions, cost, constraint_costs, thresholds, initial_state
+                       ) -> tuple[np.ndarray, bool]:
+  """`min c . q  s.t.  D q <= alpha`, q an occupancy measure of `transitions` (HiGHS).
+
+  Unlike `solve_lp`, takes any real costs (e.g. with bonuses) and reports infeasibility
+  instead of raising: the episode problem of OptPess-LP on its empirical model.
+
+  Returns:
+    `(q [H, S, A], feasible)`; `q` is all zeros when infeasible.
+  """
+  p = np.asarray(transitions, np.float64)
+  c, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
+  a_eq, b_eq = flow_constraints(p, int(initial_state))
+  res = scipy.optimize.linprog(c.ravel(), A_ub=d.reshape(d.shape[0], -1),
+                               b_ub=np.asarray(thresholds, np.float64), A_eq=a_eq, b_eq=b_eq,
+                               bounds=(0, None), method="highs")
+  if res.status == 2:
+    return np.zeros(c.shape), False
+  if res.status != 0:
+    raise RuntimeError(f"HiGHS failed: {res.message}")
+  return np.maximum(res.x, 0.0).reshape(c.shape), True
+
+
 def extended_polytope(lower: np.ndarray, upper: np.ndarray, initial_state: int):
   """Sparse constraints of the extended polytope Z (paper's Appendix C), z flattened
   `[H, S, A, S']`: `(A_eq, b_eq, A_box, b_box)` with `z >= 0` left to variable bounds.

@@ -124,9 +124,13 @@ def update_state(state: AgentState, trajectory: Trajectory) -> AgentState:
                         episode=state.episode + 1)
 
 
-def model_fn(*, num_episodes: int, delta, bonus_scale, setting
-             ) -> Callable[[estimates.Counts], estimates.OptimisticModel]:
-  """Checks the confidence arguments on the host; returns `counts -> optimistic model`.
+def model_fn(*, num_episodes: int, delta, bonus_scale, setting,
+             model: Callable[..., Any] = estimates.optimistic_model
+             ) -> Callable[[estimates.Counts], Any]:
+  """Checks the confidence arguments on the host; returns `counts -> model(counts, ...)`.
+
+  `model` is `estimates.optimistic_model` (default) or `estimates.empirical_model` (the
+  point estimates and radii, for agents that build pessimistic costs too).
 
   `delta=None` takes the setting's (`Setting.resolved_delta`: 0.1 for the paper's, 0.01 for
   Bura et al.'s); `setting=None` is the paper's. Every counting agent builds its model
@@ -136,11 +140,11 @@ def model_fn(*, num_episodes: int, delta, bonus_scale, setting
   delta = setting.resolved_delta if delta is None else delta
   validation.check_confidence(delta, bonus_scale)
 
-  def model(counts: estimates.Counts) -> estimates.OptimisticModel:
-    return estimates.optimistic_model(counts, num_episodes=num_episodes, delta=delta,
-                                      bonus_scale=bonus_scale, setting=setting)
+  def build(counts: estimates.Counts):
+    return model(counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
+                 setting=setting)
 
-  return model
+  return build
 
 
 def as_schedule(eta: Schedule) -> Callable[[jax.Array], jax.Array]:
