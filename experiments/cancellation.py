@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import json
 import os
 import sys
@@ -58,39 +57,15 @@ def agent_options(args) -> dict:
           "eta": {"optaug": args.eta, "optdual": args.dual_eta}}
 
 
-def _progress(name, done, total, started, seeds):
-  elapsed = time.perf_counter() - started
-  rate = done / max(elapsed, 1e-9)
-  eta_s = (total - done) / max(rate, 1e-9)
-  bar = "#" * int(30 * done / total)
-  sys.stdout.write(f"\r{name:13s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
-                   f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s ")
-  sys.stdout.flush()
-
-
-class CheckpointError(ValueError):
-  """A checkpoint that cannot be used for this run (the message says why and what to do)."""
-
-
-def _digest(arrays: dict) -> str:
-  """SHA-256 of the arrays (names, dtypes, shapes and bytes), in sorted order."""
-  h = hashlib.sha256()
-  for key in sorted(arrays):
-    x = np.ascontiguousarray(arrays[key])
-    h.update(f"{key}|{x.dtype.str}|{x.shape}|".encode())
-    h.update(x.tobytes())
-  return h.hexdigest()
+_progress = common.progress
+CheckpointError = common.CheckpointError
+_digest = common.digest
 
 
 def _save_checkpoint(path, identity, done, state, logs, seconds):
   """Writes state, logs and the run's identity atomically (temp file, then rename)."""
-  arrays = {f"state_{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))}
-  arrays.update({f"log_{k}": v for k, v in logs.items()})
-  arrays["done"] = np.asarray(done)
-  meta = {"identity": identity, "seconds": seconds, "digest": _digest(arrays)}
-  tmp = path + ".tmp.npz"
-  np.savez(tmp, meta=np.asarray(json.dumps(meta, sort_keys=True)), **arrays)
-  os.replace(tmp, path)
+  common.save_checkpoint(path, identity, done, state,
+                         {f"log_{k}": v for k, v in logs.items()}, seconds)
 
 
 def _load_checkpoint(path, identity, init_state, num_seeds, total):
@@ -101,44 +76,18 @@ def _load_checkpoint(path, identity, init_state, num_seeds, total):
   an episode count outside (0, total] or disagreeing with the log lengths or the state,
   shapes that do not match this run, and non-finite state.
   """
-  fix = "delete it, or run without --resume to start afresh"
-  try:
-    with np.load(path) as ck:
-      arrays = {k: ck[k] for k in ck.files}
-    meta = json.loads(str(arrays.pop("meta")))
-  except Exception as e:  # pylint: disable=broad-except  (zip, pickle, EOF, JSON, key)
-    raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}")
-  if meta.get("identity") != identity:
-    saved = meta.get("identity") or {}
-    diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
-    details = {k: (saved.get(k), identity.get(k)) for k in diff}
-    raise CheckpointError(f"{path}: belongs to another run; differing settings (saved, now):"
-                          f" {details}; {fix}")
-  if _digest(arrays) != meta.get("digest"):
-    raise CheckpointError(f"{path}: content does not match its digest (edited or corrupted);"
-                          f" {fix}")
-  done = int(arrays["done"])
-  leaves, treedef = jax.tree.flatten(init_state)
-  if not 0 < done <= total:
-    raise CheckpointError(f"{path}: records {done} episodes, outside (0, {total}]; {fix}")
-  logs = {f: arrays.get(f"log_{f}") for f in LOG_FIELDS}
-  for f, v in logs.items():
-    if v is None or v.shape[:2] != (num_seeds, done):
-      raise CheckpointError(f"{path}: log {f} has shape {None if v is None else v.shape},"
-                            f" expected ({num_seeds}, {done}, ...); {fix}")
-  state_leaves = []
-  for i, ref in enumerate(leaves):
-    x = arrays.get(f"state_{i}")
-    if x is None or x.shape != ref.shape or x.dtype != ref.dtype:
-      raise CheckpointError(f"{path}: state leaf {i} does not match this run's state; {fix}")
-    if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
-      raise CheckpointError(f"{path}: state leaf {i} holds NaN or inf; {fix}")
-    state_leaves.append(jnp.asarray(x))
-  state = jax.tree.unflatten(treedef, state_leaves)
-  if not np.all(np.asarray(state.episode) == done):
-    raise CheckpointError(f"{path}: the state is at episode {np.unique(state.episode)}, the"
-                          f" logs at {done}; {fix}")
-  return done, state, {f: [v] for f, v in logs.items()}, float(meta["seconds"])
+
+  def check_logs(arrays, done):
+    for f in LOG_FIELDS:
+      v = arrays.get(f"log_{f}")
+      if v is None or v.shape[:2] != (num_seeds, done):
+        return (f"log {f} has shape {None if v is None else v.shape}, expected"
+                f" ({num_seeds}, {done}, ...)")
+    return None
+
+  done, state, arrays, seconds = common.load_checkpoint(path, identity, init_state, total,
+                                                        check_logs)
+  return done, state, {f: [arrays[f"log_{f}"]] for f in LOG_FIELDS}, seconds
 
 
 def run_agent(name, agent, cmdp, keys, args, checkpoint, identity):

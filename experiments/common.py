@@ -8,10 +8,16 @@ the paper's schedule), and records what determines its numbers with `run_config`
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
+import json
+import os
 import platform
+import sys
+import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
@@ -100,3 +106,86 @@ def final_regrets(log, lp_value, thresholds) -> dict:
   reg = oj.regrets(log, lp_value, thresholds)
   return {field: float(np.mean(np.asarray(getattr(reg, field))[..., -1]))
           for field in reg._fields}
+
+
+def progress(name, done, total, started, seeds):
+  """One overwritten line: episodes done, rate and time left."""
+  elapsed = time.perf_counter() - started
+  rate = done / max(elapsed, 1e-9)
+  eta_s = (total - done) / max(rate, 1e-9)
+  bar = "#" * int(30 * done / total)
+  sys.stdout.write(f"\r{name:18s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
+                   f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s ")
+  sys.stdout.flush()
+
+
+class CheckpointError(ValueError):
+  """A checkpoint that cannot be used for this run (the message says why and what to do)."""
+
+
+def digest(arrays: dict) -> str:
+  """SHA-256 of the arrays (names, dtypes, shapes and bytes), in sorted order."""
+  h = hashlib.sha256()
+  for key in sorted(arrays):
+    x = np.ascontiguousarray(arrays[key])
+    h.update(f"{key}|{x.dtype.str}|{x.shape}|".encode())
+    h.update(x.tobytes())
+  return h.hexdigest()
+
+
+def save_checkpoint(path, identity, done, state, arrays, seconds):
+  """Writes the state's leaves, `arrays` and the run's identity atomically (temp, rename)."""
+  arrays = dict(arrays)
+  arrays.update({f"state_{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))})
+  arrays["done"] = np.asarray(done)
+  meta = {"identity": identity, "seconds": seconds, "digest": digest(arrays)}
+  tmp = path + ".tmp.npz"
+  np.savez(tmp, meta=np.asarray(json.dumps(meta, sort_keys=True)), **arrays)
+  os.replace(tmp, path)
+
+
+def load_checkpoint(path, identity, init_state, total, check_arrays):
+  """`(done, state, arrays, seconds)` from `path`, verified against this run.
+
+  Refuses with a `CheckpointError` naming the file: unreadable files, another run's
+  checkpoint (naming the settings that differ), content that does not match its digest,
+  an episode count outside (0, total], arrays that `check_arrays(arrays, done)` rejects
+  (it returns the reason, or None), state that does not match this run's shapes or holds
+  NaN or inf, or a state at another episode.
+  """
+  fix = "delete it, or run without --resume to start afresh"
+  try:
+    with np.load(path) as ck:
+      arrays = {k: ck[k] for k in ck.files}
+    meta = json.loads(str(arrays.pop("meta")))
+  except Exception as e:  # pylint: disable=broad-except  (zip, pickle, EOF, JSON, key)
+    raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}")
+  if meta.get("identity") != identity:
+    saved = meta.get("identity") or {}
+    diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
+    details = {k: (saved.get(k), identity.get(k)) for k in diff}
+    raise CheckpointError(f"{path}: belongs to another run; differing settings (saved, now):"
+                          f" {details}; {fix}")
+  if digest(arrays) != meta.get("digest"):
+    raise CheckpointError(f"{path}: content does not match its digest (edited or corrupted);"
+                          f" {fix}")
+  done = int(arrays["done"])
+  if not 0 < done <= total:
+    raise CheckpointError(f"{path}: records {done} episodes, outside (0, {total}]; {fix}")
+  problem = check_arrays(arrays, done)
+  if problem:
+    raise CheckpointError(f"{path}: {problem}; {fix}")
+  leaves, treedef = jax.tree.flatten(init_state)
+  state_leaves = []
+  for i, ref in enumerate(leaves):
+    x = arrays.get(f"state_{i}")
+    if x is None or x.shape != ref.shape or x.dtype != ref.dtype:
+      raise CheckpointError(f"{path}: state leaf {i} does not match this run's state; {fix}")
+    if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
+      raise CheckpointError(f"{path}: state leaf {i} holds NaN or inf; {fix}")
+    state_leaves.append(jnp.asarray(x))
+  state = jax.tree.unflatten(treedef, state_leaves)
+  if not np.all(np.asarray(state.episode) == done):
+    raise CheckpointError(f"{path}: the state is at episode {np.unique(state.episode)}, the"
+                          f" arrays at {done}; {fix}")
+  return done, state, arrays, float(meta["seconds"])
