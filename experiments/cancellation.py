@@ -229,8 +229,9 @@ def plot(curves, logs, thresholds, out):
   plt.close(fig)
 
 
-def parse_args(argv=None):
-  p = argparse.ArgumentParser(description=__doc__,
+def build_parser(description=__doc__) -> argparse.ArgumentParser:
+  """The flags of the experiment (shared with `headline.py`, which changes defaults)."""
+  p = argparse.ArgumentParser(description=description,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--benchmark", default="media_streaming",
                  choices=sorted(oj.benchmarks.BENCHMARKS))
@@ -273,26 +274,34 @@ def parse_args(argv=None):
   p.add_argument("--horizon", type=int, default=10)
   p.add_argument("--constraints", type=int, default=1)
   p.add_argument("--problem-seed", type=int, default=0)
-  return p.parse_args(argv)
+  return p
 
 
-def main(argv=None):
-  args = parse_args(argv)
+def resolve_defaults(args):
+  """Fills the setting-dependent defaults (`--delta`, `--bonus-scale`) in place."""
   if args.bonus_scale is None:
     args.bonus_scale = DEFAULT_BONUS_SCALE[args.setting]
   if args.delta is None:
     args.delta = oj.Setting(log_factor=args.setting).resolved_delta
+  return args
+
+
+def parse_args(argv=None):
+  return build_parser().parse_args(argv)
+
+
+def setup(args, script: str):
+  """Config, problem, LP optimum, seed keys and agents of a run; writes DIR/config.json and,
+  for a fresh run, clears DIR's old checkpoints. Shared with `headline.py`."""
   if args.x64:
     jax.config.update("jax_enable_x64", True)
-  names = args.agents
   os.makedirs(args.out, exist_ok=True)
   ignored = {"resume", "max_chunks", "out"}
   if args.benchmark != "random":  # the size flags describe the random family only
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
   config = {k: v for k, v in vars(args).items() if k not in ignored}
-  config.update(agents=",".join(names), eta=common.eta_flag(args.eta),
-                dual_eta=common.eta_flag(args.dual_eta))
-  config_path = os.path.join(args.out, "config.json")
+  config.update(agents=",".join(args.agents), eta=common.eta_flag(args.eta),
+                dual_eta=common.eta_flag(args.dual_eta), script=script)
   if not args.resume:  # a fresh run never leaves another run's checkpoints behind
     for stale in glob.glob(os.path.join(args.out, "checkpoint_*.npz*")):
       os.remove(stale)
@@ -302,14 +311,21 @@ def main(argv=None):
   record = common.run_config(config, bench, lp)
   record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
   record["setting"] = oj.named_setting(args.setting, cmdp).describe()
-  with open(config_path, "w") as f:
+  with open(os.path.join(args.out, "config.json"), "w") as f:
     json.dump(record, f, indent=2)
-  print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions} H={cmdp.horizon}"
-        f" I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
+  print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"
+        f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
         f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}")
   keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
-  agents = common.make_agents(names, bench, num_episodes=args.episodes,
+  agents = common.make_agents(args.agents, bench, num_episodes=args.episodes,
                               options=agent_options(args))
+  return config, record, bench, lp, keys, agents
+
+
+def main(argv=None):
+  args = resolve_defaults(parse_args(argv))
+  config, record, bench, lp, keys, agents = setup(args, "cancellation")
+  cmdp = bench.cmdp
   logs, curves, summary = {}, {}, {}
   for name, agent in agents.items():
     # What determines the numbers: every argument but the paths, the agent, the versions.

@@ -1,0 +1,360 @@
+"""The headline result: long runs over many seeds, against the theorem's prediction.
+
+The theory: OptAug-CMDP's per-episode constraint violation and cost gap shrink with the
+estimation error (like 1/sqrt(k)) and do not oscillate; a Lagrangian method with a plain
+dual step (OptDual-CMDP) keeps oscillating, so its strong regrets grow linearly. This
+script runs agents vmapped over seeds for many episodes with memory independent of the run
+length: each chunk's per-episode values are reduced on the host to per-seed running totals
+and to values at log-spaced "trace" episodes (plus the last `--tail` episodes in full).
+Checkpoints (`--resume`) carry the run's identity and a digest, as in cancellation.py.
+
+Writes DIR/config.json, DIR/trace.npz, DIR/summary.json (with a "columns" entry saying
+what each field is), DIR/headline.png and DIR/oscillation.png, and prints a table.
+
+  python experiments/headline.py --seeds 8 --episodes 3000            # ~1 min, 2 cores
+  python experiments/headline.py --out results/headline               # 64 seeds x 1e5
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+
+import optaug_jax as oj
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cancellation  # noqa: E402  (this directory's main experiment: flags and set-up)
+import common  # noqa: E402
+
+EPSILONS = (0.01, 0.05, 0.1)
+TOTALS = ("strong_cost", "weak_cost", "absolute_cost", "strong_constraint",
+          "weak_constraint", "worst_violation", "worst_positive_violation", "unsafe")
+SCALARS = ("strong_cost", "weak_cost", "absolute_cost", "worst_violation",
+           "worst_positive_violation")  # one column per seed
+COLUMNS = {
+    "episodes": "trace episodes t_j (1-based, log-spaced, always including K/2, 9K/10, K)",
+    "window_violation": "mean over the episodes (t_{j-1}, t_j] of max_i (V^pi_k(d_i) - alpha_i):"
+                        " mean over seeds and 95% interval (normal, over seeds)",
+    "window_positive_violation": "as window_violation, of [max_i (V^pi_k(d_i) - alpha_i)]_+",
+    "window_cost_gap": "as window_violation, of V^pi_k(c) - V*",
+    "window_unsafe": "fraction of (seed, episode) pairs in (t_{j-1}, t_j] with max_i violation"
+                     " > eps, per eps",
+    "late": "the same means over the last tenth of the episodes (9K/10, K]",
+    "fit": "least-squares fit of the seed-mean cumulative regret R(t_j) = a + b sqrt(t) + c t"
+           " over the trace episodes t >= K/100; c95: 95% bootstrap interval of c over seeds"
+           " (1000 resamples); a linear regret has c > 0, a sublinear one c near 0",
+    "final": "cumulative regrets at K: mean over seeds and 95% interval",
+    "multipliers_median": "median over seeds of lambda_i at the trace episodes, per constraint",
+    "seconds": "wall time of the agent's run (compile included)",
+}
+
+
+def trace_episodes(num_episodes: int, points: int) -> np.ndarray:
+  """Log-spaced 1-based episodes, with K/2, 9K/10 and K always among them."""
+  t = np.unique(np.round(np.logspace(0, np.log10(num_episodes), points)).astype(np.int64))
+  extra = [max(1, num_episodes // 2), max(1, (9 * num_episodes) // 10), num_episodes]
+  return np.unique(np.concatenate([t, extra]))
+
+
+def _empty_record(num_seeds, num_points, num_constraints, tail):
+  nan = lambda *shape: np.full(shape, np.nan)
+  rec = {f"total_{f}": np.zeros((num_seeds, num_constraints)) for f in TOTALS}
+  rec.update({f"trace_{f}": nan(num_seeds, num_points, num_constraints) for f in TOTALS})
+  rec["total_unsafe"] = np.zeros((num_seeds, len(EPSILONS)))
+  rec["trace_unsafe"] = nan(num_seeds, num_points, len(EPSILONS))
+  for f in SCALARS:
+    rec[f"total_{f}"] = np.zeros((num_seeds, 1))
+    rec[f"trace_{f}"] = nan(num_seeds, num_points, 1)
+  rec["trace_cost_value"] = nan(num_seeds, num_points)
+  rec["trace_constraint_values"] = nan(num_seeds, num_points, num_constraints)
+  rec["trace_multipliers"] = nan(num_seeds, num_points, num_constraints)
+  rec["tail_cost_value"] = nan(num_seeds, tail)
+  rec["tail_constraint_values"] = nan(num_seeds, tail, num_constraints)
+  rec["tail_multipliers"] = nan(num_seeds, tail, num_constraints)
+  return rec
+
+
+def reduce_chunk(rec, log, done, trace, lp_value, thresholds, num_episodes):
+  """Adds one chunk's per-episode values (`log`: [seeds, n, ...]) to `rec`, in place."""
+  cost = np.asarray(log.cost_value, np.float64)  # [S, n]
+  cons = np.asarray(log.constraint_values, np.float64)  # [S, n, I]
+  gap = (cost - lp_value)[..., None]  # [S, n, 1]
+  viol = cons - np.asarray(thresholds, np.float64)  # [S, n, I]
+  worst = viol.max(-1)
+  per_episode = {
+      "strong_cost": np.maximum(gap, 0.0), "weak_cost": gap, "absolute_cost": np.abs(gap),
+      "strong_constraint": np.maximum(viol, 0.0), "weak_constraint": viol,
+      "worst_violation": worst[..., None], "worst_positive_violation":
+          np.maximum(worst, 0.0)[..., None],
+      "unsafe": np.stack([worst > e for e in EPSILONS], -1).astype(np.float64)}
+  n = cost.shape[1]
+  in_chunk = (trace > done) & (trace <= done + n)
+  idx = trace[in_chunk] - done - 1
+  for f, v in per_episode.items():
+    running = rec[f"total_{f}"][:, None] + np.cumsum(v, axis=1)
+    rec[f"trace_{f}"][:, in_chunk] = running[:, idx]
+    rec[f"total_{f}"] = running[:, -1]
+  rec["trace_cost_value"][:, in_chunk] = cost[:, idx]
+  rec["trace_constraint_values"][:, in_chunk] = cons[:, idx]
+  rec["trace_multipliers"][:, in_chunk] = np.asarray(log.multipliers, np.float64)[:, idx]
+  tail = rec["tail_cost_value"].shape[1]
+  first = num_episodes - tail  # 0-based index of the first tail episode
+  lo, hi = max(first, done), done + n
+  if lo < hi:
+    rec["tail_cost_value"][:, lo - first:hi - first] = cost[:, lo - done:hi - done]
+    rec["tail_constraint_values"][:, lo - first:hi - first] = cons[:, lo - done:hi - done]
+    rec["tail_multipliers"][:, lo - first:hi - first] = np.asarray(
+        log.multipliers, np.float64)[:, lo - done:hi - done]
+
+
+def run_agent(name, agent, cmdp, keys, args, lp_value, identity):
+  """Chunked vmapped run reduced on the host; returns (record, seconds) or (None, s)."""
+  k_total, chunk = args.episodes, args.chunk
+  trace = trace_episodes(k_total, args.trace_points)
+  tail = min(args.tail, k_total)
+  num_seeds, num_constraints = keys.shape[0], cmdp.num_constraints
+  rec = _empty_record(num_seeds, len(trace), num_constraints, tail)
+  init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
+  state, done, seconds = init, 0, 0.0
+  path = os.path.join(args.out, f"checkpoint_{name}.npz")
+  if args.resume and os.path.exists(path):
+
+    def check(arrays, done):
+      for key, ref in rec.items():
+        if key not in arrays or arrays[key].shape != ref.shape:
+          return f"array {key} missing or of another shape"
+      reached = trace <= done
+      if (np.isnan(arrays["trace_cost_value"][:, reached]).any()
+          or not np.isnan(arrays["trace_cost_value"][:, ~reached]).all()):
+        return f"its trace does not stop at episode {done}"
+      return None
+
+    done, state, arrays, seconds = common.load_checkpoint(path, identity, init, k_total, check)
+    rec = {k: arrays[k] for k in rec}
+    print(f"{name}: resuming at episode {done} of {k_total}")
+  compiled = {}
+  started = time.perf_counter() - seconds
+  chunks = 0
+  while done < k_total:
+    if args.max_chunks is not None and chunks >= args.max_chunks:
+      print(f"\n{name}: stopped after {chunks} chunks (--max-chunks); use --resume")
+      return None, seconds
+    n = min(chunk, k_total - done)
+    if n not in compiled:
+      compiled[n] = jax.jit(jax.vmap(
+          lambda key, st, n=n: oj.run(agent, key, cmdp, num_episodes=n, state=st)),
+          donate_argnums=1)
+    state, log = compiled[n](keys, state)
+    reduce_chunk(rec, jax.device_get(log), done, trace, lp_value, cmdp.thresholds, k_total)
+    done += n
+    chunks += 1
+    seconds = time.perf_counter() - started
+    common.save_checkpoint(path, identity, done, state, rec, seconds)
+    common.progress(name, done, k_total, started, num_seeds)
+  sys.stdout.write("\n")
+  return rec, seconds
+
+
+def _mean_ci(x, axis=0):
+  x = np.asarray(x, np.float64)
+  mean = x.mean(axis)
+  half = 1.96 * x.std(axis, ddof=1) / np.sqrt(x.shape[axis]) if x.shape[axis] > 1 else 0 * mean
+  return mean, mean - half, mean + half
+
+
+def _as_dict(mean, lo, hi):
+  return {"mean": np.asarray(mean).tolist(), "ci95": [np.asarray(lo).tolist(),
+                                                      np.asarray(hi).tolist()]}
+
+
+def windows(rec, trace, field, column=0):
+  """Per-seed means over the windows (t_{j-1}, t_j] of a per-episode quantity `field`."""
+  cum = rec[f"trace_{field}"][..., column]
+  lengths = np.diff(np.concatenate([[0], trace]))
+  return np.diff(np.concatenate([np.zeros((cum.shape[0], 1)), cum], 1), axis=1) / lengths
+
+
+def fit_regret(curves, trace, num_episodes, rng):
+  """Least squares R(t) = a + b sqrt(t) + c t on the seed mean; bootstrap interval of c."""
+  use = trace >= max(1, num_episodes // 100)
+  t = trace[use].astype(np.float64)
+  basis = np.stack([np.ones_like(t), np.sqrt(t), t], 1)
+
+  def fit(y):
+    return np.linalg.lstsq(basis, y, rcond=None)[0]
+
+  coef = fit(curves[:, use].mean(0))
+  boot = np.array([fit(curves[rng.integers(0, len(curves), len(curves))][:, use].mean(0))[2]
+                   for _ in range(1000)])
+  return {"a": float(coef[0]), "b": float(coef[1]), "c": float(coef[2]),
+          "c95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+          "fit_from_episode": int(t[0])}
+
+
+def summarise(rec, trace, num_episodes, seconds):
+  rng = np.random.default_rng(0)
+  out = {"episodes": trace.tolist()}
+  # Windows use the per-episode worst constraint; the paper's constraint regrets are the
+  # max over constraints of the per-constraint sums.
+  viol_w = windows(rec, trace, "worst_violation")
+  pos_w = windows(rec, trace, "worst_positive_violation")
+  gap_w = windows(rec, trace, "weak_cost")
+  out["window_violation"] = _as_dict(*_mean_ci(viol_w))
+  out["window_positive_violation"] = _as_dict(*_mean_ci(pos_w))
+  out["window_cost_gap"] = _as_dict(*_mean_ci(gap_w))
+  unsafe = {str(e): windows(rec, trace, "unsafe", j).mean(0).tolist()
+            for j, e in enumerate(EPSILONS)}
+  out["window_unsafe"] = unsafe
+  late_start = int(np.searchsorted(trace, (9 * num_episodes) // 10))
+  span = num_episodes - trace[late_start]
+
+  def late(field, column=0):
+    cum = rec[f"trace_{field}"][..., column]
+    return _as_dict(*_mean_ci((cum[:, -1] - cum[:, late_start]) / max(span, 1)))
+
+  out["late"] = {"episodes": [int(trace[late_start]) + 1, num_episodes],
+                 "violation": late("worst_violation"),
+                 "positive_violation": late("worst_positive_violation"),
+                 "cost_gap": late("weak_cost"),
+                 "unsafe": {str(e): late("unsafe", j)["mean"] for j, e in enumerate(EPSILONS)}}
+  out["fit"] = {f: fit_regret(rec[f"trace_{f}"].max(-1), trace, num_episodes, rng)
+                for f in ("strong_constraint", "strong_cost", "absolute_cost")}
+  out["final"] = {f: _as_dict(*_mean_ci(rec[f"total_{f}"].max(-1)))
+                  for f in ("strong_constraint", "weak_constraint", "strong_cost",
+                            "weak_cost", "absolute_cost")}
+  out["multipliers_median"] = np.median(rec["trace_multipliers"], 0).T.tolist()
+  out["seconds"] = seconds
+  return out
+
+
+def plot(summaries, records, trace, thresholds, out, title):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  num_constraints = len(np.asarray(thresholds))
+  fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+  colors = {n: f"C{i}" for i, n in enumerate(summaries)}
+  t = trace
+  for name, s in summaries.items():
+    c = colors[name]
+    for ax, key in ((axes[0, 0], "window_violation"), (axes[0, 1], "window_positive_violation"),
+                    (axes[0, 2], "window_cost_gap")):
+      mean, (lo, hi) = np.array(s[key]["mean"]), map(np.array, s[key]["ci95"])
+      ax.plot(t, mean, color=c, label=name)
+      ax.fill_between(t, lo, hi, color=c, alpha=0.2, lw=0)
+    axes[1, 0].plot(t, s["window_unsafe"]["0.05"], color=c, label=name)
+    cum = records[name]["trace_strong_constraint"].max(-1).mean(0)
+    axes[1, 1].plot(t, cum, color=c, label=f"{name}")
+    fit = s["fit"]["strong_constraint"]
+    tt = t[t >= fit["fit_from_episode"]].astype(float)
+    axes[1, 1].plot(tt, fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt, color=c, ls="--",
+                    lw=0.9)
+    for i in range(num_constraints):
+      med = np.median(records[name]["trace_multipliers"][..., i], 0)
+      axes[1, 2].plot(t, med, color=c, ls=["-", ":", "-."][i % 3],
+                      label=name if num_constraints == 1 else f"{name}, lambda_{i + 1}")
+  ref_name = next(iter(summaries))
+  pos = np.array(summaries[ref_name]["window_positive_violation"]["mean"])
+  anchor = np.searchsorted(t, max(10, t[-1] // 100))
+  if anchor < len(t) and pos[anchor] > 0:
+    axes[0, 1].plot(t[anchor:], pos[anchor] * np.sqrt(t[anchor] / t[anchor:]), "k:",
+                    label="1/sqrt(k) reference")
+  axes[0, 0].axhline(0, color="k", lw=0.6)
+  axes[0, 2].axhline(0, color="k", lw=0.6)
+  labels = [
+      (axes[0, 0], "mean V(d) - alpha over episode window", "symlog"),
+      (axes[0, 1], "mean [V(d) - alpha]+ over episode window", "log"),
+      (axes[0, 2], "mean V(c) - V* over episode window", "symlog"),
+      (axes[1, 0], "fraction of seed-episodes with violation > 0.05", "linear"),
+      (axes[1, 1], "cumulative strong constraint regret\n(dashed: fit a + b sqrt(K) + c K)",
+       "linear"),
+      (axes[1, 2], "multiplier lambda (median over seeds)", "linear"),
+  ]
+  for ax, ylabel, yscale in labels:
+    ax.set_xscale("linear" if ax is axes[1, 1] else "log")
+    if yscale == "symlog":
+      ax.set_yscale("symlog", linthresh=1e-2)
+    elif yscale == "log":
+      ax.set_yscale("log")
+    ax.set_xlabel("episode k" if ax is axes[1, 1] else "episode k (log scale)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both", lw=0.4)
+    ax.legend(fontsize=8)
+  fig.suptitle(title + " (bands: 95% interval over seeds)")
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, "headline.png"), dpi=110)
+  plt.close(fig)
+
+  fig, axes = plt.subplots(1, len(records), figsize=(4.5 * len(records), 3.6), squeeze=False)
+  for ax, (name, rec) in zip(axes[0], records.items()):
+    gap = rec["tail_constraint_values"] - np.asarray(thresholds)
+    k = np.arange(trace[-1] - gap.shape[1], trace[-1]) + 1
+    for s in range(min(3, gap.shape[0])):
+      ax.plot(k, gap[s].max(-1), lw=0.8, label=f"seed {s}")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_title(name)
+    ax.set_xlabel("episode k")
+    ax.set_ylabel("V(d) - alpha (per episode)")
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, "oscillation.png"), dpi=110)
+  plt.close(fig)
+
+
+def print_table(summaries, args):
+  print(f"\nK = {args.episodes} episodes, {args.seeds} seeds. Late: episodes"
+        f" ({(9 * args.episodes) // 10}, {args.episodes}], mean [95% CI] over seeds; c: linear"
+        " coefficient of the fit R = a + b sqrt(K) + c K [95% bootstrap interval]")
+  print(f"{'agent':20s} {'late V(d)-alpha':>24s} {'late V(c)-V*':>24s} {'late >0.05':>10s}"
+        f" {'c, strong constr':>26s} {'c, strong cost':>26s} {'time':>7s}")
+  f3 = lambda d: f"{d['mean']:8.4f} [{d['ci95'][0]:7.4f},{d['ci95'][1]:7.4f}]"
+  fc = lambda d: f"{d['c']:8.4f} [{d['c95'][0]:7.4f},{d['c95'][1]:7.4f}]"
+  for name, s in summaries.items():
+    print(f"{name:20s} {f3(s['late']['violation']):>24s} {f3(s['late']['cost_gap']):>24s}"
+          f" {s['late']['unsafe']['0.05']:10.3f} {fc(s['fit']['strong_constraint']):>26s}"
+          f" {fc(s['fit']['strong_cost']):>26s} {s['seconds']:6.0f}s")
+
+
+def parse_args(argv=None):
+  p = cancellation.build_parser(__doc__)
+  p.set_defaults(agents=["optaug", "optdual", "optdual_optimistic", "pid_lagrangian",
+                         "nupi_lagrangian"],
+                 seeds=64, episodes=100_000, chunk=2500, out="results/headline")
+  p.add_argument("--trace-points", type=int, default=160,
+                 help="log-spaced episodes at which values and totals are kept")
+  p.add_argument("--tail", type=int, default=300, help="last episodes kept in full")
+  return p.parse_args(argv)
+
+
+def main(argv=None):
+  args = cancellation.resolve_defaults(parse_args(argv))
+  config, record, bench, lp, keys, agents = cancellation.setup(args, "headline")
+  cmdp = bench.cmdp
+  trace = trace_episodes(args.episodes, args.trace_points)
+  summaries, records = {}, {}
+  for name, agent in agents.items():
+    identity = {**config, "agent": name, "versions": record["versions"]}
+    rec, seconds = run_agent(name, agent, cmdp, keys, args, lp.value, identity)
+    if rec is None:
+      return None
+    records[name] = rec
+    summaries[name] = summarise(rec, trace, args.episodes, seconds)
+  np.savez_compressed(os.path.join(args.out, "trace.npz"), trace=trace,
+                      **{f"{n}/{k}": v for n, r in records.items() for k, v in r.items()})
+  with open(os.path.join(args.out, "summary.json"), "w") as f:
+    json.dump({"columns": COLUMNS, "agents": summaries}, f, indent=2)
+  title = (f"{args.benchmark}, {args.setting} setting: {args.seeds} seeds x {args.episodes}"
+           f" episodes")
+  plot(summaries, records, trace, cmdp.thresholds, args.out, title)
+  print_table(summaries, args)
+  return summaries
+
+
+if __name__ == "__main__":
+  main()
