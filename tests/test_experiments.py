@@ -122,3 +122,61 @@ def test_cancellation_bura2022_setting_is_run_and_recorded(tmp_path):
     assert at["100"]["absolute_cost"]["mean"] > 0
     late = summary[name]["late_values"]
     assert late["episodes"] == [91, 100] and 0 < late["cost_value"]["mean"] <= 10
+
+
+def _headline_args(out, *extra):
+  return ["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon", "3",
+          "--seeds", "3", "--episodes", "60", "--chunk", "25", "--pretrain", "5",
+          "--agents", "optaug,optdual", "--trace-points", "12", "--tail", "30",
+          "--out", str(out), *extra]
+
+
+@pytest.mark.slow
+def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
+  """The host reduction (running totals, trace, tail) against `oj.regrets` of a full-log
+  run of the same agent and keys; an interrupted run resumed gives the same arrays."""
+  import jax
+  import numpy as np
+  import optaug_jax as oj
+  headline = _load("headline")
+  summary = headline.main(_headline_args(tmp_path / "full"))
+  assert set(summary) == {"optaug", "optdual"}
+  data = np.load(tmp_path / "full" / "trace.npz")
+  trace = data["trace"]
+  assert trace[-1] == 60 and {30, 54} <= set(trace.tolist())
+  # Independent: the cancellation experiment's full logs of the same run.
+  cancellation = _load("cancellation")
+  cancellation.main(["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon",
+                     "3", "--seeds", "3", "--episodes", "60", "--chunk", "60", "--pretrain",
+                     "5", "--agents", "optaug,optdual", "--out", str(tmp_path / "ref")])
+  ref = np.load(tmp_path / "ref" / "results.npz")
+  config = json.loads((tmp_path / "full" / "config.json").read_text())
+  lp_value, alpha = config["problem"]["lp_value"], np.array(config["problem"]["thresholds"])
+  for name in ("optaug", "optdual"):
+    log = oj.EpisodeLog(cost_value=jax.numpy.asarray(ref[f"{name}/cost_value"]),
+                        constraint_values=jax.numpy.asarray(ref[f"{name}/constraint_values"]),
+                        optimistic_cost_value=None, optimistic_constraint_values=None,
+                        multipliers=None, fw_gap=None, pretraining=None, sampled_cost=None,
+                        sampled_constraint_costs=None)
+    reg = oj.regrets(log, lp_value, alpha)
+    idx = trace - 1
+    np.testing.assert_allclose(data[f"{name}/trace_strong_constraint"].max(-1),
+                               np.asarray(reg.strong_constraint)[:, idx], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(data[f"{name}/trace_absolute_cost"][..., 0],
+                               np.asarray(reg.absolute_cost)[:, idx], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(data[f"{name}/tail_constraint_values"],
+                                  ref[f"{name}/constraint_values"][:, -30:])
+    late = (ref[f"{name}/constraint_values"][:, 54:, 0] - alpha[0]).mean(1).mean()
+    assert abs(summary[name]["late"]["violation"]["mean"] - late) < 1e-5
+  saved = json.loads((tmp_path / "full" / "summary.json").read_text())
+  assert set(saved["columns"]) >= {"window_violation", "fit", "late"}
+  for f in ("headline.png", "oscillation.png"):
+    assert (tmp_path / "full" / f).exists()
+  # Interrupted after one chunk, then resumed: identical arrays.
+  assert headline.main(_headline_args(tmp_path / "cut", "--max-chunks", "1")) is None
+  headline.main(_headline_args(tmp_path / "cut", "--resume"))
+  cut = np.load(tmp_path / "cut" / "trace.npz")
+  for key in data.files:
+    np.testing.assert_array_equal(cut[key], data[key], err_msg=key)
+  with pytest.raises(ValueError, match="belongs to another run"):
+    headline.main(_headline_args(tmp_path / "cut", "--resume", "--eta", "5"))
