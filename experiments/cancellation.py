@@ -183,6 +183,25 @@ def summarise(logs, lp_value, thresholds, seconds):
   return out, {f: np.asarray(getattr(reg, f)) for f in reg._fields}
 
 
+SUMMARY_COLUMNS = {
+    "strong_cost": "sum_k [V^pi_k(c) - V*]_+ at K: mean over seeds and 95% interval",
+    "weak_cost": "sum_k (V^pi_k(c) - V*) at K (signed: below V* counts negative)",
+    "absolute_cost": "sum_k |V^pi_k(c) - V*| at K (Bura et al. 2022's objective regret)",
+    "strong_constraint": "max_i sum_k [V^pi_k(d_i) - alpha_i]_+ at K",
+    "weak_constraint": "max_i sum_k (V^pi_k(d_i) - alpha_i) at K (signed)",
+    "*_slope": "log-log slope of the seed-mean cumulative regret over the second half of the"
+               " run (1 = linear growth; a constant per-episode regret can read lower when the"
+               " first half's regret is large: see headline.py's fits for a better test)",
+    "unsafe_fraction": "fraction of (seed, episode) pairs with max_i (V(d_i) - alpha_i) > eps",
+    "unsafe_fraction_second_half": "the same over the second half of the episodes",
+    "mean_fw_gap_second_half": "mean certificate of OptAug's inner solve, second half",
+    "at_episodes": "regrets at k = 100, 300, 1000, ...: mean and sd over seeds",
+    "late_values": "V(c) and V(d_i) averaged over the last tenth of the episodes, then mean"
+                   " and sd over seeds",
+    "seconds": "wall time of the agent's run (compile and checkpoints included)",
+}
+
+
 def plot(curves, logs, thresholds, out):
   import matplotlib
   matplotlib.use("Agg")
@@ -197,33 +216,44 @@ def plot(curves, logs, thresholds, out):
       ax.plot(k, mean, label=name)
       ax.fill_between(k, mean - half, mean + half, alpha=0.25)
       ax.set_title(field.replace("_", " ") + " regret (cumulative)")
-      ax.set_xlabel("episode")
-  axes[0, 0].legend()
+      ax.set_xlabel("episode k")
+      ax.set_ylabel("cumulative regret (mean over seeds, 95% band)")
+  for ax in axes.ravel():
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, lw=0.4)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "regrets.png"), dpi=110)
   plt.close(fig)
 
-  fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 3.5), squeeze=False)
+  fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 3.6), squeeze=False)
   for ax, (name, lg) in zip(axes[0], logs.items()):
     gap = lg["constraint_values"] - np.asarray(thresholds)  # [seeds, K, I]
     last = slice(max(0, gap.shape[1] - 200), gap.shape[1])
-    k = np.arange(gap.shape[1])[last]
+    k = np.arange(gap.shape[1])[last] + 1
     for s in range(min(3, gap.shape[0])):
-      ax.plot(k, gap[s, last].max(-1), lw=0.8)
+      ax.plot(k, gap[s, last].max(-1), lw=0.8, label=f"seed {s}")
     ax.axhline(0, color="k", lw=0.6)
-    ax.set_title(f"{name}: V(d) - alpha, last episodes")
-    ax.set_xlabel("episode")
+    ax.set_title(f"{name}: last {k.size} episodes")
+    ax.set_xlabel("episode k")
+    ax.set_ylabel("max_i V(d_i) - alpha_i (per episode)")
+    ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "oscillation.png"), dpi=110)
   plt.close(fig)
 
-  fig, ax = plt.subplots(figsize=(6, 3.5))
-  for name, lg in logs.items():
-    ax.plot(lg["multipliers"].mean(0)[:, 0], label=name)
-  ax.set_xlabel("episode")
-  ax.set_ylabel("multiplier lambda_1 (mean over seeds)")
-  ax.set_yscale("symlog")
-  ax.legend()
+  num_constraints = next(iter(logs.values()))["multipliers"].shape[-1]
+  fig, axes = plt.subplots(1, num_constraints, figsize=(6 * num_constraints, 3.8),
+                           squeeze=False)
+  for i, ax in enumerate(axes[0]):
+    for name, lg in logs.items():
+      m = lg["multipliers"][..., i]
+      k = np.arange(1, m.shape[1] + 1)
+      ax.plot(k, np.median(m, 0), label=name)
+      ax.fill_between(k, np.percentile(m, 10, 0), np.percentile(m, 90, 0), alpha=0.2, lw=0)
+    ax.set_xlabel("episode k")
+    ax.set_ylabel(f"multiplier lambda_{i + 1} (median, 10-90% band)")
+    ax.grid(alpha=0.3, lw=0.4)
+    ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "multipliers.png"), dpi=110)
   plt.close(fig)
@@ -301,7 +331,7 @@ def setup(args, script: str):
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
   config = {k: v for k, v in vars(args).items() if k not in ignored}
   config.update(agents=",".join(args.agents), eta=common.eta_flag(args.eta),
-                dual_eta=common.eta_flag(args.dual_eta), script=script)
+                dual_eta=common.eta_flag(args.dual_eta))
   if not args.resume:  # a fresh run never leaves another run's checkpoints behind
     for stale in glob.glob(os.path.join(args.out, "checkpoint_*.npz*")):
       os.remove(stale)
@@ -309,6 +339,7 @@ def setup(args, script: str):
   cmdp = bench.cmdp
   lp = oj.solve_lp(cmdp)
   record = common.run_config(config, bench, lp)
+  record["script"] = script
   record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
   record["setting"] = oj.named_setting(args.setting, cmdp).describe()
   with open(os.path.join(args.out, "config.json"), "w") as f:
@@ -339,7 +370,7 @@ def main(argv=None):
   np.savez_compressed(os.path.join(args.out, "results.npz"),
                       **{f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()})
   with open(os.path.join(args.out, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2)
+    json.dump({"columns": SUMMARY_COLUMNS, "agents": summary}, f, indent=2)
   plot(curves, logs, cmdp.thresholds, args.out)
   print_table(summary, args)
   return summary
