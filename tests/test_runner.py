@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -151,3 +152,18 @@ def test_run_sharded_on_4_cpu_devices_in_a_subprocess():
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "sharded ok" in out.stdout
+
+
+def test_progress_reports_once_per_interval_under_vmap_and_changes_nothing(capfd):
+  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3)
+  agent = oj.optdual(20, eta=0.1)
+  keys = jax.random.split(jax.random.PRNGKey(1), 4)
+  quiet = jax.vmap(lambda k: oj.run(agent, k, m, num_episodes=20))(keys)
+  capfd.readouterr()
+  loud = jax.vmap(lambda k: oj.run(agent, k, m, num_episodes=20, progress=5))(keys)
+  jax.effects_barrier()
+  lines = [l for l in capfd.readouterr().out.splitlines() if l.startswith("run:")]
+  assert lines == [f"run: {k}/20 episodes" for k in (5, 10, 15, 20)]
+  chex.assert_trees_all_equal(quiet, loud)
+  with pytest.raises(ValueError, match="progress"):
+    oj.run(agent, keys[0], m, num_episodes=5, progress=0)

@@ -49,7 +49,12 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
   return state, log
 
 
-def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False):
+def _report(done, total):
+  print(f"run: {int(done)}/{total} episodes", flush=True)
+
+
+def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False,
+         progress=None):
   """Unjitted body of `run` (shared with `run_sharded`)."""
   assert_cmdp_shapes(cmdp)
   if check:
@@ -58,21 +63,26 @@ def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=Fa
   if state is None:
     state = init_agent(agent, cmdp)
 
-  def step(st, _):
+  def step(st, i):
     # Episode k's key is fold_in(key, k), made here: no [K] array of keys in memory.
-    return episode_step(agent, cmdp, st, jax.random.fold_in(key, st.episode))
+    out = episode_step(agent, cmdp, st, jax.random.fold_in(key, st.episode))
+    if progress:  # `i` counts this call's episodes: never batched, so one line per report
+      lax.cond((i + 1) % progress == 0,
+               lambda: jax.debug.callback(_report, i + 1, num_episodes), lambda: None)
+    return out
 
+  episodes = jnp.arange(num_episodes)
   if logs == "full":
-    return lax.scan(step, state, None, length=num_episodes)
+    return lax.scan(step, state, episodes)
 
-  def accumulate(carry, _):
+  def accumulate(carry, i):
     st, summary = carry
-    st, log = step(st, None)
+    st, log = step(st, i)
     return (st, summary.merge(summarize_episode(log, optimal_value, cmdp.thresholds))), None
 
   dtype = state.multipliers.dtype
   summary = RunSummary.zeros(cmdp.num_constraints, dtype)
-  (state, summary), _ = lax.scan(accumulate, (state, summary), None, length=num_episodes)
+  (state, summary), _ = lax.scan(accumulate, (state, summary), episodes)
   return state, summary
 
 
@@ -81,11 +91,12 @@ def _check_logs(logs):
     raise ValueError(f"logs: expected one of {_LOGS}, got {logs!r}")
 
 
-@functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check"))
+@functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check",
+                                             "progress"))
 def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
         state: AgentState | None = None, logs: str = "full",
-        optimal_value: jax.typing.ArrayLike = 0.0, check: bool = False
-        ) -> tuple[AgentState, EpisodeLog | RunSummary]:
+        optimal_value: jax.typing.ArrayLike = 0.0, check: bool = False,
+        progress: int | None = None) -> tuple[AgentState, EpisodeLog | RunSummary]:
   """Runs `agent` for `num_episodes` episodes in `cmdp` (jitted `lax.scan`).
 
   Episode `k` (0-based, counted from the start of learning) uses the key
@@ -108,14 +119,19 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
       `checkify`: call it as `oj.checked(lambda key, m: oj.run(agent, key, m,
       num_episodes=K, check=True))(key, cmdp)` to get a `ValueError` (host-side
       `validate_cmdp` checks more, for free).
+    progress: print `run: k/K episodes` every `progress` episodes from inside the compiled
+      run (`jax.debug.callback`; static). Under `vmap` one line per report, counted in
+      this call's episodes. `None` (default): silent.
 
   Returns:
     `(final state, EpisodeLog or RunSummary)`.
   """
   _check_logs(logs)
   validation.check_int("num_episodes", num_episodes, low=0)
+  if progress is not None:
+    validation.check_int("progress", progress, low=1)
   return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs,
-              check=check)
+              check=check, progress=progress)
 
 
 def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
