@@ -183,12 +183,15 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
 
 
 @pytest.mark.slow
-def test_readme_quick_start_snippet_prints_labelled_numbers(capsys):
+def test_readme_quick_start_snippet_prints_labelled_numbers():
+  """Run as a new user would (a fresh process: float32, no test configuration)."""
+  import subprocess
+  import sys
   readme = (EXPERIMENTS.parent / "README.md").read_text()
   start = readme.index("```python", readme.index("## Quick start")) + len("```python")
   code = readme[start:readme.index("```", start)]
-  exec(compile(code, "README quick start", "exec"), {})  # pylint: disable=exec-used
-  out = capsys.readouterr().out
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       check=True, timeout=600).stdout
   shown = readme[readme.index("It prints"):]
   shown = shown[shown.index("```") + 3:]
   shown = shown[:shown.index("```")].strip()
