@@ -14,11 +14,11 @@ figures, and prints a summary table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -46,15 +46,19 @@ def build_problem(args) -> oj.types.Benchmark:
 # --bonus-scale when not given: the main experiment's 0.1 in the paper's setting, the
 # published radii (1.0) in Bura et al.'s.
 DEFAULT_BONUS_SCALE = {"paper": 0.1, "bura2022": 1.0}
+# OptDual and its multiplier-update variants: `--dual-eta` is their step.
+DUAL_AGENTS = ("optdual", "optdual_optimistic", "pid_lagrangian", "nupi_lagrangian")
 REPORT_EPISODES = (100, 300, 1000, 3000, 10000, 30000, 100000)
 
 
 def agent_options(args) -> dict:
   """The flags as agent options (each agent takes those its factory accepts)."""
+  eta = {name: args.dual_eta for name in DUAL_AGENTS}
+  eta["optaug"] = args.eta
   return {"setting": args.setting, "delta": args.delta, "bonus_scale": args.bonus_scale,
-          "pretrain_episodes": args.pretrain, "nu": args.nu, "fw_iters": args.fw_iters,
-          "step_rule": args.step_rule, "inner_method": args.inner,
-          "eta": {"optaug": args.eta, "optdual": args.dual_eta}}
+          "pretrain_episodes": {"optaug": args.pretrain}, "nu": args.nu,
+          "fw_iters": args.fw_iters, "step_rule": args.step_rule, "inner_method": args.inner,
+          "eta": eta}
 
 
 _progress = common.progress
@@ -99,31 +103,21 @@ def run_agent(name, agent, cmdp, keys, args, checkpoint, identity):
     done, state, logs, seconds = _load_checkpoint(checkpoint, identity, init, keys.shape[0],
                                                   k_total)
     print(f"{name}: resuming at episode {done} of {k_total}")
-  run_chunk = {}  # compiled per chunk length
-  started = time.perf_counter() - seconds
-  chunks_run = 0
-  while done < k_total:
-    if args.max_chunks is not None and chunks_run >= args.max_chunks:
-      print(f"\n{name}: stopped after {chunks_run} chunks (--max-chunks); use --resume")
-      return None, seconds
-    n = min(chunk, k_total - done)
-    if n not in run_chunk:
-      run_chunk[n] = jax.jit(jax.vmap(
-          lambda key, st, n=n: oj.run(agent, key, cmdp, num_episodes=n, state=st)),
-          donate_argnums=1)
-    state, log = run_chunk[n](keys, state)
-    log = jax.device_get(log)
+
+  def consume(log, _):
     for f in LOG_FIELDS:
-      logs[f].append(np.asarray(getattr(log, f)))
-    done += n
-    chunks_run += 1
-    seconds = time.perf_counter() - started
-    merged = {f: np.concatenate(v, axis=1) for f, v in logs.items()}
-    logs = {f: [v] for f, v in merged.items()}
-    _save_checkpoint(checkpoint, identity, done, state, merged, seconds)
-    _progress(name, done, k_total, started, keys.shape[0])
-  sys.stdout.write("\n")
-  return {f: np.concatenate(v, axis=1) for f, v in logs.items()}, seconds
+      logs[f] = [np.concatenate(logs[f] + [np.asarray(getattr(log, f))], axis=1)]
+
+  def save(done, state, seconds):
+    _save_checkpoint(checkpoint, identity, done, state, {f: v[0] for f, v in logs.items()},
+                     seconds)
+
+  finished, seconds = common.run_chunks(
+      name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
+      max_chunks=args.max_chunks, seconds=seconds, consume=consume, save=save)
+  if not finished:
+    return None, seconds
+  return {f: v[0] for f, v in logs.items()}, seconds
 
 
 def _mean_ci(x):
@@ -296,7 +290,8 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
                  help="OptAug's inner solver: the exact 'dual' or the paper's 'frank_wolfe'"
                       " (--fw-iters steps of --step-rule)")
   p.add_argument("--dual-eta", default=None, type=common.parse_eta,
-                 help="OptDual's step: a positive float or 'paper' (default)")
+                 help="the step of OptDual and its variants (" + ", ".join(DUAL_AGENTS[1:])
+                      + "): a positive float or 'paper' (default)")
   p.add_argument("--x64", action="store_true", help="float64 (needed for eta='paper')")
   # random benchmark
   p.add_argument("--states", type=int, default=10)
@@ -341,7 +336,8 @@ def setup(args, script: str):
   record = common.run_config(config, bench, lp)
   record["script"] = script
   record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
-  record["setting"] = oj.named_setting(args.setting, cmdp).describe()
+  record["setting"] = dataclasses.replace(oj.named_setting(args.setting, cmdp),
+                                          delta=args.delta).describe()
   with open(os.path.join(args.out, "config.json"), "w") as f:
     json.dump(record, f, indent=2)
   print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"

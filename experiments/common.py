@@ -189,3 +189,32 @@ def load_checkpoint(path, identity, init_state, total, check_arrays):
     raise CheckpointError(f"{path}: the state is at episode {np.unique(state.episode)}, the"
                           f" arrays at {done}; {fix}")
   return done, state, arrays, float(meta["seconds"])
+
+
+def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks, seconds,
+               consume, save):
+  """Runs `agent` vmapped over `keys` from `state` (at episode `done`) to `total`, in
+  jitted chunks of `chunk` episodes: after each, `consume(log, done_before)` takes the
+  chunk's host log and `save(done, state, seconds)` checkpoints. Stops early after
+  `max_chunks` chunks (None: never). Returns `(finished, seconds)`."""
+  compiled = {}  # one compiled function per chunk length
+  started = time.perf_counter() - seconds
+  chunks = 0
+  while done < total:
+    if max_chunks is not None and chunks >= max_chunks:
+      print(f"\n{name}: stopped after {chunks} chunks (--max-chunks); use --resume")
+      return False, seconds
+    n = min(chunk, total - done)
+    if n not in compiled:
+      compiled[n] = jax.jit(jax.vmap(
+          lambda key, st, n=n: oj.run(agent, key, cmdp, num_episodes=n, state=st)),
+          donate_argnums=1)
+    state, log = compiled[n](keys, state)
+    consume(jax.device_get(log), done)
+    done += n
+    chunks += 1
+    seconds = time.perf_counter() - started
+    save(done, state, seconds)
+    progress(name, done, total, started, keys.shape[0])
+  sys.stdout.write("\n")
+  return True, seconds

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import jax
 import numpy as np
@@ -137,27 +136,16 @@ def run_agent(name, agent, cmdp, keys, args, lp_value, identity):
     done, state, arrays, seconds = common.load_checkpoint(path, identity, init, k_total, check)
     rec = {k: arrays[k] for k in rec}
     print(f"{name}: resuming at episode {done} of {k_total}")
-  compiled = {}
-  started = time.perf_counter() - seconds
-  chunks = 0
-  while done < k_total:
-    if args.max_chunks is not None and chunks >= args.max_chunks:
-      print(f"\n{name}: stopped after {chunks} chunks (--max-chunks); use --resume")
-      return None, seconds
-    n = min(chunk, k_total - done)
-    if n not in compiled:
-      compiled[n] = jax.jit(jax.vmap(
-          lambda key, st, n=n: oj.run(agent, key, cmdp, num_episodes=n, state=st)),
-          donate_argnums=1)
-    state, log = compiled[n](keys, state)
-    reduce_chunk(rec, jax.device_get(log), done, trace, lp_value, cmdp.thresholds, k_total)
-    done += n
-    chunks += 1
-    seconds = time.perf_counter() - started
-    common.save_checkpoint(path, identity, done, state, rec, seconds)
-    common.progress(name, done, k_total, started, num_seeds)
-  sys.stdout.write("\n")
-  return rec, seconds
+
+  def consume(log, done_before):
+    reduce_chunk(rec, log, done_before, trace, lp_value, cmdp.thresholds, k_total)
+
+  finished, seconds = common.run_chunks(
+      name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
+      max_chunks=args.max_chunks, seconds=seconds, consume=consume,
+      save=lambda done, state, seconds: common.save_checkpoint(path, identity, done, state,
+                                                               rec, seconds))
+  return (rec if finished else None), seconds
 
 
 def _mean_ci(x, axis=0):

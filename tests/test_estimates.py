@@ -170,3 +170,21 @@ def test_estimates_kernels_jit_vmap_parity():
     chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], upd))
     chex.assert_trees_all_close(oj.optimistic_model(single, num_episodes=10, delta=0.1),
                                 jax.tree.map(lambda x: x[j], mod), rtol=1e-12)
+
+
+def test_jitted_box_has_exact_zero_lower_ends_where_the_radius_is_capped():
+  """p-bar = 3 * (1/3) may round to 1 + 3e-8 under jit (XLA fuses the division into an
+  FMA); a capped radius (>= 1) must still give the lower end 0 exactly, as unjitted."""
+  h, s, a = 2, 3, 2
+  visits = np.full((h, s, a), 3.0)
+  trans = np.zeros((h, s, a, s))
+  trans[..., 1] = 3.0  # every observed transition went to state 1: p-bar = 1 there
+  counts = oj.types.Counts(jnp.asarray(visits, jnp.float32), jnp.asarray(trans, jnp.float32),
+                           jnp.zeros((h, s, a), jnp.float32),
+                           jnp.zeros((1, h, s, a), jnp.float32))
+  eager = oj.optimistic_model(counts, num_episodes=100, bonus_scale=0.1)
+  jitted = jax.jit(lambda c: oj.optimistic_model(c, num_episodes=100, bonus_scale=0.1))(counts)
+  radius_capped = 14 * 0.1 * np.log(6 * s * a * h * 100 / 0.1) / (3 * 3) >= 1
+  assert radius_capped
+  np.testing.assert_array_equal(np.asarray(jitted.lower), 0.0)
+  chex.assert_trees_all_equal(eager, jitted)

@@ -106,3 +106,22 @@ def test_bad_arguments_are_refused(factored3):
   with pytest.raises(ValueError, match="safe_policy"):
     oj.agents.make_agent("optpess_lp", factored3, num_episodes=10,
                          safe_policy=np.ones((3, 3, 2)))
+
+
+def test_baseline_episodes_solve_no_lp_even_with_a_batched_state(factored3, monkeypatch):
+  """Under vmap with a batched episode counter lax.cond runs both branches; the host
+  callback must still skip HiGHS for seeds that play the baseline."""
+  from optaug_jax._src import lp as lp_module
+  calls = []
+  original = lp_module.solve_extended_lp
+  monkeypatch.setattr(lp_module, "solve_extended_lp",
+                      lambda *a, **k: calls.append(1) or original(*a, **k))
+  bench = factored3
+  agent = oj.agents.make_agent("dope", bench, num_episodes=50, pretrain_episodes=4)
+  keys = jax.random.split(jax.random.PRNGKey(0), 2)
+  init = jax.vmap(lambda k: oj.run(agent, k, bench.cmdp, num_episodes=0)[0])(keys)
+  step = jax.jit(jax.vmap(lambda k, st: oj.run(agent, k, bench.cmdp, num_episodes=3, state=st)))
+  state, _ = step(keys, init)  # episodes 0-2: baseline
+  assert not calls
+  step(keys, state)  # episodes 3-5: 3 (episodes 4, 5) x 2 seeds = 4 LPs
+  assert len(calls) == 4

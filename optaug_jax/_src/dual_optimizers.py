@@ -78,8 +78,10 @@ def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTr
 
   With the error `e_k = -gradient` (the violation `D~ q_k - alpha` in `optdual`):
   `I_k = [I_{k-1} + e_k]_+`, `lambda_{k+1} = [kp e_k + ki I_k + kd [e_k - e_{k-1}]_+]_+`
-  (`e_{-1} = 0`). It sets the multiplier rather than stepping it, so `update` needs the
-  current `params` and returns `lambda_{k+1} - lambda_k`. `kp = kd = 0` is projected dual
+  (`e_{-1} = 0`: the previous *error* starts at 0, where Stooke et al. start the previous
+  *cost* at 0; the two differ in the first derivative term only, when `kd > 0`). It sets
+  the multiplier rather than stepping it, so `update` needs the current `params` and
+  returns `lambda_{k+1} - lambda_k`. The gains are numbers (not schedules). `kp = kd = 0` is projected dual
   ascent with step `ki` from `lambda = 0`.
 
   Args:

@@ -164,6 +164,17 @@ def empirical_model(
                         constraint_radius=constraint_radius, transition_radius=beta_p)
 
 
+def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
+  """`(lower, upper)`: `[p-bar - beta^p, p-bar + beta^p]` clipped to `[0, 1]`.
+
+  A radius of 1 (capped, or unvisited) gives the lower end exactly 0: `p-bar - 1` could
+  round above 0 when XLA fuses p-bar's division into an FMA under `jit`.
+  """
+  radius = est.transition_radius
+  lower = jnp.where(radius >= 1.0, 0.0, jnp.clip(est.transitions - radius, 0.0, 1.0))
+  return lower, jnp.clip(est.transitions + radius, 0.0, 1.0)
+
+
 def optimistic_model(
     counts: Counts,
     *,
@@ -198,11 +209,12 @@ def optimistic_model(
   """
   est = empirical_model(counts, num_episodes=num_episodes, delta=delta,
                         bonus_scale=bonus_scale, setting=setting)
+  lower, upper = transition_box(est)
   return OptimisticModel(
       cost=jnp.maximum(est.cost - est.cost_radius, 0.0),
       constraint_costs=jnp.maximum(est.constraint_costs - est.constraint_radius, 0.0),
-      lower=jnp.clip(est.transitions - est.transition_radius, 0.0, 1.0),
-      upper=jnp.clip(est.transitions + est.transition_radius, 0.0, 1.0),
+      lower=lower,
+      upper=upper,
       transitions=est.transitions,
   )
 

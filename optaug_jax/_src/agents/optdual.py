@@ -150,7 +150,8 @@ _variant("optdual_optimistic", optax.optimistic_gradient_descent,
          "OptDual with optimistic dual descent (ReLOAD's multiplier update), step eta")
 _variant("pid_lagrangian",
          lambda eta: dual_optimizers.pid_lagrangian(kp=eta, ki=eta, kd=0.0),
-         "OptDual with the PID Lagrangian of Stooke et al. 2020 (kp = ki = eta, kd = 0)")
+         "OptDual with the PID Lagrangian of Stooke et al. 2020 (kp = ki = eta, kd = 0;"
+         " eta a number)")
 _variant("nupi_lagrangian", lambda eta: dual_optimizers.nupi(eta, kp=1.0, ki=1.0, nu=0.5),
          "OptDual with the nu-PI multiplier update of Sohrabi et al. 2024 (lr eta, kp = ki = 1,"
          " nu = 0.5)")

@@ -6,8 +6,8 @@ Exploration for Safe Reinforcement Learning"): they aim at no constraint violati
 constraint value `C_b = alpha - slack` is known) until a pessimistic problem is feasible.
 Each episode problem is an LP solved by HiGHS on the host through `jax.pure_callback` (as
 `optcmdp`): under `vmap` the LPs of the seeds run one after another, so these agents take
-about 10-30 ms per seed-episode once the baseline phase is over. The baseline phase itself
-skips the LP when the episode counter is not batched (a fresh `run` under `vmap`).
+about 10-30 ms per seed-episode once the baseline phase is over. Baseline episodes solve
+no LP (the host returns at once for a seed that plays the baseline, also under `vmap`).
 
 Differences from the authors' public code (media_streaming and factored scripts), by
 design and stated here:
@@ -35,23 +35,32 @@ from .. import setting as setting_lib
 from . import base, registry
 
 
-def _dope_lp(cost, constraint_costs, lower, upper, initial_state, thresholds):
+def _dope_lp(skip, cost, constraint_costs, lower, upper, initial_state, thresholds):
+  if skip:
+    return np.zeros(np.shape(cost), np.asarray(cost).dtype), np.asarray(False)
   q, feasible = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
                                      thresholds)
   return q.astype(np.asarray(cost).dtype), np.asarray(feasible)
 
 
-def _pess_lp(transitions, cost, constraint_costs, thresholds, initial_state):
+def _pess_lp(skip, transitions, cost, constraint_costs, thresholds, initial_state):
+  if skip:
+    return np.zeros(np.shape(cost), np.asarray(cost).dtype), np.asarray(False)
   q, feasible = lp.solve_occupancy_lp(transitions, cost, constraint_costs, thresholds,
                                       initial_state)
   return q.astype(np.asarray(cost).dtype), np.asarray(feasible)
 
 
-def _host_lp(fn, out_like, *args):
-  """`fn(*args) -> (q, feasible)` on the host, sequential under `vmap`."""
+def _host_lp(fn, skip, out_like, *args):
+  """`fn(skip, *args) -> (q, feasible)` on the host, one seed after another under `vmap`.
+
+  `skip` (the baseline branch's predicate) is passed to the host, which returns at once
+  when it is set: under `vmap` with a batched predicate `lax.cond` runs both branches, and
+  HiGHS would otherwise solve (and discard) an LP in every baseline episode.
+  """
   shapes = (jax.ShapeDtypeStruct(out_like.shape, out_like.dtype),
             jax.ShapeDtypeStruct((), jnp.bool_))
-  return jax.pure_callback(fn, shapes, *args, vmap_method="sequential")
+  return jax.pure_callback(fn, shapes, skip, *args, vmap_method="sequential")
 
 
 def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int,
@@ -123,16 +132,15 @@ def dope(
     beta_bar = jnp.sum(est.transition_radius, axis=-1)
     cost = est.cost - est.cost_radius - horizon**2 / slack * beta_bar
     constraint_costs = est.constraint_costs + est.constraint_radius + horizon * beta_bar
-    lower = jnp.clip(est.transitions - est.transition_radius, 0.0, 1.0)
-    upper = jnp.clip(est.transitions + est.transition_radius, 0.0, 1.0)
+    lower, upper = estimates.transition_box(est)
     baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state)
 
     def baseline(_):
       return baseline_q, jnp.zeros((), bool)
 
     def solve(_):
-      q, feasible = _host_lp(_dope_lp, cost, cost, constraint_costs, lower, upper,
-                             state.initial_state, state.thresholds)
+      q, feasible = _host_lp(_dope_lp, pretraining, cost, cost, constraint_costs, lower,
+                             upper, state.initial_state, state.thresholds)
       return jnp.where(feasible, q, baseline_q), feasible
 
     pretraining = state.episode < k0
@@ -207,8 +215,8 @@ def optpess_lp(
       return baseline_q, jnp.zeros((), bool)
 
     def solve(_):
-      q, feasible = _host_lp(_pess_lp, cost, est.transitions, cost, constraint_costs,
-                             state.thresholds, state.initial_state)
+      q, feasible = _host_lp(_pess_lp, use_baseline, cost, est.transitions, cost,
+                             constraint_costs, state.thresholds, state.initial_state)
       return jnp.where(feasible, q, baseline_q), feasible
 
     q, feasible = lax.cond(use_baseline, baseline, solve, None)
