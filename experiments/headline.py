@@ -279,8 +279,12 @@ def plot(summaries, records, trace, thresholds, out, title):
   fig.savefig(os.path.join(out, "headline.png"), dpi=110)
   plt.close(fig)
 
-  fig, axes = plt.subplots(1, len(records), figsize=(4.5 * len(records), 3.6), squeeze=False)
-  for ax, (name, rec) in zip(axes[0], records.items()):
+  cols = min(3, len(records))
+  rows = -(-len(records) // cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 3.6 * rows), squeeze=False)
+  for ax in axes.ravel()[len(records):]:
+    ax.set_visible(False)
+  for ax, (name, rec) in zip(axes.ravel(), records.items()):
     gap = rec["tail_constraint_values"] - np.asarray(thresholds)
     k = np.arange(trace[-1] - gap.shape[1], trace[-1]) + 1
     for s in range(min(3, gap.shape[0])):
