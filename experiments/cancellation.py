@@ -356,7 +356,7 @@ def main(argv=None):
   logs, curves, summary = {}, {}, {}
   for name, agent in agents.items():
     # What determines the numbers: every argument but the paths, the agent, the versions.
-    identity = {**config, "agent": name, "versions": record["versions"]}
+    identity = common.agent_identity(config, name, record)
     result, seconds = run_agent(name, agent, cmdp, keys, args,
                                 os.path.join(args.out, f"checkpoint_{name}.npz"), identity)
     if result is None:

@@ -144,6 +144,13 @@ def save_checkpoint(path, identity, done, state, arrays, seconds):
   os.replace(tmp, path)
 
 
+def agent_identity(config: dict, name: str, record: dict) -> dict:
+  """What determines one agent's numbers in a run: every argument but the list of the
+  other agents, the agent's name, and the package versions."""
+  return {**{k: v for k, v in config.items() if k != "agents"}, "agent": name,
+          "versions": record["versions"]}
+
+
 def load_checkpoint(path, identity, init_state, total, check_arrays):
   """`(done, state, arrays, seconds)` from `path`, verified against this run.
 
@@ -160,8 +167,9 @@ def load_checkpoint(path, identity, init_state, total, check_arrays):
     meta = json.loads(str(arrays.pop("meta")))
   except Exception as e:  # pylint: disable=broad-except  (zip, pickle, EOF, JSON, key)
     raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}")
-  if meta.get("identity") != identity:
-    saved = meta.get("identity") or {}
+  saved = dict(meta.get("identity") or {})
+  saved.pop("agents", None)  # checkpoints written before agent_identity carried the list
+  if saved != identity:
     diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
     details = {k: (saved.get(k), identity.get(k)) for k in diff}
     raise CheckpointError(f"{path}: belongs to another run; differing settings (saved, now):"

@@ -331,7 +331,7 @@ def main(argv=None):
   trace = trace_episodes(args.episodes, args.trace_points)
   summaries, records = {}, {}
   for name, agent in agents.items():
-    identity = {**config, "agent": name, "versions": record["versions"]}
+    identity = common.agent_identity(config, name, record)
     rec, seconds = run_agent(name, agent, cmdp, keys, args, lp.value, identity)
     if rec is None:
       return None
