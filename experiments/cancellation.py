@@ -224,13 +224,7 @@ def plot(curves, logs, thresholds, out):
     gap = lg["constraint_values"] - np.asarray(thresholds)  # [seeds, K, I]
     last = slice(max(0, gap.shape[1] - 200), gap.shape[1])
     k = np.arange(gap.shape[1])[last] + 1
-    for s in range(min(3, gap.shape[0])):
-      ax.plot(k, gap[s, last].max(-1), lw=0.8, label=f"seed {s}")
-    ax.axhline(0, color="k", lw=0.6)
-    ax.set_title(f"{name}: last {k.size} episodes")
-    ax.set_xlabel("episode k")
-    ax.set_ylabel("max_i V(d_i) - alpha_i (per episode)")
-    ax.legend(fontsize=8)
+    common.oscillation_panel(ax, k, gap[:, last], f"{name}: last {k.size} episodes")
   fig.tight_layout()
   fig.savefig(os.path.join(out, "oscillation.png"), dpi=110)
   plt.close(fig)

@@ -226,3 +226,14 @@ def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks
     progress(name, done, total, started, keys.shape[0])
   sys.stdout.write("\n")
   return True, seconds
+
+
+def oscillation_panel(ax, episodes, gap, title):
+  """Per-episode `max_i V(d_i) - alpha_i` of the first three seeds (`gap`: [seeds, n, I])."""
+  for s in range(min(3, gap.shape[0])):
+    ax.plot(episodes, gap[s].max(-1), lw=0.8, label=f"seed {s}")
+  ax.axhline(0, color="k", lw=0.6)
+  ax.set_title(title)
+  ax.set_xlabel("episode k")
+  ax.set_ylabel("max_i V(d_i) - alpha_i (per episode)")
+  ax.legend(fontsize=8)

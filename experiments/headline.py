@@ -287,13 +287,7 @@ def plot(summaries, records, trace, thresholds, out, title):
   for ax, (name, rec) in zip(axes.ravel(), records.items()):
     gap = rec["tail_constraint_values"] - np.asarray(thresholds)
     k = np.arange(trace[-1] - gap.shape[1], trace[-1]) + 1
-    for s in range(min(3, gap.shape[0])):
-      ax.plot(k, gap[s].max(-1), lw=0.8, label=f"seed {s}")
-    ax.axhline(0, color="k", lw=0.6)
-    ax.set_title(name)
-    ax.set_xlabel("episode k")
-    ax.set_ylabel("V(d) - alpha (per episode)")
-    ax.legend(fontsize=8)
+    common.oscillation_panel(ax, k, gap, name)
   fig.tight_layout()
   fig.savefig(os.path.join(out, "oscillation.png"), dpi=110)
   plt.close(fig)

@@ -110,6 +110,7 @@ class EmpiricalModel(NamedTuple):
   constraint_radius: jax.Array  # [H, S, A] beta^d of the constraint costs (0 when known)
   transition_radius: jax.Array  # [H, S, A, S'] beta^p, at most 1; 1 where unvisited; 0 off
   #                               the known support
+  visits: jax.Array  # [H, S, A] the counts n the radii use (pooled over h if stationary)
 
 
 def empirical_model(
@@ -161,7 +162,8 @@ def empirical_model(
     constraint_radius = jnp.zeros_like(beta_c)
   return EmpiricalModel(cost=c_bar, constraint_costs=d_bar,
                         transitions=jnp.where(visited, p_bar, default), cost_radius=cost_radius,
-                        constraint_radius=constraint_radius, transition_radius=beta_p)
+                        constraint_radius=constraint_radius, transition_radius=beta_p,
+                        visits=counts.visits)
 
 
 def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:

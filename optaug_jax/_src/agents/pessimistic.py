@@ -202,8 +202,7 @@ def optpess_lp(
     log_p, _ = setting_lib.log_factors(
         setting_, num_states=num_states, num_actions=num_actions, horizon=horizon,
         num_constraints=num_constraints, num_episodes=num_episodes, delta=delta_)
-    counts = estimates.pool_counts(state.counts) if setting_.stationary else state.counts
-    beta = bonus_scale * jnp.sqrt(log_p / jnp.maximum(counts.visits, 1.0))
+    beta = bonus_scale * jnp.sqrt(log_p / jnp.maximum(est.visits, 1.0))
     sh = 1.0 + num_states * horizon
     cost = est.cost - (sh + 4.0 * horizon * sh / slack) * beta
     constraint_costs = est.constraint_costs + sh * beta
