@@ -6,11 +6,13 @@ with_transitions, fill) -> MethodResult`; `solve_inner(method=...)` dispatches t
 also accepts such a function directly.
 """
 
+from optaug_jax._src.batching import batch_cond
 from optaug_jax._src.estimates import empirical_means, log_factors
 from optaug_jax._src.inner import (GRADIENTS, INNER_METHODS, STEP_RULES, InnerProblem,
                                    MethodResult, dual, frank_wolfe)
-from optaug_jax._src.planning import (DEFAULT_FILL, FILL_METHODS, box_minimize,
-                                      optimal_policy, optimistic_policy_evaluation)
+from optaug_jax._src.planning import (DEFAULT_FILL, FILL_METHODS, UNROLL_HORIZON,
+                                      box_minimize, optimal_policy,
+                                      optimistic_policy_evaluation, scan_horizon)
 
 __all__ = (
     "DEFAULT_FILL",
@@ -18,8 +20,10 @@ __all__ = (
     "GRADIENTS",
     "INNER_METHODS",
     "STEP_RULES",
+    "UNROLL_HORIZON",
     "InnerProblem",
     "MethodResult",
+    "batch_cond",
     "box_minimize",
     "dual",
     "empirical_means",
@@ -27,4 +31,5 @@ __all__ = (
     "log_factors",
     "optimal_policy",
     "optimistic_policy_evaluation",
+    "scan_horizon",
 )

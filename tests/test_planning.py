@@ -157,3 +157,21 @@ def test_unknown_fill_is_a_value_error():
 def test_box_minimize_rejects_unknown_method():
   with pytest.raises(ValueError, match="method"):
     oj.kernels.box_minimize(jnp.zeros(3), jnp.zeros(3), jnp.ones(3), method="bubble")
+
+
+@pytest.mark.parametrize("horizon", [3, oj.kernels.UNROLL_HORIZON + 3])
+def test_short_and_long_horizons_match_references(horizon):
+  """Both code paths of the horizon scans (unrolled up to `UNROLL_HORIZON`, a rolled loop
+  above) against the extended LP (scipy) and the NumPy occupancy loop, under jit and vmap."""
+  reward, lower, upper, p, rng = _problem(11, s=3, a=2, h=horizon, radius=0.2)
+  lmo = oj.extended_lmo(jnp.asarray(reward), jnp.asarray(lower), jnp.asarray(upper), 0)
+  assert float(lmo.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 0),
+                                           abs=1e-8)
+  assert float(jnp.sum(lmo.occupancy * reward)) == pytest.approx(float(lmo.value), abs=1e-10)
+  pi = rng.dirichlet(np.ones(2), size=(horizon, 3))
+  np.testing.assert_allclose(oj.occupancy(jnp.asarray(p), jnp.asarray(pi), 1),
+                             ref.occupancy_loop(p, pi, 1), rtol=1e-12)
+  batched = jax.jit(jax.vmap(oj.extended_lmo, in_axes=(0, None, None, None)))(
+      jnp.stack([jnp.asarray(reward), -jnp.asarray(reward)]), jnp.asarray(lower),
+      jnp.asarray(upper), 0)
+  chex.assert_trees_all_close(jax.tree.map(lambda x: x[0], batched), lmo, rtol=1e-12)

@@ -6,9 +6,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
-from .. import inner, planning, validation
+from .. import batching, inner, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -159,7 +158,7 @@ def optaug(
               jnp.zeros((), jnp.int32))
 
     def explore(_):
-      # Clamped: under a batched predicate lax.cond runs both branches (result discarded).
+      # Clamped: a batch split between the phases runs both branches (batch_cond).
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
       sol = inner.solve_inner(
@@ -173,7 +172,10 @@ def optaug(
               jnp.asarray(sol.dp_calls, jnp.int32))
 
     pretraining = state.episode < pretrain_episodes
-    policy, multipliers, q, gap, dp_calls = lax.cond(pretraining, pretrain, explore, None)
+    # Under vmap, a batch entirely in one phase runs that phase's branch alone: pre-training
+    # episodes do not pay an inner solve (plain lax.cond would run both and select).
+    policy, multipliers, q, gap, dp_calls = batching.batch_cond(
+        pretraining, pretrain, explore, None)
     info = base.plan_info(model, q, fw_gap=gap, pretraining=pretraining,
                           extras={"dp_calls": dp_calls})
     return policy, state._replace(multipliers=multipliers), info

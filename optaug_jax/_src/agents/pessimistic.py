@@ -28,9 +28,8 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from .. import estimates, lp, planning, validation
+from .. import batching, estimates, lp, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -55,8 +54,9 @@ def _host_lp(fn, skip, out_like, *args):
   """`fn(skip, *args) -> (q, feasible)` on the host, one seed after another under `vmap`.
 
   `skip` (the baseline branch's predicate) is passed to the host, which returns at once
-  when it is set: under `vmap` with a batched predicate `lax.cond` runs both branches, and
-  HiGHS would otherwise solve (and discard) an LP in every baseline episode.
+  when it is set: under `vmap`, a batch split between baseline and LP seeds runs both
+  branches (`batching.batch_cond`; a batch all on the baseline makes no callback at all), and
+  HiGHS would otherwise solve (and discard) an LP for every baseline seed.
   """
   shapes = (jax.ShapeDtypeStruct(out_like.shape, out_like.dtype),
             jax.ShapeDtypeStruct((), jnp.bool_))
@@ -144,7 +144,7 @@ def dope(
       return jnp.where(feasible, q, baseline_q), feasible
 
     pretraining = state.episode < k0
-    q, feasible = lax.cond(pretraining, baseline, solve, None)
+    q, feasible = batching.batch_cond(pretraining, baseline, solve, None)
     policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
     info = base.PlanInfo(
         optimistic_cost_value=jnp.sum(cost * q),
@@ -218,7 +218,7 @@ def optpess_lp(
                              constraint_costs, state.thresholds, state.initial_state)
       return jnp.where(feasible, q, baseline_q), feasible
 
-    q, feasible = lax.cond(use_baseline, baseline, solve, None)
+    q, feasible = batching.batch_cond(use_baseline, baseline, solve, None)
     policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
     info = base.PlanInfo(
         optimistic_cost_value=jnp.sum(cost * q),
