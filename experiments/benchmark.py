@@ -16,7 +16,9 @@ noisy, so compare the ratios printed, which come from the same run):
   throughput  the throughput targets in one run: LMO per seed (256 seeds), the sampler, the
            OptAug step per inner method at --throughput-seeds against NumPy and 1 seed, and a
            media_streaming slice (default OptAug, 64 seeds) projected to 10^5 episodes;
-  sweep    10,000 seeds in bounded memory (`run_sharded`, summary logs, `batch_size`).
+  sweep    10,000 seeds in bounded memory (`run_sharded`, summary logs, `batch_size`);
+  profile  XLA:CPU op time by kind (from a `jax.profiler` trace) for the LMO in a solver
+           loop and the OptAug step per inner method at 256 seeds: where the time goes.
 
   python experiments/benchmark.py                       # full table, ~6 min on 2 cores
   python experiments/benchmark.py --host-devices 2      # also shard over 2 CPU devices
@@ -387,6 +389,80 @@ def throughput_section(table, args):
   out["media_streaming"] = {"seeds": n, "episodes": k, "slice_s": t,
                             "us_per_seed_episode": row["time_per_seed_s"] / k * 1e6,
                             "projected_1e5_s": t * 100_000 / k}
+  return out
+
+
+def _thunk_profile(compiled, args, calls=3, top=8):
+  """XLA:CPU time per kind of compiled op (thunk) over `calls` calls of `compiled`.
+
+  Reads the Perfetto trace of `jax.profiler.trace`; a kind is the op's name without its
+  numeric suffix (`ynn_fusion.7` -> `ynn_fusion`). Returns rows `(kind, us per call,
+  events per call, share of the op time)`, largest first, or `[]` where the trace has no
+  op events (other backends).
+  """
+  import collections  # pylint: disable=g-import-not-at-top
+  import glob
+  import gzip
+  import tempfile
+  jax.block_until_ready(compiled(*args))
+  with tempfile.TemporaryDirectory() as d:
+    with jax.profiler.trace(d, create_perfetto_trace=True):
+      for _ in range(calls):
+        jax.block_until_ready(compiled(*args))
+    files = glob.glob(os.path.join(d, "**", "*perfetto_trace.json.gz"), recursive=True)
+    if not files:
+      return []
+    with gzip.open(files[0]) as f:
+      trace = json.load(f)
+  events = trace["traceEvents"] if isinstance(trace, dict) else trace
+  skip = ("$", "ThunkExecutor", "PjitFunction", "CommonPjRt", "end:", "while")
+  total, count = collections.Counter(), collections.Counter()
+  for e in events:
+    name = e.get("name", "")
+    if e.get("ph") != "X" or "dur" not in e or name.startswith(skip):
+      continue
+    kind = name.split(".")[0]
+    total[kind] += e["dur"]
+    count[kind] += 1
+  ops = sum(total.values()) or 1.0
+  return [(k, v / calls, count[k] / calls, v / ops) for k, v in total.most_common(top)]
+
+
+def profile_section(table, args):
+  """Where the time goes (the misses' explanation): XLA:CPU op time by kind for 20 LMOs
+  in a solver loop and for one OptAug step per inner method, 256 seeds vmapped."""
+  del table
+  s, a, h, i = 10, 4, 10, 2
+  n = min(256, args.seeds)
+  rng = np.random.default_rng(0)
+  p = rng.dirichlet(np.ones(s), size=(n, h, s, a))
+  lower = jnp.asarray(np.clip(p - 0.1, 0, 1), jnp.float32)
+  upper = jnp.asarray(np.clip(p + 0.1, 0, 1), jnp.float32)
+  reward = jnp.asarray(rng.uniform(size=(n, h, s, a)), jnp.float32)
+
+  def in_solver(r, lo, up):
+    body = lambda _, q: oj.extended_lmo(r + 1e-3 * q, lo, up, 0).occupancy
+    return jax.lax.fori_loop(0, 20, body, jnp.zeros_like(r))
+
+  jobs = {"20 LMOs in a solver loop": (jax.jit(jax.vmap(in_solver)), (reward, lower, upper))}
+  cmdp, policy, slack = _problem(s, a, h, i)
+  for name, kw in {"step, frank_wolfe": dict(inner_method="frank_wolfe",
+                                             fw_iters=args.fw_iters),
+                   "step, dual": dict(inner_method="dual")}.items():
+    agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
+                      slack=slack, eta=100.0, **kw)
+    _, batched = _step_fns(agent, cmdp)
+    jobs[name] = (batched, (_batch(_warm_state(agent, cmdp, warm=25), n),
+                            jax.random.split(jax.random.PRNGKey(2), n)))
+  out = {}
+  for name, (fn, fn_args) in jobs.items():
+    compiled = fn.lower(*fn_args).compile()
+    rows = _thunk_profile(compiled, fn_args)
+    out[name] = [{"op": k, "us_per_call": t, "events_per_call": c, "share": sh}
+                 for k, t, c, sh in rows]
+    print(f"profile  {name}, {n} seeds (S={s} A={a} H={h} I={i}): op time by kind")
+    for k, t, c, sh in rows:
+      print(f"profile    {k:32s} {t:10.0f} us/call {c:8.0f} events/call {sh:6.1%}")
   return out
 
 

@@ -134,14 +134,17 @@ def load_experiment_module(name):
 
 
 def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, support,
-                 horizon=None):
+                 horizon=None, bonus_scale=1.0, all_next_states=False):
   """The transition box of Bura et al. (2022)'s public code, as loops (their mode-1 radii).
 
   Counts pooled over steps; p-hat uniform over the support for an unvisited (s, a);
   `beta = min(2 sqrt(L p (1 - p) / n) + 14 L / (3 n), 1)`, 1 for an unvisited pair, with
   `L = log(6 S^2 H K / delta)`; the box `[p-hat - beta, p-hat + beta]` in `[0, 1]` on the
   support, `[0, 0]` off it. `states`: [episodes, H + 1]; `actions`: [episodes, H];
-  `support`: [S, A, S'] bool. Returns `(lower, upper)` of shape [S, A, S'].
+  `support`: [S, A, S'] bool. `bonus_scale` multiplies the radius before the cap.
+  `all_next_states`: the returned radii also cover the next states off the support, as
+  their code's `beta_prob_2` sums them (p-hat = 0 there: `min(14 L / (3 n), 1)`, 1 if
+  unvisited); the box is unchanged. Returns `(lower, upper, radius)`, each [S, A, S'].
   """
   horizon = len(actions[0]) if horizon is None else horizon
   n = np.zeros((num_states, num_actions))
@@ -157,16 +160,19 @@ def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, 
   for s in range(num_states):
     for a in range(num_actions):
       succ = [s1 for s1 in range(num_states) if support[s, a, s1]]
-      for s1 in succ:
+      for s1 in range(num_states):
+        if s1 not in succ and not all_next_states:
+          continue
         if n[s, a] == 0:
-          p_hat, beta = 1.0 / len(succ), 1.0
+          p_hat, beta = (1.0 / len(succ) if s1 in succ else 0.0), 1.0
         else:
           p_hat = nt[s, a, s1] / n[s, a]
-          beta = min(2 * math.sqrt(log_l * p_hat * (1 - p_hat) / n[s, a])
-                     + 14 * log_l / (3 * n[s, a]), 1.0)
-        lower[s, a, s1] = max(p_hat - beta, 0.0)
-        upper[s, a, s1] = min(p_hat + beta, 1.0)
+          beta = min(bonus_scale * (2 * math.sqrt(log_l * p_hat * (1 - p_hat) / n[s, a])
+                                    + 14 * log_l / (3 * n[s, a])), 1.0)
         radius[s, a, s1] = beta
+        if s1 in succ:
+          lower[s, a, s1] = max(p_hat - beta, 0.0)
+          upper[s, a, s1] = min(p_hat + beta, 1.0)
   return lower, upper, radius
 
 

@@ -243,3 +243,25 @@ def test_bad_arguments_raise_value_errors():
   with pytest.raises(ValueError, match="inner_method"):
     oj.optaug(num_episodes=10, safe_policy=jnp.full((3, 3, 2), 0.5), pretrain_episodes=1,
               eta=1.0, inner_method="simplex")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 9])
+def test_small_spd_solve_matches_numpy(n):
+  """The master's Newton systems: the unrolled Cholesky (n <= 8) and the LAPACK fallback
+  (n = 9) against NumPy's solve, eagerly, under jit and under vmap; an indefinite matrix
+  gives NaN (the master rejects such a step) rather than a wrong finite answer."""
+  from optaug_jax._src import inner  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(n)
+  m = rng.normal(size=(4, n, n))
+  a = m @ np.swapaxes(m, 1, 2) + 0.1 * np.eye(n)
+  b = rng.normal(size=(4, n))
+  want = np.linalg.solve(a, b[..., None])[..., 0]
+  np.testing.assert_allclose(inner._spd_solve(jnp.asarray(a[0]), jnp.asarray(b[0])), want[0],
+                             rtol=1e-9, atol=1e-9)
+  np.testing.assert_allclose(jax.jit(jax.vmap(inner._spd_solve))(jnp.asarray(a),
+                                                                 jnp.asarray(b)),
+                             want, rtol=1e-9, atol=1e-9)
+  if n <= inner._UNROLLED_SOLVE_MAX:
+    indefinite = np.diag(np.r_[np.ones(n - 1), -1.0])
+    assert np.isnan(np.asarray(inner._spd_solve(jnp.asarray(indefinite),
+                                                jnp.asarray(b[0])))).any()

@@ -20,13 +20,17 @@ def _state_after(agent, cmdp, episodes, seed=0):
   return state, log
 
 
-def test_dope_episode_lp_matches_the_published_construction(factored3):
+@pytest.mark.parametrize("next_states, bonus", [("support", 1.0), ("all", 0.05)])
+def test_dope_episode_lp_matches_the_published_construction(factored3, next_states, bonus):
   """Pooled radii of Bura et al.'s code (NumPy loops), their optimistic objective
   c - H^2 / (alpha - C_b) beta-bar and pessimistic constraint d + H beta-bar, solved over
-  the box by an independent extended LP (HiGHS)."""
+  the box by an independent extended LP (HiGHS). `"all"`: beta-bar also sums the radii of
+  the impossible next states, as their code does (at radii x1 that LP is infeasible here,
+  hence the smaller bonus, under which both variants' LPs are feasible and differ)."""
   bench = factored3
   cmdp, k_total = bench.cmdp, 600
-  agent = oj.agents.make_agent("dope", bench, num_episodes=k_total, setting="bura2022")
+  agent = oj.agents.make_agent("dope", bench, num_episodes=k_total, setting="bura2022",
+                               bonus_next_states=next_states, bonus_scale=bonus)
   state, log = _state_after(agent, cmdp, 400)
   assert np.any(np.asarray(log.extras["lp_feasible"]))  # the LP phase was reached
   _, _, info = jax.jit(agent.plan)(state)
@@ -42,8 +46,12 @@ def test_dope_episode_lp_matches_the_published_construction(factored3):
   horizon = cmdp.horizon
   # bura2022_box uses H from the trajectories for its log factor: pass it explicitly.
   lower, upper, beta = ref.bura2022_box(states, actions, 3, 2, k_total, 0.01, support,
-                                        horizon=horizon)
+                                        horizon=horizon, bonus_scale=bonus,
+                                        all_next_states=next_states == "all")
   beta_bar = beta.sum(-1)
+  _, _, beta_known = ref.bura2022_box(states, actions, 3, 2, k_total, 0.01, support,
+                                      horizon=horizon, bonus_scale=bonus)
+  assert (beta_bar > beta_known.sum(-1)).any() == (next_states == "all")
   cost = np.asarray(cmdp.cost[0]) - horizon**2 / bench.slack * beta_bar
   cons = np.asarray(cmdp.constraint_costs[0, 0]) + horizon * beta_bar
   rep = lambda x: np.broadcast_to(x, (horizon,) + x.shape)

@@ -9,16 +9,28 @@ Each episode problem is an LP solved by HiGHS on the host through `jax.pure_call
 about 10-30 ms per seed-episode once the baseline phase is over. Baseline episodes solve
 no LP (the host returns at once for a seed that plays the baseline, also under `vmap`).
 
-Differences from the authors' public code (media_streaming and factored scripts), by
-design and stated here:
+Differences from the authors' public code (archanabura/DOPE-DoublyOptimisticPessimistic
+Exploration, `Codes/MediaControl/*-queue.py` and `Codes/FactoredCMDP/*_factored.py`, read,
+not run; docs/results/README.md, "DOPE and OptCMDP against the authors' code"):
 - the radii, log factors and what is known come from the agent's `setting` (pass
   `setting="bura2022"` to `make_agent` for theirs: known costs and support, counts pooled
   over h, `log(6 S^2 H K / delta)`, delta 0.01); with learned costs, DOPE adds the
   Hoeffding radius to its objective (optimism) and constraint (pessimism) costs;
+- DOPE's `beta-bar` sums the radii over the known support; their code sums over all S
+  next states, impossible ones included (`min(14 L / (3 n), 1)` each, never 0), which
+  makes its constraint far more pessimistic: `dope(bonus_next_states="all")` is theirs
+  (measured in `experiments/dope_code_comparison.py`). Their factored script also leaves
+  the radius uncapped (no `min(., 1)`); here it is always capped at 1;
 - OptPess-LP's cost radius is `sqrt(L^p / (n v 1))` with the setting's `L^p`; their script
   uses `log(32 S^2 H K / delta)` (a 5% larger radius at L = 20) and leaves never-visited
-  pairs at radius 0, where this one gives them `sqrt(L^p)`;
-- HiGHS replaces PuLP/CBC (whose `fracGap` of 0.01 makes their extended LPs approximate).
+  pairs at radius 0, where this one gives them `sqrt(L^p)`. Their baseline test reads the
+  pessimistic costs of the previous LP call (zeros before the first one); here they are
+  this episode's. Their media script unpacks the LP's four return values as
+  `(policy, value, cost, status)`, so its status test compares an array with 'Optimal'
+  (an error under NumPy 2; older NumPy returned a scalar True for such a comparison,
+  with a FutureWarning, so the script always fell back to the baseline);
+- HiGHS replaces PuLP/CBC (whose `fracGap` of 0.01 for DOPE and OptCMDP, 0.001 for
+  OptPess-LP, makes their LPs approximate).
 """
 
 from __future__ import annotations
@@ -89,6 +101,7 @@ def dope(
     pretrain_episodes: int | None = None,
     *,
     setting: setting_lib.Setting | None = None,
+    bonus_next_states: str = "support",
 ) -> base.Agent:
   """DOPE: doubly optimistic (objective) and pessimistic (constraints) extended LP.
 
@@ -111,12 +124,21 @@ def dope(
     pretrain_episodes: `K_0`; `None`: `dope_pretrain_episodes` (`S^2 A H^3 / slack^2`,
       at most `K`).
     setting: what the agent knows (`Setting`); `None`: the paper's.
+    bonus_next_states: which next states `beta-bar` sums over when the setting knows the
+      support: `"support"` (default) the possible ones only (the box is 0 elsewhere, so
+      their radii carry no information); `"all"`, every one of the S next states, as the
+      authors' scripts do: an impossible next state, never observed, adds
+      `min(bonus_scale 14 L^p / (3 (n v 1)), 1)` (1 for a never-visited pair). Without a
+      known support both are the same.
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo` reports the pessimistic constraint values and
     `extras["lp_feasible"]` (False in the baseline phase and when the LP was infeasible).
   """
   _check_common(num_episodes, safe_policy, slack, pretrain_episodes)
+  validation.check_choice("bonus_next_states", bonus_next_states, ("support", "all"))
+  resolved = setting_lib.resolve(setting)
+  radius_delta = resolved.resolved_delta if delta is None else delta
   empirical = base.model_fn(num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
                             setting=setting, model=estimates.empirical_model)
 
@@ -130,6 +152,16 @@ def dope(
           num_states=num_states, num_actions=num_actions, horizon=horizon, slack=float(slack)))
     est = empirical(state.counts)
     beta_bar = jnp.sum(est.transition_radius, axis=-1)
+    if bonus_next_states == "all" and resolved.support is not None:
+      log_p, _ = setting_lib.log_factors(
+          resolved, num_states=num_states, num_actions=num_actions, horizon=horizon,
+          num_constraints=state.thresholds.shape[0], num_episodes=num_episodes,
+          delta=radius_delta)
+      unseen = jnp.minimum(bonus_scale * 14.0 * log_p / (3.0 * jnp.maximum(est.visits, 1.0)),
+                           1.0)
+      unseen = jnp.where(est.visits > 0, unseen, 1.0)
+      impossible = num_states - jnp.sum(jnp.asarray(resolved.support), axis=-1)
+      beta_bar = beta_bar + unseen * impossible.astype(dtype)
     cost = est.cost - est.cost_radius - horizon**2 / slack * beta_bar
     constraint_costs = est.constraint_costs + est.constraint_radius + horizon * beta_bar
     lower, upper = estimates.transition_box(est)
