@@ -84,6 +84,7 @@ def main(argv=None):
   state = run(keys)
   print(f"baseline phase: {k0} episodes x {args.seeds} seeds in {time.time() - started:.0f} s",
         flush=True)
+  baseline_v, baseline_c = oj.policy_values(b.cmdp, jnp.asarray(b.safe_policy))
   results = {}
   for v in VARIANTS:
     t0 = time.time()
@@ -109,10 +110,10 @@ def main(argv=None):
     }
     r = results[v]
     print(f"{v:8s} LP feasible in {r['lp_feasible_fraction']:.0%} of the episodes after K_0;"
-          f" mean V {r['mean_value']:.4f} (baseline {float(lp.value):.4f} is V*),"
-          f" mean C {r['mean_constraint']:.4f} (alpha {alpha}), violations"
-          f" {r['violations']}, {r['seconds']:.0f} s", flush=True)
-  baseline_v, baseline_c = oj.policy_values(b.cmdp, jnp.asarray(b.safe_policy))
+          f" mean V {r['mean_value']:.4f} (V* {float(lp.value):.4f}, baseline"
+          f" {float(baseline_v):.4f}), mean C {r['mean_constraint']:.4f} (alpha {alpha},"
+          f" baseline {float(np.asarray(baseline_c)[0]):.4f}), violations {r['violations']},"
+          f" {r['seconds']:.0f} s", flush=True)
   summary = {"columns": {
       "lp_feasible_fraction": "share of (seed, episode) after K_0 whose pessimistic LP was"
                               " feasible (else the baseline was played)",

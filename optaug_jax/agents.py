@@ -14,6 +14,8 @@ from optaug_jax._src.agents.optaug import optaug, paper_eta_schedule, pretrain_e
 from optaug_jax._src.agents.optcmdp import optcmdp
 from optaug_jax._src.agents.optdual import DualOptimizerState, optdual
 from optaug_jax._src.agents.optprimaldual import PrimalDualState, optprimaldual
+from optaug_jax._src.agents.pessimistic import dope, dope_pretrain_episodes, optpess_lp
+from optaug_jax._src.agents.safe_baseline import safe_baseline
 from optaug_jax._src.agents.base import model_fn
 from optaug_jax._src.dual_optimizers import NuPIState, PIDState, nupi, pid_lagrangian
 from optaug_jax._src.agents.registry import (AGENTS, AgentSpec, agent_options, make_agent,
@@ -35,6 +37,8 @@ __all__ = (
     "UpdateFn",
     "agent_options",
     "as_schedule",
+    "dope",
+    "dope_pretrain_episodes",
     "init_state",
     "make_agent",
     "model_fn",
@@ -42,11 +46,13 @@ __all__ = (
     "optaug",
     "optcmdp",
     "optdual",
+    "optpess_lp",
     "optprimaldual",
     "paper_eta_schedule",
     "pid_lagrangian",
     "plan_info",
     "pretrain_episodes_bound",
     "register_agent",
+    "safe_baseline",
     "update_state",
 )

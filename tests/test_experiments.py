@@ -30,7 +30,8 @@ def test_quickstart_runs_and_saves(tmp_path):
 def test_benchmark_quick(tmp_path):
   out = tmp_path / "bench.json"
   result = _load("benchmark").main(["--quick", "--sections",
-                                    "kernel,step,throughput,memory,sweep", "--out", str(out)])
+                                    "kernel,step,throughput,memory,sweep,profile", "--out",
+                                    str(out)])
   assert out.exists() and json.loads(out.read_text())["hardware"]["cpu_count"] >= 1
   assert result["step"]["vmapped_vs_numpy"] > 0
   assert result["kernel"]["best_fill"] in {"matmul", "sort", "scan", "unrolled"}
@@ -38,11 +39,30 @@ def test_benchmark_quick(tmp_path):
   through = result["throughput"]
   assert set(through["step_us_per_seed"]) == {"frank_wolfe", "dual"}
   assert through["media_streaming"]["projected_1e5_s"] > 0
+  assert 0 < through["lmo_us_per_seed_256"] and 0 < through["lmo_call_us_per_seed_256"]
+  assert set(result["profile"]) == {"20 LMOs in a solver loop", "step, frank_wolfe",
+                                    "step, dual"}
+  for rows in result["profile"].values():  # XLA:CPU reports its ops in the trace
+    assert rows and sum(r["share"] for r in rows) <= 1.0 + 1e-9
   full = [m for m in result["memory"] if m["logs"] == "full"]
   summary = [m for m in result["memory"] if m["logs"] == "summary"]
   if full[0]["bytes"] is not None:  # logs grow with K; summaries do not
     assert full[-1]["bytes"]["output"] > full[0]["bytes"]["output"]
     assert summary[-1]["bytes"]["output"] == summary[0]["bytes"]["output"]
+
+
+@pytest.mark.slow
+def test_dope_code_comparison_quick(tmp_path):
+  """Both DOPE variants share the baseline phase, then run their LPs; the config and the
+  summary are written with the variants' records."""
+  summary = _load("dope_code_comparison").main(
+      ["--benchmark", "factored", "--seeds", "1", "--after", "3", "--out", str(tmp_path)])
+  assert set(summary["variants"]) == {"support", "all"}
+  assert summary["k0"] == 675 and summary["v_star"] == pytest.approx(4.0, abs=1e-6)
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert config["setting"]["name"] == "bura2022" and config["k0"] == 675
+  for record in summary["variants"].values():
+    assert 0.0 <= record["lp_feasible_fraction"] <= 1.0 and record["violations"] == 0
 
 
 @pytest.mark.slow
