@@ -52,6 +52,9 @@ def batch_cond(pred, true_fun, false_fun, *operands):
   select otherwise (what `vmap` of `lax.cond` always does). Nested `vmap`s reduce over the
   innermost batch axis; outer axes fall back to the select.
 
+  `true_fun` is traced (and compiled) twice, `false_fun` once: pass the expensive branch
+  (the inner solve, the LP) as `false_fun`.
+
   Args:
     pred: boolean scalar.
     true_fun, false_fun: functions of `*operands` with the same output structure.
@@ -63,10 +66,9 @@ def batch_cond(pred, true_fun, false_fun, *operands):
   pred = jnp.asarray(pred, bool)
   every, some = _every(pred), _some(pred)
 
-  def mixed(*ops):
-    return jax.tree.map(lambda t, f: jnp.where(pred, t, f), true_fun(*ops), false_fun(*ops))
-
   def not_every(*ops):
-    return lax.cond(some, mixed, false_fun, *ops)
+    out = false_fun(*ops)  # traced once: pass the expensive branch as `false_fun`
+    mixed = lambda: jax.tree.map(lambda t, f: jnp.where(pred, t, f), true_fun(*ops), out)
+    return lax.cond(some, mixed, lambda: out)
 
   return lax.cond(every, true_fun, not_every, *operands)
