@@ -17,36 +17,32 @@ import jax.numpy as jnp
 from jax import lax
 
 
-@jax.custom_batching.custom_vmap
-def _every(pred):
-  """`pred` itself; under `vmap`, `all(pred)` over the batch, unbatched."""
-  return pred
+def _over_the_batch(reduce):
+  """A function that returns its boolean scalar as it is, but under `vmap` returns
+  `reduce(pred)` over the batch axis, unbatched (a `custom_vmap` rule)."""
+
+  @jax.custom_batching.custom_vmap
+  def fn(pred):
+    return pred
+
+  @fn.def_vmap
+  def rule(axis_size, in_batched, pred):
+    del axis_size
+    return (reduce(pred, axis=0) if in_batched[0] else pred), False
+
+  return fn
 
 
-@_every.def_vmap
-def _every_rule(axis_size, in_batched, pred):
-  del axis_size
-  return (jnp.all(pred) if in_batched[0] else pred), False
-
-
-@jax.custom_batching.custom_vmap
-def _some(pred):
-  """`pred` itself; under `vmap`, `any(pred)` over the batch, unbatched."""
-  return pred
-
-
-@_some.def_vmap
-def _some_rule(axis_size, in_batched, pred):
-  del axis_size
-  return (jnp.any(pred) if in_batched[0] else pred), False
+_every = _over_the_batch(jnp.all)  # pred; under vmap all(pred) over the batch
+_some = _over_the_batch(jnp.any)  # pred; under vmap any(pred) over the batch
 
 
 def batch_cond(pred, true_fun, false_fun, *operands):
   """`lax.cond(pred, true_fun, false_fun, *operands)` that skips untaken branches under vmap.
 
   Every batch member gets the output of the branch its own `pred` selects, as with
-  `lax.cond` (tested bitwise against `lax.cond` under `vmap` for a whole OptAug run).
-  Unbatched, it is a plain `lax.cond`. Under `vmap` with
+  `lax.cond` (tests: vmapped OptAug runs, one split between its phases, against each
+  seed's unbatched run). Unbatched, it is a plain `lax.cond`. Under `vmap` with
   a batched `pred`, one of three programs runs, chosen at run time: `true_fun` alone when
   every member's `pred` is true, `false_fun` alone when none is, and both with a per-member
   select otherwise (what `vmap` of `lax.cond` always does). Nested `vmap`s reduce over the
