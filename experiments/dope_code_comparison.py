@@ -122,8 +122,10 @@ def main(argv=None):
       "mean_value / mean_constraint": "true V(c) and V(d) of the played policies, mean over"
                                       " seeds and episodes after K_0",
       "violations": "(seed, episode) pairs with V(d) > alpha",
-      "pessimistic_constraint_first_episode": "the LP's pessimistic constraint value in the"
-                                              " first episode after K_0 (0 if infeasible)"},
+      "pessimistic_constraint_first_episode": "the pessimistic constraint value of the"
+                                              " played occupancy in the first episode after"
+                                              " K_0: the LP's, or the baseline's when the LP"
+                                              " was infeasible"},
       "v_star": float(lp.value), "baseline_value": float(baseline_v),
       "baseline_constraint": float(np.asarray(baseline_c)[0]), "k0": k0,
       "wall_seconds": time.time() - started, "variants": results}

@@ -115,6 +115,7 @@ def test_unrolled_gradients_pass_check_grads(step_rule):
   check_grads(f, args, order=1, modes=["rev"], eps=1e-6)
 
 
+@pytest.mark.slow
 def test_unrolled_and_envelope_agree_at_convergence():
   """Where Frank-Wolfe converges (eta = 3 here: gap ~1e-16) the derivative of the T-step
   output equals the envelope derivative. Away from convergence they differ, as they should

@@ -47,7 +47,7 @@ def _check_against_cvxpy(m, lower, upper, lam, eta):
   return sol, optimum
 
 
-@pytest.mark.parametrize("num_constraints", [1, 2, 3])
+@pytest.mark.parametrize("num_constraints", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("eta", [1.0, 1e2, 1e4, 1e6])
 def test_dual_solve_matches_cvxpy(num_constraints, eta):
   m, lower, upper = _instance(num_constraints)
@@ -248,8 +248,8 @@ def test_bad_arguments_raise_value_errors():
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 9])
 def test_small_spd_solve_matches_numpy(n):
   """The master's Newton systems: the unrolled Cholesky (n <= 8) and the LAPACK fallback
-  (n = 9) against NumPy's solve, eagerly, under jit and under vmap; an indefinite matrix
-  gives NaN (the master rejects such a step) rather than a wrong finite answer."""
+  (n = 9) against NumPy's solve, eagerly, under jit and under vmap; a matrix with a
+  non-positive pivot gives a finite answer (no NaN to freeze the master's iterate)."""
   from optaug_jax._src import inner  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(n)
   m = rng.normal(size=(4, n, n))
@@ -263,5 +263,5 @@ def test_small_spd_solve_matches_numpy(n):
                              want, rtol=1e-9, atol=1e-9)
   if n <= inner._UNROLLED_SOLVE_MAX:
     indefinite = np.diag(np.r_[np.ones(n - 1), -1.0])
-    assert np.isnan(np.asarray(inner._spd_solve(jnp.asarray(indefinite),
-                                                jnp.asarray(b[0])))).any()
+    assert np.isfinite(np.asarray(inner._spd_solve(jnp.asarray(indefinite),
+                                                   jnp.asarray(b[0])))).all()

@@ -60,6 +60,11 @@ def test_dope_episode_lp_matches_the_published_construction(factored3, next_stat
   assert want is not None and bool(info.extras["lp_feasible"])
   assert float(info.optimistic_cost_value) == pytest.approx(want, abs=1e-7)
   assert float(info.optimistic_constraint_values[0]) <= float(cmdp.thresholds[0]) + 1e-7
+  if next_states == "all":  # the agent's own LP differs from the support variant's
+    other = oj.agents.make_agent("dope", bench, num_episodes=k_total, setting="bura2022",
+                                 bonus_scale=bonus)
+    _, _, info_support = jax.jit(other.plan)(state)
+    assert abs(float(info_support.optimistic_cost_value) - want) > 1e-3
 
 
 def test_optpess_lp_episode_problem_matches_numpy(factored3):

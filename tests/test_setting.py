@@ -188,6 +188,7 @@ def test_setting_shape_mismatch_and_names_are_refused(media):
     oj.named_setting("dope", media.cmdp)
 
 
+@pytest.mark.slow
 def test_every_counting_agent_runs_the_bura2022_setting_jit_and_vmap():
   bench = oj.benchmarks.make_benchmark("factored", dtype=jnp.float64)
   names = [n for n in oj.agents.AGENTS if "setting" in oj.agents.agent_options(n)]

@@ -370,16 +370,19 @@ def _spd_solve(a, b):
   """`a^{-1} b` for a small symmetric positive definite `a` `[n, n]` (Cholesky).
 
   For `n <= _UNROLLED_SOLVE_MAX`, straight-line scalar code that XLA fuses into a few
-  elementwise kernels (batched over any vmapped axes); a non-positive pivot gives NaN
-  (callers reject such steps). Larger systems use `jnp.linalg.solve`.
+  elementwise kernels (batched over any vmapped axes). A pivot that rounding made
+  non-positive is raised to `eps` times its diagonal entry (plus the smallest normal):
+  the answer stays finite, like LU's on a nearly singular system, instead of a NaN that
+  would freeze the interior-point iterate. Larger systems use `jnp.linalg.solve`.
   """
   n = a.shape[0]
   if n > _UNROLLED_SOLVE_MAX:
     return jnp.linalg.solve(a, b)
   low = [[None] * n for _ in range(n)]
+  info = jnp.finfo(a.dtype)
   for j in range(n):
     diag = a[j, j] - sum((low[j][k] ** 2 for k in range(j)), jnp.zeros((), a.dtype))
-    low[j][j] = jnp.sqrt(diag)
+    low[j][j] = jnp.sqrt(jnp.maximum(diag, info.eps * jnp.abs(a[j, j]) + info.tiny))
     for i in range(j + 1, n):
       off = a[i, j] - sum((low[i][k] * low[j][k] for k in range(j)), jnp.zeros((), a.dtype))
       low[i][j] = off / low[j][j]

@@ -21,9 +21,10 @@ from . import checks
 
 # Scans over the horizon are unrolled (straight-line code) up to this H. XLA:CPU pays a
 # fixed cost per loop iteration and cannot fuse across iterations; for the extended DP of
-# S=10 A=4 H=10 at 256 vmapped seeds, full unrolling halves the LMO (27 -> 11 us per seed,
-# `experiments/benchmark.py`), while a partial unroll (5 of 10) is slower than none. Above
-# the limit compile time would grow with H, so longer horizons keep a rolled loop.
+# S=10 A=4 H=10 at 256 vmapped seeds, full unrolling halves the LMO in a solver loop
+# (23.5 -> 11.8 us per seed, docs/results/README.md), while a partial unroll (5 of 10) is
+# slower than none. Above the limit compile time would grow with H, so longer horizons
+# keep a rolled loop. A constant: `oj.kernels.UNROLL_HORIZON` is a read-only copy.
 UNROLL_HORIZON = 32
 
 

@@ -127,9 +127,10 @@ def dope(
     bonus_next_states: which next states `beta-bar` sums over when the setting knows the
       support: `"support"` (default) the possible ones only (the box is 0 elsewhere, so
       their radii carry no information); `"all"`, every one of the S next states, as the
-      authors' scripts do: an impossible next state, never observed, adds
-      `min(bonus_scale 14 L^p / (3 (n v 1)), 1)` (1 for a never-visited pair). Without a
-      known support both are the same.
+      authors' media_streaming script does: an impossible next state, never observed,
+      adds `min(bonus_scale 14 L^p / (3 (n v 1)), 1)` (1 for a never-visited pair). (Their
+      factored script also drops the cap at 1.) Without a known support both are the
+      same.
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo` reports the pessimistic constraint values and
