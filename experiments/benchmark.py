@@ -281,9 +281,28 @@ def inner_section(table, args):
   return out
 
 
+LOOP_LMOS = 20
+
+
+def _lmo_inputs(n, s, a, h):
+  """`(reward, lower, upper)` of `n` random boxes of radius 0.1, float32, on the device."""
+  rng = np.random.default_rng(0)
+  p = rng.dirichlet(np.ones(s), size=(n, h, s, a))
+  lower = jnp.asarray(np.clip(p - 0.1, 0, 1), jnp.float32)
+  upper = jnp.asarray(np.clip(p + 0.1, 0, 1), jnp.float32)
+  return jnp.asarray(rng.uniform(size=(n, h, s, a)), jnp.float32), lower, upper
+
+
+def _lmos_in_a_loop(reward, lower, upper):
+  """`LOOP_LMOS` LMOs on one box as the inner solvers call them (the box's preparation is
+  hoisted out of the loop by XLA), each reward depending on the previous occupancy."""
+  body = lambda _, q: oj.extended_lmo(reward + 1e-3 * q, lower, upper, 0).occupancy
+  return jax.lax.fori_loop(0, LOOP_LMOS, body, jnp.zeros_like(reward))
+
+
 def throughput_section(table, args):
   """The throughput targets' rows, measured in one run: the LMO per seed at 256 seeds; the
-  OptAug episode per seed for each inner method at --scale-seeds (S=10 A=4 H=10 I=2), with
+  OptAug episode per seed for each inner method at --throughput-seeds (S=10 A=4 H=10 I=2), with
   the NumPy reference step and seed by seed; the episode sampler alone; and the OptAug
   default (exact dual, I = 1) on media_streaming over 64 seeds: a --slice-episodes slice of
   `run` past pre-training, projected to 10^5 episodes."""
@@ -292,30 +311,17 @@ def throughput_section(table, args):
   sizes = f"S={s} A={a} H={h} I={i}"
   out = {"seeds": args.throughput_seeds}
   # The LMO, default fill, 256 seeds.
-  rng = np.random.default_rng(0)
-  p = rng.dirichlet(np.ones(s), size=(256, h, s, a))
-  lower = np.clip(p - 0.1, 0, 1).astype(np.float32)
-  upper = np.clip(p + 0.1, 0, 1).astype(np.float32)
-  reward = rng.uniform(size=(256, h, s, a)).astype(np.float32)
-  reward, lower, upper = (jnp.asarray(x) for x in (reward, lower, upper))  # on device
+  reward, lower, upper = _lmo_inputs(256, s, a, h)
   fn = jax.jit(jax.vmap(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0)))
   compiled, c = _compile(fn, reward, lower, upper)
   t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
   out["lmo_us_per_seed_256"] = table.add(
       "through", f"extended LMO, one call, fill={DEFAULT_FILL}", seeds=256, time_s=t,
       sizes=f"S={s} A={a} H={h}", compile_s=c)["time_per_seed_s"] * 1e6
-  # As the inner solvers call it: many LMOs on one box (the box's preparation is hoisted
-  # out of the loop by XLA), each reward depending on the previous occupancy.
-  calls = 20
-
-  def in_solver(r, lo, up):
-    body = lambda _, q: oj.extended_lmo(r + 1e-3 * q, lo, up, 0).occupancy
-    return jax.lax.fori_loop(0, calls, body, jnp.zeros_like(r))
-
-  compiled, c = _compile(jax.jit(jax.vmap(in_solver)), reward, lower, upper)
-  t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3) / calls
+  compiled, c = _compile(jax.jit(jax.vmap(_lmos_in_a_loop)), reward, lower, upper)
+  t = _median_time(lambda: compiled(reward, lower, upper), args.reps * 3) / LOOP_LMOS
   out["lmo_in_loop_us_per_seed_256"] = table.add(
-      "through", f"extended LMO, in a solver loop (per LMO)", seeds=256, time_s=t,
+      "through", "extended LMO, in a solver loop (per LMO)", seeds=256, time_s=t,
       sizes=f"S={s} A={a} H={h}", compile_s=c)["time_per_seed_s"] * 1e6
   # The episode sampler alone (policy and model fixed).
   keys = jax.random.split(jax.random.PRNGKey(3), 256)
@@ -434,17 +440,8 @@ def profile_section(table, args):
   del table
   s, a, h, i = 10, 4, 10, 2
   n = min(256, args.seeds)
-  rng = np.random.default_rng(0)
-  p = rng.dirichlet(np.ones(s), size=(n, h, s, a))
-  lower = jnp.asarray(np.clip(p - 0.1, 0, 1), jnp.float32)
-  upper = jnp.asarray(np.clip(p + 0.1, 0, 1), jnp.float32)
-  reward = jnp.asarray(rng.uniform(size=(n, h, s, a)), jnp.float32)
-
-  def in_solver(r, lo, up):
-    body = lambda _, q: oj.extended_lmo(r + 1e-3 * q, lo, up, 0).occupancy
-    return jax.lax.fori_loop(0, 20, body, jnp.zeros_like(r))
-
-  jobs = {"20 LMOs in a solver loop": (jax.jit(jax.vmap(in_solver)), (reward, lower, upper))}
+  jobs = {f"{LOOP_LMOS} LMOs in a solver loop": (jax.jit(jax.vmap(_lmos_in_a_loop)),
+                                                 _lmo_inputs(n, s, a, h))}
   cmdp, policy, slack = _problem(s, a, h, i)
   for name, kw in {"step, frank_wolfe": dict(inner_method="frank_wolfe",
                                              fw_iters=args.fw_iters),
