@@ -45,6 +45,13 @@ class InnerSolution(NamedTuple):
   fw_gap: jax.Array  # [] certificate: objective - optimum <= fw_gap (the method's own bound)
   num_iters: jax.Array  # [] int, iterations the method took
   dp_calls: jax.Array  # [] int, extended DPs (LMO calls) the method made
+  certified: jax.Array  # [] bool, fw_gap <= certified_tolerance(dtype) * (1 + |objective|)
+
+
+def certified_tolerance(dtype) -> float:
+  """The relative accuracy a solve must prove to count as certified (`InnerSolution.certified`):
+  `fw_gap <= tol * (1 + |objective|)` with tol 1e-8 in float64 and 1e-4 in float32."""
+  return 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
 
 
 class MethodResult(NamedTuple):
@@ -859,4 +866,5 @@ def solve_inner(
       fw_gap=result.gap,
       num_iters=result.num_iters,
       dp_calls=result.dp_calls,
+      certified=result.gap <= certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective)),
   )
