@@ -408,30 +408,41 @@ def _master(values, images, mask, thresholds, multipliers, eta, *, num_steps: in
   """The cutting-plane master: `max_{mu >= 0, t} t - mu.(mu - 2 lambda)/(2 eta) - mu.alpha`
   s.t. `t <= values_j + mu . images_j` for the collected vertices `j` (`mask`).
 
-  A small dense QP in the `I + 1` variables `x = (mu, t)`, solved by a primal-dual
-  interior-point method (fixed `num_steps` Newton steps on the perturbed KKT system, step
-  to 0.99 of the boundary, centring 0.1): `min 1/2 x'Px + p'x` s.t. `Gx + s = h`, `s, z >= 0`.
-  Returns `mu` and the cut multipliers `w = z_cuts` (`w >= 0`, `sum w = 1` at the optimum):
-  the weights of the vertices in the primal point. Its accuracy only decides which `mu`
-  the next DP queries and the primal weights; the certificate uses exact DP values.
+  Solved in scale-free variables: `mu = lambda + eta v` and `t = L_min + eta tau`, with
+  `L_j = values_j + lambda . images_j` the vertices' Lagrangians at `lambda`. Dividing by
+  `eta` gives `max_{v >= -lambda/eta, tau} tau - v.alpha - ||v||^2 / 2` s.t.
+  `tau <= (L_j - L_min)/eta + v . images_j`: unit curvature, and at the optimum
+  `v = [lambda/eta + Y w - alpha]_+ - lambda/eta` is of the order of the constraint
+  values whatever `eta` (in `mu` the system's scale grows with `eta`, and a fixed number
+  of interior-point steps then stopped far from the optimum: the cause of inexact solves
+  at large `eta`).
+
+  A small dense QP in the `I + 1` variables `x = (v, tau)`, solved by a primal-dual
+  interior-point method (`num_steps` Newton steps on the perturbed KKT system, step to
+  0.99 of the boundary, centring 0.1): `min 1/2 x'Px + p'x` s.t. `Gx + s = h`, `s, z >= 0`.
+  Returns `mu`, the cut multipliers `w = z_cuts` (`w >= 0`, `sum w = 1` at the optimum:
+  the weights of the vertices in the primal point) and the interior point's final
+  complementarity gap relative to its start (how converged it is).
   """
   dtype = values.dtype
   num_constraints = thresholds.shape[0]
   n = num_constraints + 1
   slots = values.shape[0]
-  # Rows: cuts (t - y_j . mu <= a_j; unused slots become 0 <= 1), then -mu_i <= 0.
+  lagrangians = values + images @ multipliers
+  low = jnp.min(jnp.where(mask, lagrangians, jnp.inf))
+  offsets = jnp.where(mask, (lagrangians - low) / eta, 1.0)
+  floor = multipliers / eta  # v >= -lambda / eta, i.e. mu >= 0
+  # Rows: cuts (tau - y_j . v <= offset_j; unused slots become 0 <= 1), then -v_i <= floor_i.
   cut_rows = jnp.concatenate([-images, jnp.ones((slots, 1), dtype)], axis=1)
   cut_rows = jnp.where(mask[:, None], cut_rows, 0.0)
   g = jnp.concatenate([cut_rows, -jnp.eye(num_constraints, n, dtype=dtype)], axis=0)
-  h = jnp.concatenate([jnp.where(mask, values, 1.0), jnp.zeros((num_constraints,), dtype)])
-  curvature = jnp.concatenate([jnp.full((num_constraints,), 1.0 / eta, dtype),
-                               jnp.zeros((1,), dtype)])
-  linear = jnp.concatenate([thresholds - multipliers / eta, -jnp.ones((1,), dtype)])
-  mu0 = multipliers + 1.0
-  t0 = jnp.min(jnp.where(mask, values + images @ mu0, jnp.inf)) - 1.0
-  x = jnp.concatenate([mu0, t0[None]])
+  h = jnp.concatenate([offsets, floor])
+  curvature = jnp.concatenate([jnp.ones((num_constraints,), dtype), jnp.zeros((1,), dtype)])
+  linear = jnp.concatenate([thresholds, -jnp.ones((1,), dtype)])
+  x = jnp.concatenate([jnp.zeros((num_constraints,), dtype), -jnp.ones((1,), dtype)])
   slack = jnp.maximum(h - g @ x, 1.0)
   dual = jnp.ones_like(slack)
+  start_gap = jnp.dot(slack, dual)
 
   def step(_, carry):
     x, slack, dual = carry
@@ -454,9 +465,23 @@ def _master(values, images, mask, thresholds, multipliers, eta, *, num_steps: in
     ok = jnp.all(jnp.isfinite(new[0])) & jnp.all(new[1] > 0) & jnp.all(new[2] > 0)
     return jax.tree.map(lambda u, v: jnp.where(ok, u, v), new, (x, slack, dual))
 
-  x, _, dual = lax.fori_loop(0, num_steps, step, (x, slack, dual))
+  x, slack, dual = lax.fori_loop(0, num_steps, step, (x, slack, dual))
   w = jnp.where(mask, dual[:slots], 0.0)
-  return jnp.maximum(x[:-1], 0.0), w / jnp.sum(w)
+  mu = jnp.maximum(multipliers + eta * x[:-1], 0.0)
+  return mu, w / jnp.sum(w), jnp.dot(slack, dual) / start_gap
+
+
+# Interior-point steps of the master inside the cutting-plane loop (the final master takes
+# 40), and the complementarity reduction at which "no new cut" counts as a proof.
+_LOOP_MASTER_STEPS = 20
+_MASTER_CONVERGED = 1e-10
+
+
+def _restricted_objective(values, images, w, thresholds, multipliers, eta):
+  """The objective at the mix `w` of collected vertices: `values.w + (eta / 2)
+  ||[lambda / eta + Y'w - alpha]_+||^2` (eq. (step1) at `q = sum_j w_j q_j`)."""
+  scaled = jnp.maximum(multipliers / eta + images.T @ w - thresholds, 0.0)
+  return jnp.dot(values, w) + 0.5 * eta * jnp.sum(scaled**2)
 
 
 def _polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps: int = 100):
@@ -482,41 +507,52 @@ def _polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps:
   return lax.fori_loop(0, num_steps, step, w)
 
 
-def _simplex_least_squares(gram, linear, allowed, *, num_iters: int):
-  """`argmin ||C w - d||^2` over `{w >= 0, sum w = 1, w_j = 0 off allowed}`, given
-  `gram = C'C` and `linear = C'd`, by the Lawson-Hanson active-set method (each step
-  solves the equality-constrained least squares on the passive set exactly, so it ends in
-  finitely many steps on the right support, however ill-conditioned the points are).
+def _simplex_least_squares(c, allowed, *, num_iters: int):
+  """`argmin ||c w||^2` over `{w >= 0, sum w = 1, w_j = 0 off allowed}` (`c`: `[m, k]`),
+  by the Lawson-Hanson active-set method (each step solves the equality-constrained least
+  squares on the passive set exactly, so it ends in finitely many steps on the right
+  support, however ill-conditioned the points are).
 
-  A tiny ridge (relative `eps`) keeps the passive-set systems regular when vertices repeat
-  or the passive set holds more than `rank(C) + 1` of them (it picks one of the tied mixes).
+  The columns are rescaled to unit size first, and a vertex enters when its reduced
+  gradient `c_j . (c w) + nu` is below a tolerance of the rounding of that product
+  (`8 k eps`); the reduced gradients are computed from the residual `c w`, not from the Gram
+  matrix (whose products cancel to the residual's size and would bury it in float32
+  rounding). A tiny ridge (relative `eps`) keeps the passive-set systems regular when
+  vertices repeat or the passive set holds more than `rank(c) + 1` of them (it picks one
+  of the tied mixes).
   """
-  dtype = gram.dtype
-  k = gram.shape[0]
+  dtype = c.dtype
+  k = c.shape[1]
   eps = jnp.finfo(dtype).eps
+  size = jnp.max(jnp.where(allowed[None, :], jnp.abs(c), 0.0))
+  c = c / jnp.where(size > 0, size, 1.0)
+  gram = c.T @ c
   ridge = eps * (1.0 + jnp.trace(gram))
-  single = jnp.diagonal(gram) - 2.0 * linear  # ||C e_j - d||^2 - ||d||^2
+  single = jnp.diagonal(gram)  # ||c e_j||^2
   first = jnp.argmin(jnp.where(allowed, single, jnp.inf))
   passive = jax.nn.one_hot(first, k, dtype=bool) & allowed
   w = jnp.where(passive, 1.0, 0.0).astype(dtype)
-  enter_tol = 1e2 * eps * (1.0 + jnp.max(jnp.abs(jnp.diagonal(gram))))
+  enter_tol = 8.0 * k * eps
 
   def solve_on(passive):
     pair = passive[:, None] & passive[None, :]
     block = jnp.where(pair, gram, 0.0) + jnp.diag(jnp.where(passive, ridge, 1.0))
     ones = passive.astype(dtype)
     kkt = jnp.block([[block, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), dtype)]])
-    rhs = jnp.concatenate([jnp.where(passive, linear, 0.0), jnp.ones((1,), dtype)])
+    rhs = jnp.concatenate([jnp.zeros((k,), dtype), jnp.ones((1,), dtype)])
     sol = jnp.linalg.solve(kkt, rhs)
-    return jnp.where(passive, sol[:k], 0.0), sol[k]
+    return jnp.where(passive, sol[:k], 0.0)
 
   def body(_, carry):
     passive, w = carry
-    z, nu = solve_on(passive)
+    z = solve_on(passive)
     feasible = jnp.all(jnp.where(passive, z > 0, True))
-    # Optimal on the passive set: add the most improving allowed vertex, if any.
-    reduced = gram @ z - linear + nu  # d/dw_j of 1/2||Cw - d||^2 + nu (sum w - 1)
-    reduced = jnp.where(allowed & ~passive, reduced, jnp.inf)
+    # Optimal on the passive set: add the most improving allowed vertex, if any. Reduced
+    # gradients relative to the passive set's mean (the multiplier of sum w = 1).
+    residual = c @ z
+    score = c.T @ residual
+    nu = jnp.sum(jnp.where(passive, score * z, 0.0)) / jnp.sum(jnp.where(passive, z, 0.0))
+    reduced = jnp.where(allowed & ~passive, score - nu, jnp.inf)
     enter = jnp.argmin(reduced)
     grown = passive | (jax.nn.one_hot(enter, k, dtype=bool) & (reduced[enter] < -enter_tol))
     # Infeasible: move towards z until a weight hits 0 and drop it.
@@ -530,7 +566,7 @@ def _simplex_least_squares(gram, linear, allowed, *, num_iters: int):
     return (jnp.where(feasible, grown, shrunk), jnp.where(feasible, z, moved))
 
   passive, w = lax.fori_loop(0, num_iters, body, (passive, w))
-  z, _ = solve_on(passive)
+  z = solve_on(passive)
   return jnp.where(jnp.all(jnp.where(passive, z > 0, True)), z, w)
 
 
@@ -571,8 +607,7 @@ def _recover(values, images, mask, w, mu, thresholds, multipliers, eta, occ, cos
 
     def one_pass(rows, _):
       c = jnp.where(rows[:, None], pts.T - target[:, None], 0.0)  # [I, k], d = 0
-      v = _simplex_least_squares(c.T @ c, jnp.zeros((k,), dtype), allowed,
-                                 num_iters=3 * k)
+      v = _simplex_least_squares(c, allowed, num_iters=3 * k)
       over = (pts.T @ v - target) > jnp.sqrt(eps) * scale
       return rows | over, v
 
@@ -640,16 +675,24 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, tol: float | None,
   def body(carry):
     it, _, memory, best, best_mu = carry
     _, values, images, mask, _ = memory
-    mu, _ = _master(values, images, mask, thresholds, multipliers, eta, num_steps=12)
+    mu, w, unconverged = _master(values, images, mask, thresholds, multipliers, eta,
+                                 num_steps=_LOOP_MASTER_STEPS)
     v = oracle(mu)
-    # No new cut (the DP finds nothing below the model at mu): the master's next answer
-    # would be the same mu, so stop; the certificate says how good mu was.
-    model = jnp.min(jnp.where(mask, values + images @ mu, jnp.inf))
-    done = (v.value >= model - tiny * (1.0 + jnp.abs(model))) & exact_stop
     value = _dual_value(mu, v.value, thresholds, multipliers, eta)
+    best_now = jnp.maximum(best, value)
+    # Two ways to stop, both proofs: (a) no new cut (the DP finds nothing below the model
+    # at mu) at a converged master: mu maximises the model, which then meets psi there, so
+    # mu maximises psi; (b) the master's own primal point (its cut weights, a point of Z)
+    # is within the tolerance of the best dual value (weak duality).
+    model = jnp.min(jnp.where(mask, values + images @ mu, jnp.inf))
+    no_new_cut = v.value >= model - tiny * (1.0 + jnp.abs(model))
+    primal = _restricted_objective(values, images, w, thresholds, multipliers, eta)
+    scale = 1.0 + jnp.abs(primal)
+    stop_tol = tiny if tol is None else jnp.maximum(tiny, tol)
+    done = ((no_new_cut & (unconverged <= _MASTER_CONVERGED))
+            | (primal - best_now <= stop_tol * scale)) & exact_stop
     better = value > best
-    return (it + 1, done, store(memory, it + 1, v), jnp.where(better, value, best),
-            jnp.where(better, mu, best_mu))
+    return (it + 1, done, store(memory, it + 1, v), best_now, jnp.where(better, mu, best_mu))
 
   early = tol is not None and exact_stop
   it, _, memory, best, best_mu = _iterate(
@@ -664,13 +707,13 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, tol: float | None,
   same = jnp.all(jnp.abs(points[:, None] - points[None]) <= same_tol, axis=-1)
   earlier = jnp.tril(jnp.ones((slots, slots), bool), k=-1)
   mask = mask & ~jnp.any(same & earlier & mask[None, :], axis=1)
-  mu_final, w = _master(values, images, mask, thresholds, multipliers, eta)
+  mu_final, w, _ = _master(values, images, mask, thresholds, multipliers, eta)
   # The loop's masters take 12 interior-point steps; this one takes 40: its mu can beat the
   # best queried one, and a better mu tightens both the recovery and the certificate.
   value = _dual_value(mu_final, oracle(mu_final).value, thresholds, multipliers, eta)
   best_mu = jnp.where(value > best, mu_final, best_mu)
   best = jnp.maximum(best, value)
-  w = _polish(values, images, mask, w, thresholds, multipliers, eta, num_steps=100)
+  w = _polish(values, images, mask, w, thresholds, multipliers, eta, num_steps=30)
   w = _recover(values, images, mask, w, best_mu, thresholds, multipliers, eta, occ, cost,
                constraint_costs)
   q = jnp.tensordot(w, occ, axes=1)
