@@ -129,7 +129,9 @@ def extended_polytope(lower: np.ndarray, upper: np.ndarray, initial_state: int):
   rows_out = np.repeat(np.arange(horizon * num_states), num_actions * num_states)
   cols_out = idx.reshape(horizon * num_states, -1).ravel()
   # Inflow into (h, s) for h >= 1: z_{h-1}(., ., s).
-  inflow = np.moveaxis(idx[:-1], -1, 1).reshape((horizon - 1) * num_states, -1)
+  # (An explicit column count: for H = 1 the block is empty and -1 cannot be inferred.)
+  inflow = np.moveaxis(idx[:-1], -1, 1).reshape((horizon - 1) * num_states,
+                                                num_states * num_actions)
   rows_in = np.repeat(np.arange(num_states, horizon * num_states), num_states * num_actions)
   a_eq = sp.csr_matrix(
       (np.concatenate([np.ones(cols_out.size), -np.ones(inflow.size)]),
@@ -151,19 +153,85 @@ def extended_polytope(lower: np.ndarray, upper: np.ndarray, initial_state: int):
   return a_eq, b_eq, a_box, np.zeros(2 * m)
 
 
-def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thresholds
+# Rounding slack of `repair_box`, in units of the input dtype's machine epsilon: a point
+# row of float32 estimates sums to 1 within about one eps; box ends clipped from p +- r
+# within a few.
+BOX_TOLERANCE_EPS = 8.0
+
+
+def box_tolerance(*arrays) -> float:
+  """`BOX_TOLERANCE_EPS` machine epsilons of the coarsest floating dtype among `arrays`
+  (float64's for non-float inputs)."""
+  eps = [np.finfo(np.asarray(a).dtype).eps for a in arrays
+         if np.issubdtype(np.asarray(a).dtype, np.floating)]
+  return float(BOX_TOLERANCE_EPS * max(eps, default=np.finfo(np.float64).eps))
+
+
+def repair_box(lower, upper, *, tol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+  """The transition box in float64, its rows that are empty only by rounding made feasible.
+
+  A row `(h, s, a)` holds a distribution when `lower <= upper` and `sum lower <= 1 <= sum
+  upper`. Rounded estimates break this by a few ulps: with no radius (`bonus_scale=0`) a
+  row is the point `p-bar`, whose float32 entries sum to `1 +- 6e-8`, and the extended LP
+  (whose box rows force `z(s') = p-bar(s') sum z`) has then no flow through any pair. Within
+  `tol`: crossed ends (`lower > upper`) meet at their midpoint; a row with `sum lower > 1`
+  is divided (both ends) by `sum lower`, a row with `sum upper < 1` by `sum upper` (a point
+  row `p` becomes the point `p / sum p`, as renormalised in float64). Rows empty beyond
+  `tol` are returned unchanged: no flow can pass through them in the LP.
+
+  Args:
+    lower, upper: `[..., S']` box ends.
+    tol: the rounding slack; `None`: `box_tolerance(lower, upper)` (8 eps of their dtype:
+      about 1e-6 for float32, 2e-15 for float64).
+
+  Returns:
+    `(lower, upper)`, float64 copies.
+  """
+  tol = box_tolerance(lower, upper) if tol is None else float(tol)
+  lo = np.array(lower, np.float64)
+  up = np.array(upper, np.float64)
+  crossed = (lo > up) & (lo - up <= tol)
+  mid = 0.5 * (lo + up)
+  lo, up = np.where(crossed, mid, lo), np.where(crossed, mid, up)
+  # Both ends divided by the offending sum: lower <= upper is kept, that sum becomes 1, and
+  # the other side stays valid (sum upper >= sum lower); a point row stays a point.
+  low_sum = lo.sum(-1, keepdims=True)
+  over = (low_sum > 1.0) & (low_sum <= 1.0 + tol)
+  scale = np.where(over, low_sum, 1.0)
+  lo, up = lo / scale, up / scale
+  up_sum = up.sum(-1, keepdims=True)
+  under = (up_sum < 1.0) & (up_sum >= 1.0 - tol) & (up_sum > 0.0)
+  scale = np.where(under, up_sum, 1.0)
+  lo, up = lo / scale, up / scale
+  return lo, up
+
+
+def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thresholds, *,
+                      fallback: bool = True, box_tol: float | None = None
                       ) -> tuple[np.ndarray, bool]:
   """OptCMDP's episode problem: `min c~ . q  s.t.  D~ q <= alpha`, q the occupancy of some
   `z in Z` (the extended LP of Efroni et al. 2020), by HiGHS.
 
-  If the optimistic problem is infeasible (possible outside the success event), falls back
-  to the safest occupancy `argmin sum_i d~_i . q` over Z.
+  The box is first passed through `repair_box` (rows empty only by rounding, such as the
+  float32 point rows of `bonus_scale=0`, are made feasible in float64). If the optimistic
+  problem is infeasible (possible outside the success event), falls back to the safest
+  occupancy `argmin sum_i d~_i . q` over Z (`fallback=True`) or returns zeros.
+
+  Args:
+    cost: `[H, S, A]`; constraint_costs: `[I, H, S, A]`; lower, upper: `[H, S, A, S']`.
+    initial_state: `s_1`; thresholds: `[I]`.
+    fallback: solve the safest-occupancy LP when the problem is infeasible.
+    box_tol: `repair_box`'s tolerance; `None`: 8 eps of the box's dtype.
 
   Returns:
-    `(q [H, S, A], feasible)`.
+    `(q [H, S, A], feasible)`; `q` is zeros when infeasible and `fallback=False`.
+
+  Raises:
+    RuntimeError: if HiGHS fails (a status other than optimal or infeasible), or the
+      fallback LP has no solution (a box empty beyond `box_tol` on every path).
   """
   cost, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
-  lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+  lower, upper = repair_box(lower, upper, tol=box_tol)
   horizon, num_states, num_actions = cost.shape
   a_eq, b_eq, a_box, b_box = extended_polytope(lower, upper, int(initial_state))
   expand = lambda x: np.repeat(x.reshape(-1), num_states)  # [H,S,A] -> z-space
@@ -172,12 +240,17 @@ def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thres
       expand(cost), A_ub=sp.vstack([a_box, a_con]).tocsr(),
       b_ub=np.concatenate([b_box, np.asarray(thresholds, np.float64)]), A_eq=a_eq, b_eq=b_eq,
       bounds=(0, None), method="highs")
+  if res.status not in (0, 2):
+    raise RuntimeError(f"HiGHS failed on the extended LP (status {res.status}): {res.message}")
   feasible = res.status == 0
   if not feasible:
+    if not fallback:
+      return np.zeros(cost.shape), False
     res = scipy.optimize.linprog(expand(d.sum(0)), A_ub=a_box, b_ub=b_box, A_eq=a_eq,
                                  b_eq=b_eq, bounds=(0, None), method="highs")
     if res.status != 0:
-      raise RuntimeError(f"HiGHS failed on the extended polytope: {res.message}")
+      raise RuntimeError(f"HiGHS failed on the extended polytope (status {res.status}):"
+                         f" {res.message}")
   z = np.maximum(res.x, 0.0).reshape(horizon, num_states, num_actions, num_states)
   return z.sum(-1), feasible
 
