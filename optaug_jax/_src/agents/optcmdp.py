@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import lp, planning, validation
+from .. import batching, lp, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
 
 def _host_solve(cost, constraint_costs, lower, upper, initial_state, thresholds):
-  q, _ = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
-                                     thresholds)
-  return q.astype(np.asarray(cost).dtype)
+  """`(q, lp_feasible, lp_failed)` on the host; never raises for a solver status.
+
+  A HiGHS failure (of the episode LP or of its safest-occupancy fallback) returns zeros
+  with `lp_failed` set: `plan` then plays the safest occupancy by extended value iteration.
+  """
+  dtype = np.asarray(cost).dtype
+  try:
+    q, feasible = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
+                                       thresholds)
+  except Exception as e:  # noqa: BLE001 - an exception here would end the whole run
+    warnings.warn(f"optcmdp: the episode LP failed ({type(e).__name__}: {e}); playing the"
+                  " safest occupancy (extended value iteration)", RuntimeWarning)
+    return np.zeros(np.shape(cost), dtype), np.asarray(False), np.asarray(True)
+  return q.astype(dtype), np.asarray(feasible), np.asarray(False)
 
 
 @registry.register_agent(
@@ -31,7 +44,11 @@ def optcmdp(
   The LP-based reference without cancellation of errors. The LP is solved by HiGHS on the
   host through `jax.pure_callback` from inside the jitted step; under `vmap` the calls run
   one after another (`vmap_method="sequential"`), so this agent is much slower than the
-  DP-based ones. If the optimistic problem is infeasible it plays the safest occupancy.
+  DP-based ones. The box rows empty only by rounding (e.g. the float32 point rows of
+  `bonus_scale=0`) are made feasible first (`lp.repair_box`). If the optimistic problem is
+  infeasible it plays the safest occupancy `argmin_{q in Z} sum_i d~_i . q` (a second LP);
+  if HiGHS fails (the run never stops for it: a `RuntimeWarning` is issued) it plays that
+  same safest occupancy computed by extended value iteration.
 
   Args:
     num_episodes: `K`.
@@ -41,7 +58,11 @@ def optcmdp(
       `named_setting`); `None` (default): the paper's.
 
   Returns:
-    `Agent(init, plan, update)`; multipliers stay 0 (no dual variables).
+    `Agent(init, plan, update)`; multipliers stay 0 (no dual variables). `PlanInfo.extras`
+    (logged per episode by `run` as `log.extras[name]`): `"lp_feasible"` (bool, the
+    optimistic LP was solved and feasible; False when the safest occupancy was played)
+    and `"lp_failed"` (bool, HiGHS failed and the safest occupancy came from extended value
+    iteration).
   """
   validation.check_int("num_episodes", num_episodes, low=1)
   optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
@@ -49,12 +70,24 @@ def optcmdp(
 
   def plan(state: base.AgentState):
     model = optimistic_model(state.counts)
-    shape = jax.ShapeDtypeStruct(model.cost.shape, model.cost.dtype)
-    q = jax.pure_callback(_host_solve, shape, model.cost, model.constraint_costs, model.lower,
-                          model.upper, state.initial_state, state.thresholds,
-                          vmap_method="sequential")
+    shapes = (jax.ShapeDtypeStruct(model.cost.shape, model.cost.dtype),
+              jax.ShapeDtypeStruct((), jnp.bool_), jax.ShapeDtypeStruct((), jnp.bool_))
+    q_lp, feasible, failed = jax.pure_callback(
+        _host_solve, shapes, model.cost, model.constraint_costs, model.lower, model.upper,
+        state.initial_state, state.thresholds, vmap_method="sequential")
+
+    def from_lp(_):
+      return q_lp, planning.policy_from_occupancy(q_lp)
+
+    def safest(_):  # the fallback LP's problem, by DP (HiGHS failed)
+      sol = planning.extended_value_iteration(jnp.sum(model.constraint_costs, axis=0),
+                                              model.lower, model.upper, state.initial_state)
+      return planning.occupancy(sol.transitions, sol.policy, state.initial_state), sol.policy
+
+    q, policy = batching.batch_cond(~failed, from_lp, safest, None)
     info = base.plan_info(model, q, fw_gap=jnp.zeros((), q.dtype),
-                          pretraining=jnp.zeros((), bool))
-    return planning.policy_from_occupancy(q), state, info
+                          pretraining=jnp.zeros((), bool),
+                          extras={"lp_feasible": feasible, "lp_failed": failed})
+    return policy, state, info
 
   return base.Agent(init=base.init_state, plan=plan, update=base.update_state)

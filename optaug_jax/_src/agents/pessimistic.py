@@ -36,34 +36,51 @@ not run; docs/results/README.md, "DOPE and OptCMDP against the authors' code"):
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import batching, estimates, lp, planning, validation
+from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
 from . import base, registry
 
 
+def _failed(name: str, error: Exception, dtype, shape):
+  warnings.warn(f"{name}: the episode LP failed ({type(error).__name__}: {error}); playing"
+                " the safe baseline", RuntimeWarning)
+  return np.zeros(shape, dtype), np.asarray(False), np.asarray(True)
+
+
 def _dope_lp(skip, cost, constraint_costs, lower, upper, initial_state, thresholds):
+  dtype = np.asarray(cost).dtype
   if skip:
-    return np.zeros(np.shape(cost), np.asarray(cost).dtype), np.asarray(False)
-  q, feasible = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
-                                     thresholds)
-  return q.astype(np.asarray(cost).dtype), np.asarray(feasible)
+    return np.zeros(np.shape(cost), dtype), np.asarray(False), np.asarray(False)
+  try:
+    q, feasible = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
+                                       thresholds, fallback=False)
+  except Exception as e:  # noqa: BLE001 - an exception here would end the whole run
+    return _failed("dope", e, dtype, np.shape(cost))
+  return q.astype(dtype), np.asarray(feasible), np.asarray(False)
 
 
 def _pess_lp(skip, transitions, cost, constraint_costs, thresholds, initial_state):
+  dtype = np.asarray(cost).dtype
   if skip:
-    return np.zeros(np.shape(cost), np.asarray(cost).dtype), np.asarray(False)
-  q, feasible = lp.solve_occupancy_lp(transitions, cost, constraint_costs, thresholds,
-                                      initial_state)
-  return q.astype(np.asarray(cost).dtype), np.asarray(feasible)
+    return np.zeros(np.shape(cost), dtype), np.asarray(False), np.asarray(False)
+  try:
+    q, feasible = lp.solve_occupancy_lp(transitions, cost, constraint_costs, thresholds,
+                                        initial_state)
+  except Exception as e:  # noqa: BLE001 - an exception here would end the whole run
+    return _failed("optpess_lp", e, dtype, np.shape(cost))
+  return q.astype(dtype), np.asarray(feasible), np.asarray(False)
 
 
 def _host_lp(fn, skip, out_like, *args):
-  """`fn(skip, *args) -> (q, feasible)` on the host, one seed after another under `vmap`.
+  """`fn(skip, *args) -> (q, lp_feasible, lp_failed)` on the host, one seed after another
+  under `vmap`; never raises for a solver status (a failure sets `lp_failed`).
 
   `skip` (the baseline branch's predicate) is passed to the host, which returns at once
   when it is set: under `vmap`, a batch split between baseline and LP seeds runs both
@@ -71,8 +88,17 @@ def _host_lp(fn, skip, out_like, *args):
   HiGHS would otherwise solve (and discard) an LP for every baseline seed.
   """
   shapes = (jax.ShapeDtypeStruct(out_like.shape, out_like.dtype),
-            jax.ShapeDtypeStruct((), jnp.bool_))
+            jax.ShapeDtypeStruct((), jnp.bool_), jax.ShapeDtypeStruct((), jnp.bool_))
   return jax.pure_callback(fn, shapes, skip, *args, vmap_method="sequential")
+
+
+def _check_baseline(cmdp, safe_policy, slack) -> None:
+  """`check_safe_policy` on the host when the CMDP is given and the arguments concrete."""
+  if cmdp is None or any(validation._is_traced(x) for x in
+                         jax.tree_util.tree_leaves((cmdp, safe_policy))):
+    return
+  checked_slack = None if validation._is_traced(slack) else slack
+  cmdp_lib.check_safe_policy(cmdp, safe_policy, checked_slack)
 
 
 def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int,
@@ -81,16 +107,23 @@ def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int,
   return int(math.ceil(num_states**2 * num_actions * horizon**3 / slack**2))
 
 
-def _check_common(num_episodes, safe_policy, slack, pretrain_episodes):
+def _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp):
   validation.check_int("num_episodes", num_episodes, low=1)
   validation.check_policy("safe_policy", safe_policy)
   validation.check_positive("slack", slack, allow_none=False)
   if pretrain_episodes is not None:
     validation.check_int("pretrain_episodes", pretrain_episodes, low=0)
+  _check_baseline(cmdp, safe_policy, slack)
+
+
+def _problem_args(benchmark) -> dict:
+  """The baseline, its slack, and the CMDP to check them against (`check_safe_policy`)."""
+  return {"safe_policy": benchmark.safe_policy, "slack": benchmark.slack,
+          "cmdp": benchmark.cmdp}
 
 
 @registry.register_agent(
-    "dope", problem_args=lambda b: {"safe_policy": b.safe_policy, "slack": b.slack},
+    "dope", problem_args=_problem_args,
     summary="DOPE (Bura et al. 2022): optimistic objective, pessimistic constraints, LP")
 def dope(
     num_episodes: int,
@@ -102,6 +135,7 @@ def dope(
     *,
     setting: setting_lib.Setting | None = None,
     bonus_next_states: str = "support",
+    cmdp: cmdp_lib.CMDP | None = None,
 ) -> base.Agent:
   """DOPE: doubly optimistic (objective) and pessimistic (constraints) extended LP.
 
@@ -112,8 +146,10 @@ def dope(
       min_q  sum q (c-bar - beta^c - H^2 / (alpha - C_b) beta-bar)
       s.t.   sum q (d-bar_i + beta^d + H beta-bar) <= alpha_i   for every i,
 
-  and plays the policy of `q`; if the LP is infeasible it plays `pi_b`. (The authors'
-  code, with `C_b = alpha - slack`; known costs make `beta^c = beta^d = 0`.)
+  and plays the policy of `q`; if the LP is infeasible, or HiGHS fails, it plays `pi_b`.
+  (The authors' code, with `C_b = alpha - slack`; known costs make `beta^c = beta^d = 0`.)
+  Box rows empty only by rounding (e.g. the float32 point rows of `bonus_scale=0`) are made
+  feasible first (`lp.repair_box`).
 
   Args:
     num_episodes: `K`.
@@ -131,12 +167,19 @@ def dope(
       adds `min(bonus_scale 14 L^p / (3 (n v 1)), 1)` (1 for a never-visited pair). (Their
       factored script also drops the cap at 1.) Without a known support both are the
       same.
+    cmdp: the true CMDP, read once on the host to check `safe_policy` and `slack`
+      (`check_safe_policy`: a baseline that is not strictly feasible, or a slack above
+      its true one, raises `ValueError`); the agent never uses its model. `make_agent`
+      passes the benchmark's; `None`: no check (the agent trusts the baseline).
 
   Returns:
-    `Agent(init, plan, update)`; `PlanInfo` reports the pessimistic constraint values and
-    `extras["lp_feasible"]` (False in the baseline phase and when the LP was infeasible).
+    `Agent(init, plan, update)`; `PlanInfo` reports the pessimistic constraint values and,
+    in `extras` (logged per episode by `run` as `log.extras[name]`), `"lp_feasible"` (bool:
+    the episode LP was solved and feasible; False in the baseline phase, when the LP was
+    infeasible and when HiGHS failed) and `"lp_failed"` (bool: HiGHS failed; the run goes
+    on with `pi_b` and a `RuntimeWarning`). `pretraining` is set whenever `pi_b` is played.
   """
-  _check_common(num_episodes, safe_policy, slack, pretrain_episodes)
+  _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp)
   validation.check_choice("bonus_next_states", bonus_next_states, ("support", "all"))
   resolved = setting_lib.resolve(setting)
   radius_delta = resolved.resolved_delta if delta is None else delta
@@ -169,28 +212,28 @@ def dope(
     baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state)
 
     def baseline(_):
-      return baseline_q, jnp.zeros((), bool)
+      return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
 
     def solve(_):
-      q, feasible = _host_lp(_dope_lp, pretraining, cost, cost, constraint_costs, lower,
-                             upper, state.initial_state, state.thresholds)
-      return jnp.where(feasible, q, baseline_q), feasible
+      q, feasible, failed = _host_lp(_dope_lp, pretraining, cost, cost, constraint_costs,
+                                     lower, upper, state.initial_state, state.thresholds)
+      return jnp.where(feasible, q, baseline_q), feasible, failed
 
     pretraining = state.episode < k0
-    q, feasible = batching.batch_cond(pretraining, baseline, solve, None)
+    q, feasible, failed = batching.batch_cond(pretraining, baseline, solve, None)
     policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
     info = base.PlanInfo(
         optimistic_cost_value=jnp.sum(cost * q),
         optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
         fw_gap=jnp.zeros((), dtype), pretraining=pretraining | ~feasible,
-        extras={"lp_feasible": feasible})
+        extras={"lp_feasible": feasible, "lp_failed": failed})
     return policy, state, info
 
   return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
 
 
 @registry.register_agent(
-    "optpess_lp", problem_args=lambda b: {"safe_policy": b.safe_policy, "slack": b.slack},
+    "optpess_lp", problem_args=_problem_args,
     summary="OptPess-LP (Liu et al. 2021): pessimistic LP on the empirical model")
 def optpess_lp(
     num_episodes: int,
@@ -200,6 +243,7 @@ def optpess_lp(
     bonus_scale: jax.typing.ArrayLike = 1.0,
     *,
     setting: setting_lib.Setting | None = None,
+    cmdp: cmdp_lib.CMDP | None = None,
 ) -> base.Agent:
   """OptPess-LP (Liu et al. 2021, as run by Bura et al. 2022): an LP on the empirical model.
 
@@ -208,7 +252,7 @@ def optpess_lp(
   `d^_i = d-bar_i + (1 + S H) beta`, episode k plays `pi_b` if its value
   `V^{pi_b}(d^_i, p-bar) >= (alpha_i + C_b) / 2 = alpha_i - slack / 2` for some i; else it
   solves `min c^ . q  s.t.  d^_i . q <= alpha_i`, q an occupancy of `p-bar` (no box), and
-  plays its policy, or `pi_b` if that LP is infeasible.
+  plays its policy, or `pi_b` if that LP is infeasible or HiGHS fails.
 
   Args:
     num_episodes: `K`.
@@ -217,11 +261,16 @@ def optpess_lp(
     delta: confidence parameter; `None`: the setting's.
     bonus_scale: multiplier of the radius.
     setting: what the agent knows (`Setting`); `None`: the paper's.
+    cmdp: the true CMDP, read once on the host to check `safe_policy` and `slack`
+      (`check_safe_policy`: a baseline that is not strictly feasible, or a slack above
+      its true one, raises `ValueError`); the agent never uses its model. `make_agent`
+      passes the benchmark's; `None`: no check (the agent trusts the baseline).
 
   Returns:
-    `Agent(init, plan, update)`; `extras["lp_feasible"]` as `dope`'s.
+    `Agent(init, plan, update)`; `extras["lp_feasible"]` and `extras["lp_failed"]` as
+    `dope`'s (`lp_feasible` is also False in the episodes the baseline test picks `pi_b`).
   """
-  _check_common(num_episodes, safe_policy, slack, None)
+  _check_common(num_episodes, safe_policy, slack, None, cmdp)
   empirical = base.model_fn(num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
                             setting=setting, model=estimates.empirical_model)
   setting_ = setting_lib.resolve(setting)
@@ -244,20 +293,20 @@ def optpess_lp(
     use_baseline = jnp.any(baseline_values >= state.thresholds - slack / 2.0)
 
     def baseline(_):
-      return baseline_q, jnp.zeros((), bool)
+      return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
 
     def solve(_):
-      q, feasible = _host_lp(_pess_lp, use_baseline, cost, est.transitions, cost,
-                             constraint_costs, state.thresholds, state.initial_state)
-      return jnp.where(feasible, q, baseline_q), feasible
+      q, feasible, failed = _host_lp(_pess_lp, use_baseline, cost, est.transitions, cost,
+                                     constraint_costs, state.thresholds, state.initial_state)
+      return jnp.where(feasible, q, baseline_q), feasible, failed
 
-    q, feasible = batching.batch_cond(use_baseline, baseline, solve, None)
+    q, feasible, failed = batching.batch_cond(use_baseline, baseline, solve, None)
     policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
     info = base.PlanInfo(
         optimistic_cost_value=jnp.sum(cost * q),
         optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
         fw_gap=jnp.zeros((), dtype), pretraining=~feasible,
-        extras={"lp_feasible": feasible})
+        extras={"lp_feasible": feasible, "lp_failed": failed})
     return policy, state, info
 
   return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
