@@ -102,9 +102,10 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
   # q = sum_s' z as a linear map
   summ = sp.kron(sp.eye(n), np.ones((1, num_states)))
   q = summ @ z
-  shifted = cp.pos(np.asarray(multipliers) + eta * (d.reshape(d.shape[0], -1) @ q
-                                                    - np.asarray(thresholds)))
-  objective = cost.ravel() @ q + cp.sum_squares(shifted) / (2.0 * eta)
+  # Scale-free: (eta/2) ||[lambda/eta + Dq - alpha]_+||^2, no eta^2 (well scaled to 1e8).
+  shifted = cp.pos(np.asarray(multipliers) / eta + d.reshape(d.shape[0], -1) @ q
+                   - np.asarray(thresholds))
+  objective = cost.ravel() @ q + 0.5 * eta * cp.sum_squares(shifted)
   prob = cp.Problem(cp.Minimize(objective), [a_eq @ z == b_eq, a_ub @ z <= b_ub])
   prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
   assert prob.status == "optimal", prob.status

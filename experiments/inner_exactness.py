@@ -1,0 +1,113 @@
+"""How exact is the exact inner method? Random inner problems against Clarabel.
+
+Two tables:
+
+1. `--table issue`: the reliability probe's rows (H, S, A = 3, 3, 2; boxes p +- U(0, 0.3);
+   thresholds 0.5 H mean(d); lambda = 0; I, eta in {(2, 1e4), (2, 1e5), (3, 1e3), (3, 1e6)};
+   60 instances a row; float64; `tol=0.0`): solves whose certificate exceeds 1e-6 of
+   `1 + |objective|`, and the worst relative certificate.
+2. `--table classes`: the property test's classes (I = 1..3; eta 1e-2..1e8 log-uniform;
+   lambda 0 or random over three scales; box radius U(0, 0.5)), `--instances` each dtype,
+   against Clarabel: uncertified solves, the worst relative certificate, the worst
+   relative error of certified solves, and certificates that understate the error.
+
+Run from any checkout (`PYTHONPATH=<checkout> python experiments/inner_exactness.py`) to
+compare two versions side by side. Prints a table; writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+
+def instance(rng, num_constraints, *, radius, lam_scale, horizon=3, num_states=3,
+             num_actions=2, threshold_share=None):
+  """A random inner problem (cost, D, lower, upper, s1, alpha, lambda) in float64."""
+  p = rng.dirichlet(np.ones(num_states), size=(horizon, num_states, num_actions))
+  c = rng.uniform(size=(horizon, num_states, num_actions))
+  d = rng.uniform(size=(num_constraints, horizon, num_states, num_actions))
+  r = radius * rng.uniform(size=p.shape)
+  lower, upper = np.clip(p - r, 0, 1), np.clip(p + r, 0, 1)
+  share = rng.uniform(0.3, 0.7) if threshold_share is None else threshold_share
+  alpha = share * horizon * d.reshape(num_constraints, -1).mean(axis=1)
+  lam = rng.uniform(0, 2, size=num_constraints) * lam_scale
+  return c, d, lower, upper, 0, alpha, lam
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--table", choices=("issue", "classes"), default="issue",
+                      help="which table (default: issue)")
+  parser.add_argument("--instances", type=int, default=500,
+                      help="instances per dtype for --table classes (default: 500)")
+  parser.add_argument("--seed", type=int, default=0, help="seed of the instances (default: 0)")
+  args = parser.parse_args(argv)
+
+  import jax
+  jax.config.update("jax_enable_x64", True)
+  import optaug_jax as oj
+  sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests"))
+  import references as ref
+
+  @jax.jit
+  def solve(c, d, lo, up, s0, al, lam, eta):
+    return oj.solve_inner(c, d, lo, up, s0, al, lam, eta, method="dual", tol=0.0,
+                          with_transitions=False)
+
+  print(f"optaug_jax from {pathlib.Path(oj.__file__).parent}")
+  if args.table == "issue":
+    print("| I | eta | certificate > 1e-6 (1 + |objective|) | worst relative certificate |")
+    print("|---|---|---|---|")
+    for num_constraints, eta in ((2, 1e4), (2, 1e5), (3, 1e3), (3, 1e6)):
+      rng = np.random.default_rng(args.seed)
+      misses, worst = 0, 0.0
+      for _ in range(60):
+        inst = instance(rng, num_constraints, radius=0.3, lam_scale=0.0, threshold_share=0.5)
+        sol = solve(*inst, eta)
+        rel = float(sol.fw_gap) / (1.0 + abs(float(sol.objective)))
+        misses += rel > 1e-6
+        worst = max(worst, rel)
+      print(f"| {num_constraints} | {eta:g} | {misses}/60 | {worst:.2g} |", flush=True)
+    return
+
+  print("| dtype | instances | uncertified | worst relative certificate | worst relative error"
+        " (certified) | certificate below the error |")
+  print("|---|---|---|---|---|---|")
+  for dtype in (np.float64, np.float32):
+    rng = np.random.default_rng(args.seed)
+    uncertified = understated = 0
+    worst_gap = worst_error = 0.0
+    started = time.time()
+    for _ in range(args.instances):
+      num_constraints = int(rng.integers(1, 4))
+      eta = float(10.0 ** rng.uniform(-2, 8))
+      lam_scale = float(rng.choice([0.0, 1e-2, 1.0, 1e2]))
+      inst = instance(rng, num_constraints, radius=rng.uniform(0, 0.5), lam_scale=lam_scale)
+      inst = tuple(np.asarray(x, dtype) if isinstance(x, np.ndarray) else x for x in inst)
+      sol = solve(*inst, dtype(eta))
+      optimum, _ = ref.inner_cvxpy(*inst, eta)
+      q = np.asarray(sol.occupancy, np.float64)
+      c, d, _, _, _, alpha, lam = (np.asarray(x, np.float64) for x in inst)
+      shifted = np.maximum(lam / eta + np.einsum("ihsa,hsa->i", d, q) - alpha, 0.0)
+      value = float(np.sum(c * q) + 0.5 * eta * np.sum(shifted**2))  # in float64
+      scale = 1.0 + abs(optimum)
+      error = (value - optimum) / scale
+      gap = float(sol.fw_gap) / scale
+      worst_gap = max(worst_gap, gap)
+      if bool(sol.certified):
+        worst_error = max(worst_error, error)
+      else:
+        uncertified += 1
+      # Clarabel's own accuracy is ~1e-10: an error beyond the certificate by more counts.
+      understated += error > gap + 1e-9 + (0.0 if dtype == np.float64 else 1e-6)
+    print(f"| {np.dtype(dtype).name} | {args.instances} | {uncertified} | {worst_gap:.2g} |"
+          f" {worst_error:.2g} | {understated} |  ({time.time() - started:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+  main()
