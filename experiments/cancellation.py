@@ -5,6 +5,18 @@ checkpoint after every chunk (`--resume` continues an interrupted run; the resul
 uninterrupted run bit for bit). Writes DIR/config.json, DIR/results.npz, DIR/summary.json,
 figures, and prints a summary table.
 
+The output directory holds one run, never a mix (see experiments/common.py, ResultDir):
+every file is written atomically (a temporary file renamed over it: a full disk or a kill
+leaves the previous file, never half of one), and DIR/manifest.json names the script, its
+settings, the files written and a status: "running", "incomplete" (stopped by
+--max-chunks, or failed) or "complete" once every output is written; common.load_results
+refuses a directory that is not complete. All checkpoints are verified before anything is
+written, so a refused --resume leaves DIR exactly as it was; --resume refuses a directory
+of other settings. A fresh run (no --resume) removes the previous run's checkpoints and,
+when its settings differed, the previous run's outputs, before it writes anything. Neither
+writes into a directory holding another script's outputs (e.g. headline.py's): choose
+another --out.
+
   python experiments/cancellation.py                          # media_streaming, ~3 min, 2 cores
   python experiments/cancellation.py --benchmark random --agents optaug,optdual --seeds 64 \\
       --episodes 5000 --out results/random
@@ -15,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
-import json
 import os
 import sys
 
@@ -30,6 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (this directory's shared helpers)
 
 EPSILONS = (0.01, 0.05, 0.1)
+OUTPUTS = ("config.json", "results.npz", "summary.json", "regrets.png", "oscillation.png",
+           "multipliers.png")
 LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "fw_gap",
               "optimistic_cost_value", "optimistic_constraint_values")
 
@@ -94,15 +106,22 @@ def _load_checkpoint(path, identity, init_state, num_seeds, total):
   return done, state, {f: [arrays[f"log_{f}"]] for f in LOG_FIELDS}, seconds
 
 
-def run_agent(name, agent, cmdp, keys, args, checkpoint, identity):
-  """Chunked vmapped run with checkpoints; returns (logs dict of [seeds, K, ...], seconds)."""
-  k_total, chunk = args.episodes, args.chunk
+def start_agent(name, agent, cmdp, keys, args, checkpoint, identity):
+  """Where the agent's run starts: `(done, state, logs, seconds)`, from its verified
+  checkpoint with `--resume`, else episode 0. Writes nothing."""
   init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
-  state, done, logs, seconds = init, 0, {f: [] for f in LOG_FIELDS}, 0.0
-  if args.resume and os.path.exists(checkpoint):
-    done, state, logs, seconds = _load_checkpoint(checkpoint, identity, init, keys.shape[0],
-                                                  k_total)
-    print(f"{name}: resuming at episode {done} of {k_total}")
+  if not (args.resume and os.path.exists(checkpoint)):
+    return 0, init, {f: [] for f in LOG_FIELDS}, 0.0
+  start = _load_checkpoint(checkpoint, identity, init, keys.shape[0], args.episodes)
+  print(f"{name}: resuming at episode {start[0]} of {args.episodes}")
+  return start
+
+
+def run_agent(name, agent, cmdp, keys, args, checkpoint, identity, start):
+  """Chunked vmapped run from `start` (`start_agent`) with checkpoints; returns (logs dict
+  of [seeds, K, ...], seconds), or (None, seconds) when stopped by --max-chunks."""
+  k_total, chunk = args.episodes, args.chunk
+  done, state, logs, seconds = start
 
   def consume(log, _):
     for f in LOG_FIELDS:
@@ -196,7 +215,7 @@ SUMMARY_COLUMNS = {
 }
 
 
-def plot(curves, logs, thresholds, out):
+def plot(curves, logs, thresholds, run_dir):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -216,7 +235,7 @@ def plot(curves, logs, thresholds, out):
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, lw=0.4)
   fig.tight_layout()
-  fig.savefig(os.path.join(out, "regrets.png"), dpi=110)
+  run_dir.save_figure(fig, "regrets.png", dpi=110)
   plt.close(fig)
 
   fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 3.6), squeeze=False)
@@ -226,7 +245,7 @@ def plot(curves, logs, thresholds, out):
     k = np.arange(gap.shape[1])[last] + 1
     common.oscillation_panel(ax, k, gap[:, last], f"{name}: last {k.size} episodes")
   fig.tight_layout()
-  fig.savefig(os.path.join(out, "oscillation.png"), dpi=110)
+  run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
 
   num_constraints = next(iter(logs.values()))["multipliers"].shape[-1]
@@ -243,7 +262,7 @@ def plot(curves, logs, thresholds, out):
     ax.grid(alpha=0.3, lw=0.4)
     ax.legend(fontsize=8)
   fig.tight_layout()
-  fig.savefig(os.path.join(out, "multipliers.png"), dpi=110)
+  run_dir.save_figure(fig, "multipliers.png", dpi=110)
   plt.close(fig)
 
 
@@ -259,8 +278,13 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
   p.add_argument("--seeds", type=int, default=32)
   p.add_argument("--episodes", type=int, default=3000)
   p.add_argument("--chunk", type=int, default=250, help="episodes per jitted chunk")
-  p.add_argument("--out", default="results/cancellation")
-  p.add_argument("--resume", action="store_true", help="continue from DIR's checkpoints")
+  p.add_argument("--out", default="results/cancellation",
+                 help="the run's directory (DIR): one run's files and manifest.json; a fresh"
+                      " run of other settings removes the previous run's outputs first; a"
+                      " directory of another script is refused")
+  p.add_argument("--resume", action="store_true",
+                 help="continue from DIR's checkpoints (same settings only; a refused resume"
+                      " leaves DIR as it was)")
   p.add_argument("--max-chunks", type=int, default=None,
                  help="stop each agent after this many chunks (simulates an interruption)")
   p.add_argument("--seed", type=int, default=0, help="seed of the episode keys")
@@ -309,21 +333,20 @@ def parse_args(argv=None):
   return build_parser().parse_args(argv)
 
 
-def setup(args, script: str):
-  """Config, problem, LP optimum, seed keys and agents of a run; writes DIR/config.json and,
-  for a fresh run, clears DIR's old checkpoints. Shared with `headline.py`."""
+def setup(args, script: str, outputs):
+  """Config, record (config.json's content), problem, LP optimum, seed keys, agents and the
+  checked output directory (`common.ResultDir`) of a run. Writes nothing: the caller
+  verifies its checkpoints, then writes inside `run_dir.running()`. Shared with
+  `headline.py`."""
   if args.x64:
     jax.config.update("jax_enable_x64", True)
-  os.makedirs(args.out, exist_ok=True)
   ignored = {"resume", "max_chunks", "out"}
   if args.benchmark != "random":  # the size flags describe the random family only
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
   config = {k: v for k, v in vars(args).items() if k not in ignored}
   config.update(agents=",".join(args.agents), eta=common.eta_flag(args.eta),
                 dual_eta=common.eta_flag(args.dual_eta))
-  if not args.resume:  # a fresh run never leaves another run's checkpoints behind
-    for stale in glob.glob(os.path.join(args.out, "checkpoint_*.npz*")):
-      os.remove(stale)
+  run_dir = common.ResultDir(args.out, script, config, outputs, resume=args.resume).check()
   bench = build_problem(args)
   cmdp = bench.cmdp
   lp = oj.solve_lp(cmdp)
@@ -332,36 +355,50 @@ def setup(args, script: str):
   record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
   record["setting"] = dataclasses.replace(oj.named_setting(args.setting, cmdp),
                                           delta=args.delta).describe()
-  with open(os.path.join(args.out, "config.json"), "w") as f:
-    json.dump(record, f, indent=2)
   print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"
         f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
         f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}")
   keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
   agents = common.make_agents(args.agents, bench, num_episodes=args.episodes,
                               options=agent_options(args))
-  return config, record, bench, lp, keys, agents
+  return config, record, bench, lp, keys, agents, run_dir
+
+
+def started_agents(args, config, record, agents, start):
+  """`{name: (checkpoint, identity, start(name, agent, checkpoint, identity))}` for every
+  agent, before any runs: a refused checkpoint stops the run with nothing written."""
+  out = {}
+  for name, agent in agents.items():
+    # What determines the numbers: every argument but the paths, the agent, the versions.
+    identity = common.agent_identity(config, name, record)
+    checkpoint = os.path.join(args.out, f"checkpoint_{name}.npz")
+    out[name] = checkpoint, identity, start(name, agent, checkpoint, identity)
+  return out
 
 
 def main(argv=None):
   args = resolve_defaults(parse_args(argv))
-  config, record, bench, lp, keys, agents = setup(args, "cancellation")
+  config, record, bench, lp, keys, agents, run_dir = setup(args, "cancellation", OUTPUTS)
   cmdp = bench.cmdp
+
+  def start(name, agent, checkpoint, identity):
+    return start_agent(name, agent, cmdp, keys, args, checkpoint, identity)
+
+  starts = started_agents(args, config, record, agents, start)
   logs, curves, summary = {}, {}, {}
-  for name, agent in agents.items():
-    # What determines the numbers: every argument but the paths, the agent, the versions.
-    identity = common.agent_identity(config, name, record)
-    result, seconds = run_agent(name, agent, cmdp, keys, args,
-                                os.path.join(args.out, f"checkpoint_{name}.npz"), identity)
-    if result is None:
-      return None
-    logs[name] = result
-    summary[name], curves[name] = summarise(result, lp.value, cmdp.thresholds, seconds)
-  np.savez_compressed(os.path.join(args.out, "results.npz"),
-                      **{f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()})
-  with open(os.path.join(args.out, "summary.json"), "w") as f:
-    json.dump({"columns": SUMMARY_COLUMNS, "agents": summary}, f, indent=2)
-  plot(curves, logs, cmdp.thresholds, args.out)
+  with run_dir.running():
+    run_dir.write_json("config.json", record)
+    for name, agent in agents.items():
+      result, seconds = run_agent(name, agent, cmdp, keys, args, *starts.pop(name))
+      if result is None:
+        return None
+      logs[name] = result
+      summary[name], curves[name] = summarise(result, lp.value, cmdp.thresholds, seconds)
+    run_dir.write_npz("results.npz",
+                      {f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()})
+    run_dir.write_json("summary.json", {"columns": SUMMARY_COLUMNS, "agents": summary})
+    plot(curves, logs, cmdp.thresholds, run_dir)
+    run_dir.complete()
   print_table(summary, args)
   return summary
 

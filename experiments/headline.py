@@ -11,13 +11,19 @@ Checkpoints (`--resume`) carry the run's identity and a digest, as in cancellati
 Writes DIR/config.json, DIR/trace.npz, DIR/summary.json (with a "columns" entry saying
 what each field is), DIR/headline.png and DIR/oscillation.png, and prints a table.
 
+DIR holds one run, as in cancellation.py: every file is written atomically, and
+DIR/manifest.json says which script and settings wrote which files, with a status
+("running", "incomplete", "complete") that common.load_results checks. All checkpoints
+are verified before anything is written (a refused --resume leaves DIR as it was); a fresh
+run removes the previous run's checkpoints and, for other settings, its outputs; a
+directory of another script (e.g. cancellation.py's) is refused: choose another --out.
+
   python experiments/headline.py --seeds 8 --episodes 3000            # ~1 min, 2 cores
   python experiments/headline.py --out results/headline               # 64 seeds x 1e5
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -31,6 +37,7 @@ import cancellation  # noqa: E402  (this directory's main experiment: flags and 
 import common  # noqa: E402
 
 EPSILONS = (0.01, 0.05, 0.1)
+OUTPUTS = ("config.json", "trace.npz", "summary.json", "headline.png", "oscillation.png")
 TOTALS = ("strong_cost", "weak_cost", "absolute_cost", "strong_constraint",
           "weak_constraint", "worst_violation", "worst_positive_violation", "unsafe")
 SCALARS = ("strong_cost", "weak_cost", "absolute_cost", "worst_violation",
@@ -111,31 +118,37 @@ def reduce_chunk(rec, log, done, trace, lp_value, thresholds, num_episodes):
         log.multipliers, np.float64)[:, lo - done:hi - done]
 
 
-def run_agent(name, agent, cmdp, keys, args, lp_value, identity):
-  """Chunked vmapped run reduced on the host; returns (record, seconds) or (None, s)."""
+def start_agent(name, agent, cmdp, keys, args, path, identity):
+  """Where the agent's run starts: `(done, state, record, seconds)`, from its verified
+  checkpoint with `--resume`, else episode 0. Writes nothing."""
+  k_total = args.episodes
+  trace = trace_episodes(k_total, args.trace_points)
+  rec = _empty_record(keys.shape[0], len(trace), cmdp.num_constraints, min(args.tail, k_total))
+  init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
+  if not (args.resume and os.path.exists(path)):
+    return 0, init, rec, 0.0
+
+  def check(arrays, done):
+    for key, ref in rec.items():
+      if key not in arrays or arrays[key].shape != ref.shape:
+        return f"array {key} missing or of another shape"
+    reached = trace <= done
+    if (np.isnan(arrays["trace_cost_value"][:, reached]).any()
+        or not np.isnan(arrays["trace_cost_value"][:, ~reached]).all()):
+      return f"its trace does not stop at episode {done}"
+    return None
+
+  done, state, arrays, seconds = common.load_checkpoint(path, identity, init, k_total, check)
+  print(f"{name}: resuming at episode {done} of {k_total}")
+  return done, state, {k: arrays[k] for k in rec}, seconds
+
+
+def run_agent(name, agent, cmdp, keys, args, lp_value, path, identity, start):
+  """Chunked vmapped run from `start` (`start_agent`) reduced on the host; returns
+  (record, seconds), or (None, seconds) when stopped by --max-chunks."""
   k_total, chunk = args.episodes, args.chunk
   trace = trace_episodes(k_total, args.trace_points)
-  tail = min(args.tail, k_total)
-  num_seeds, num_constraints = keys.shape[0], cmdp.num_constraints
-  rec = _empty_record(num_seeds, len(trace), num_constraints, tail)
-  init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
-  state, done, seconds = init, 0, 0.0
-  path = os.path.join(args.out, f"checkpoint_{name}.npz")
-  if args.resume and os.path.exists(path):
-
-    def check(arrays, done):
-      for key, ref in rec.items():
-        if key not in arrays or arrays[key].shape != ref.shape:
-          return f"array {key} missing or of another shape"
-      reached = trace <= done
-      if (np.isnan(arrays["trace_cost_value"][:, reached]).any()
-          or not np.isnan(arrays["trace_cost_value"][:, ~reached]).all()):
-        return f"its trace does not stop at episode {done}"
-      return None
-
-    done, state, arrays, seconds = common.load_checkpoint(path, identity, init, k_total, check)
-    rec = {k: arrays[k] for k in rec}
-    print(f"{name}: resuming at episode {done} of {k_total}")
+  done, state, rec, seconds = start
 
   def consume(log, done_before):
     reduce_chunk(rec, log, done_before, trace, lp_value, cmdp.thresholds, k_total)
@@ -220,7 +233,7 @@ def summarise(rec, trace, num_episodes, seconds):
   return out
 
 
-def plot(summaries, records, trace, thresholds, out, title):
+def plot(summaries, records, trace, thresholds, run_dir, title):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -276,7 +289,7 @@ def plot(summaries, records, trace, thresholds, out, title):
     ax.legend(fontsize=8)
   fig.suptitle(title + " (bands: 95% interval over seeds)")
   fig.tight_layout()
-  fig.savefig(os.path.join(out, "headline.png"), dpi=110)
+  run_dir.save_figure(fig, "headline.png", dpi=110)
   plt.close(fig)
 
   cols = min(3, len(records))
@@ -289,7 +302,7 @@ def plot(summaries, records, trace, thresholds, out, title):
     k = np.arange(trace[-1] - gap.shape[1], trace[-1]) + 1
     common.oscillation_panel(ax, k, gap, name)
   fig.tight_layout()
-  fig.savefig(os.path.join(out, "oscillation.png"), dpi=110)
+  run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
 
 
@@ -320,24 +333,31 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = cancellation.resolve_defaults(parse_args(argv))
-  config, record, bench, lp, keys, agents = cancellation.setup(args, "headline")
+  config, record, bench, lp, keys, agents, run_dir = cancellation.setup(args, "headline",
+                                                                        OUTPUTS)
   cmdp = bench.cmdp
   trace = trace_episodes(args.episodes, args.trace_points)
+
+  def start(name, agent, checkpoint, identity):
+    return start_agent(name, agent, cmdp, keys, args, checkpoint, identity)
+
+  starts = cancellation.started_agents(args, config, record, agents, start)
   summaries, records = {}, {}
-  for name, agent in agents.items():
-    identity = common.agent_identity(config, name, record)
-    rec, seconds = run_agent(name, agent, cmdp, keys, args, lp.value, identity)
-    if rec is None:
-      return None
-    records[name] = rec
-    summaries[name] = summarise(rec, trace, args.episodes, seconds)
-  np.savez_compressed(os.path.join(args.out, "trace.npz"), trace=trace,
-                      **{f"{n}/{k}": v for n, r in records.items() for k, v in r.items()})
-  with open(os.path.join(args.out, "summary.json"), "w") as f:
-    json.dump({"columns": COLUMNS, "agents": summaries}, f, indent=2)
-  title = (f"{args.benchmark}, {args.setting} setting: {args.seeds} seeds x {args.episodes}"
-           f" episodes")
-  plot(summaries, records, trace, cmdp.thresholds, args.out, title)
+  with run_dir.running():
+    run_dir.write_json("config.json", record)
+    for name, agent in agents.items():
+      rec, seconds = run_agent(name, agent, cmdp, keys, args, lp.value, *starts.pop(name))
+      if rec is None:
+        return None
+      records[name] = rec
+      summaries[name] = summarise(rec, trace, args.episodes, seconds)
+    run_dir.write_npz("trace.npz", {"trace": trace, **{
+        f"{n}/{k}": v for n, r in records.items() for k, v in r.items()}})
+    run_dir.write_json("summary.json", {"columns": COLUMNS, "agents": summaries})
+    title = (f"{args.benchmark}, {args.setting} setting: {args.seeds} seeds x {args.episodes}"
+             f" episodes")
+    plot(summaries, records, trace, cmdp.thresholds, run_dir, title)
+    run_dir.complete()
   print_table(summaries, args)
   return summaries
 
