@@ -9,7 +9,7 @@ also accepts such a function directly.
 from optaug_jax._src.batching import batch_cond
 from optaug_jax._src.estimates import empirical_means, log_factors
 from optaug_jax._src.inner import (GRADIENTS, INNER_METHODS, STEP_RULES, InnerProblem,
-                                   MethodResult, dual, frank_wolfe)
+                                   MethodResult, certified_tolerance, dual, frank_wolfe)
 from optaug_jax._src.planning import (DEFAULT_FILL, FILL_METHODS, UNROLL_HORIZON,
                                       box_minimize, optimal_policy,
                                       optimistic_policy_evaluation, scan_horizon)
@@ -25,6 +25,7 @@ __all__ = (
     "MethodResult",
     "batch_cond",
     "box_minimize",
+    "certified_tolerance",
     "dual",
     "empirical_means",
     "frank_wolfe",

@@ -106,10 +106,19 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
   shifted = cp.pos(np.asarray(multipliers) / eta + d.reshape(d.shape[0], -1) @ q
                    - np.asarray(thresholds))
   objective = cost.ravel() @ q + 0.5 * eta * cp.sum_squares(shifted)
-  prob = cp.Problem(cp.Minimize(objective), [a_eq @ z == b_eq, a_ub @ z <= b_ub])
-  prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+  # Clarabel fails on some instances with a large objective (eta 1e7 and thresholds far out
+  # of reach: an optimum of 2.5e7); the objective divided by eta solves there.
+  for scale in (1.0, 1.0 / max(1.0, eta)):
+    prob = cp.Problem(cp.Minimize(scale * objective), [a_eq @ z == b_eq, a_ub @ z <= b_ub])
+    try:
+      prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    except cp.error.SolverError:
+      continue
+    if prob.status == "optimal":
+      break
   assert prob.status == "optimal", prob.status
-  return prob.value, np.asarray(summ @ z.value).reshape(horizon, num_states, num_actions)
+  return (prob.value / scale,
+          np.asarray(summ @ z.value).reshape(horizon, num_states, num_actions))
 
 
 def random_box(rng, transitions, radius):
