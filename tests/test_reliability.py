@@ -230,3 +230,31 @@ def test_checked_kernels_under_jit():
     solve(m.transitions, m.transitions, 5)
   with pytest.raises(ValueError, match="lower"):
     solve(m.transitions + 0.5, m.transitions + 0.6, 0)
+
+
+@pytest.mark.parametrize("field,bad", [("multipliers", np.nan), ("multipliers", -1.0),
+                                       ("eta", np.inf), ("eta", -2.0), ("eta", 0.0),
+                                       ("cost", np.nan), ("cost", -0.5),
+                                       ("constraint_costs", np.inf), ("thresholds", np.nan)])
+def test_checked_inner_solve_refuses_bad_numbers_under_jit(field, bad):
+  """Inside jit, NaN/inf or negative multipliers, step sizes and costs once passed into
+  `solve_inner` (a NaN objective and certificate); `check=True` now names them."""
+  m = _cmdp()
+  args = dict(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds,
+              multipliers=jnp.zeros(1), eta=jnp.asarray(1.0))
+  args[field] = jnp.full_like(jnp.asarray(args[field]), bad) if field in (
+      "multipliers", "eta", "thresholds") else args[field].at[0, 0].set(bad) if field == "cost" \
+      else args[field].at[0, 0, 0].set(bad)
+
+  @oj.checked
+  @jax.jit
+  def solve(cost, constraint_costs, thresholds, multipliers, eta):
+    return oj.solve_inner(cost, constraint_costs, m.transitions, m.transitions, 0, thresholds,
+                          multipliers, eta, method="dual", check=True).objective
+
+  with pytest.raises(ValueError, match=field):
+    solve(**args)
+  # Eagerly (concrete arrays) the same arguments are refused without check=True.
+  with pytest.raises(ValueError, match=field):
+    oj.solve_inner(args["cost"], args["constraint_costs"], m.transitions, m.transitions, 0,
+                   args["thresholds"], args["multipliers"], args["eta"], method="dual")

@@ -57,6 +57,20 @@ def box(lower, upper, where: str, *, check: bool) -> None:
            f"{where}: upper rows must sum to at least 1 (the box is empty)", check)
 
 
+def finite(name: str, x, where: str, *, check: bool, low: float | None = None,
+           low_open: bool = False) -> None:
+  """Every entry of `x` is finite (and `>= low`, or `> low` when `low_open`)."""
+  if not (_concrete(x) or check):
+    return
+  x = jnp.asarray(x)
+  ok = jnp.isfinite(x)
+  bound = ""
+  if low is not None:
+    ok = ok & ((x > low) if low_open else (x >= low))
+    bound = f" and {'>' if low_open else '>='} {low:g}"
+  _require(ok, f"{where}: {name} must be finite{bound}", check)
+
+
 def distribution(name: str, rows, where: str, *, check: bool) -> None:
   """Rows of `rows` are probability vectors."""
   if not (_concrete(rows) or check):

@@ -852,8 +852,9 @@ def solve_inner(
     fill: the greedy-fill formulation of the extended DP (`FILL_METHODS`).
     with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
       that only need the policy pass `False` (then `transitions` is `None`).
-    check: also check traced arguments (an empty box, an initial state out of range)
-      through `checkify`; wrap the outer function in `oj.checked` to get a `ValueError`.
+    check: also check traced arguments (an empty box, an initial state out of range,
+      non-finite or negative costs and multipliers, non-finite thresholds, an eta that is
+      not positive and finite) through `checkify`; wrap the outer function in `oj.checked` to get a `ValueError`.
       Concrete (eager) arguments are always checked on the host.
 
   Returns:
@@ -885,6 +886,11 @@ def solve_inner(
       raise ValueError(f"{name}: expected shape ({num_constraints},) (one per constraint of"
                        f" constraint_costs), got {x.shape}")
   checks.initial_state(initial_state, cost.shape[1], "solve_inner", check=check)
+  for name, x in (("cost", cost), ("constraint_costs", constraint_costs),
+                  ("multipliers", multipliers)):
+    checks.finite(name, x, "solve_inner", check=check, low=0.0)
+  checks.finite("thresholds", thresholds, "solve_inner", check=check)
+  checks.finite("eta", eta, "solve_inner", check=check, low=0.0, low_open=True)
   checks.box(lower, upper, "solve_inner", check=check)
   problem = InnerProblem(cost, constraint_costs, lower, upper, initial_state, thresholds,
                          multipliers, eta)
