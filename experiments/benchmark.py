@@ -52,6 +52,7 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (this directory's shared helpers: atomic writes)
 import numpy_reference as npr  # noqa: E402  (this directory's NumPy OptAug step)
 
 FILL_METHODS, DEFAULT_FILL = oj.kernels.FILL_METHODS, oj.kernels.DEFAULT_FILL
@@ -653,10 +654,9 @@ def main(argv=None):
           + f" media_streaming {ms['us_per_seed_episode']:.1f} us per seed-episode,"
           f" 10^5 episodes x {ms['seeds']} seeds projected {ms['projected_1e5_s']:.0f} s"
           " (target 3600 s)")
-  if args.out:
+  if args.out:  # one file, written whole or not at all
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-      json.dump(results, f, indent=2, default=str)
+    common.write_json(args.out, results, default=str)
     print(f"wrote {args.out}")
   return results
 

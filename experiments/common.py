@@ -367,7 +367,7 @@ class ResultDir:
 
   def _save_manifest(self, **changes):
     self.manifest.update(changes, updated=_now())
-    write_json(self.file(MANIFEST), self.manifest)
+    write_json(self.file(MANIFEST), self.manifest, default=str)
 
   def _start(self):
     os.makedirs(self.path, exist_ok=True)
@@ -429,6 +429,13 @@ class ResultDir:
     """Marks the run finished: every output written."""
     self.manifest.pop("note", None)
     self._save_manifest(status="complete", finished=_now())
+
+
+def result_dir(args, script: str, outputs) -> ResultDir:
+  """The checked `ResultDir` of a script without checkpoints: `args.out`, with every other
+  argument as the run's settings. Call it before the work, write inside `running()`."""
+  arguments = {k: v for k, v in vars(args).items() if k != "out"}
+  return ResultDir(args.out, script, arguments, outputs).check()
 
 
 def load_results(directory, script=None, *, allow_incomplete=False) -> dict:

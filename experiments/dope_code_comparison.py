@@ -18,12 +18,15 @@ pessimistic constraint value, and the true values of the played policies.
 
   python experiments/dope_code_comparison.py --benchmark media_streaming --seeds 4 \
       --after 300 --out docs/results/dope_code_comparison/media_streaming
+
+Writes DIR/config.json and DIR/summary.json atomically, with DIR/manifest.json (see
+experiments/common.py, ResultDir): a directory of another script is refused, and a run of
+other settings replaces the previous run's files.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -69,8 +72,9 @@ def main(argv=None):
   total = k0 + args.after
   if total > args.num_episodes:
     raise SystemExit(f"--after: K_0 + after = {total} exceeds --num-episodes")
-  os.makedirs(args.out, exist_ok=True)
+  run_dir = common.result_dir(args, "dope_code_comparison", ("config.json", "summary.json"))
   config = common.run_config(vars(args), b, lp)
+  config["script"] = "dope_code_comparison"
   config["setting"] = setting.describe()
   config["k0"] = k0
   keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
@@ -129,10 +133,10 @@ def main(argv=None):
       "v_star": float(lp.value), "baseline_value": float(baseline_v),
       "baseline_constraint": float(np.asarray(baseline_c)[0]), "k0": k0,
       "wall_seconds": time.time() - started, "variants": results}
-  with open(os.path.join(args.out, "config.json"), "w") as f:
-    json.dump(config, f, indent=2, default=str)
-  with open(os.path.join(args.out, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2)
+  with run_dir.running():
+    run_dir.write_json("config.json", config, default=str)
+    run_dir.write_json("summary.json", summary)
+    run_dir.complete()
   print(f"wrote {args.out}/summary.json")
   return summary
 

@@ -5,7 +5,9 @@ taken from real runs (the optimistic model and multipliers of an OptAug run afte
 `--episodes` episodes: media_streaming for I = 1, a random-family CMDP for I = 2, 3), for
 eta in 1 .. 1e6: the true error `objective - optimum` (optimum by cvxpy/Clarabel in z-space)
 and the method's certificate, against the number of extended DPs. Prints the table of DP
-calls needed to reach 1e-6 and 1e-9 and writes JSON and a figure. float64.
+calls needed to reach 1e-6 and 1e-9 and writes DIR/inner_solver.json and a figure, each
+atomically, with DIR/manifest.json (experiments/common.py, ResultDir: a directory of another
+script is refused; a run of other settings replaces the previous run's files). float64.
 
   python experiments/inner_solver.py --out results/inner_solver   # ~10 min on 2 cores
   python experiments/inner_solver.py --quick                      # a smoke run
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -38,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (this directory's shared helpers)
 
 TOLERANCES = (1e-6, 1e-9)
+OUTPUTS = ("inner_solver.json", "inner_solver.png")
 
 
 def realistic_problem(num_constraints: int, episodes: int, seed: int = 0):
@@ -96,6 +98,7 @@ def main(argv=None):
   if args.quick:
     args.etas, args.constraints, args.episodes = "1,1e4", "1,2", 100
     args.fw_budgets, args.dual_budgets_1, args.dual_budgets_2 = "3,30", "10,58", "10,40"
+  run_dir = common.result_dir(args, "inner_solver", OUTPUTS)
   etas = [float(e) for e in args.etas.split(",")]
   budgets = {"frank_wolfe": [int(t) for t in args.fw_budgets.split(",")]}
   started = time.perf_counter()
@@ -120,12 +123,13 @@ def main(argv=None):
               + " ".join(f"{r['dp_calls']}:{r['error']:.1e}" for r in rows), flush=True)
   seconds = time.perf_counter() - started
   print_table(results)
-  os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "inner_solver.json"), "w") as f:
-    json.dump({"arguments": vars(args), "versions": common.versions(), "seconds": seconds,
-               "error_definition": "(objective - Clarabel optimum) / max(1, |optimum|)",
-               "results": results}, f, indent=2)
-  plot(results, etas, args.out)
+  with run_dir.running():
+    run_dir.write_json("inner_solver.json", {
+        "arguments": vars(args), "versions": common.versions(), "seconds": seconds,
+        "error_definition": "(objective - Clarabel optimum) / max(1, |optimum|)",
+        "results": results})
+    plot(results, etas, run_dir)
+    run_dir.complete()
   return results
 
 
@@ -144,7 +148,7 @@ def print_table(results):
       print(f"{i:2d} {method:12s} " + " ".join(cells))
 
 
-def plot(results, etas, out):
+def plot(results, etas, run_dir):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -169,7 +173,7 @@ def plot(results, etas, out):
     ax.legend(fontsize=6)
   fig.suptitle("solid/dashed: true error against Clarabel; dotted: the method's certificate")
   fig.tight_layout()
-  fig.savefig(os.path.join(out, "inner_solver.png"), dpi=110)
+  run_dir.save_figure(fig, "inner_solver.png", dpi=110)
   plt.close(fig)
 
 

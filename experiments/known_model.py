@@ -4,13 +4,17 @@ No estimation error: what remains is the outer method. The augmented Lagrangian 
 last iterate converges; dual projected descent oscillates (its averages converge).
 
   python experiments/known_model.py --out results/known_model     # ~30 s on 2 cores
+
+Writes DIR/known_model.json and DIR/known_model.png atomically, with DIR/manifest.json
+(see experiments/common.py, ResultDir): a directory of another script is refused, and a
+run of other settings replaces the previous run's files.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 
 import jax
 
@@ -20,6 +24,31 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (this directory's shared helpers)
+
+OUTPUTS = ("known_model.json", "known_model.png")
+
+
+def plot(results, run_dir):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+  for method, style in [("alm", "-"), ("dual_descent", ":")]:
+    for eta, r in results[method].items():
+      label = f"{'ALM' if method == 'alm' else 'dual descent'} eta={eta}"
+      axes[0].plot(r["objective_gap"], style, label=label)
+      axes[1].plot(r["violation"], style, label=label)
+  axes[0].set(xlabel="iteration", ylabel="V(pi_n) - V* (last iterate)")
+  axes[1].set(xlabel="iteration", ylabel="max_i V(d_i) - alpha_i (last iterate)")
+  for ax in axes:
+    ax.axhline(0, color="k", lw=0.6)
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  run_dir.save_figure(fig, "known_model.png", dpi=110)
+  plt.close(fig)
 
 
 def main(argv=None):
@@ -34,6 +63,7 @@ def main(argv=None):
   p.add_argument("--dual-etas", default="0.1,0.5,2")
   p.add_argument("--out", default="results/known_model")
   args = p.parse_args(argv)
+  run_dir = common.result_dir(args, "known_model", OUTPUTS)
 
   if args.benchmark == "random":
     cmdp = oj.random_cmdp(jax.random.PRNGKey(2), num_states=5, num_actions=3, horizon=5,
@@ -57,26 +87,10 @@ def main(argv=None):
         "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
         "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist()}
 
-  os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "known_model.json"), "w") as f:
-    json.dump(results, f)
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-  for method, style in [("alm", "-"), ("dual_descent", ":")]:
-    for eta, r in results[method].items():
-      label = f"{'ALM' if method == 'alm' else 'dual descent'} eta={eta}"
-      axes[0].plot(r["objective_gap"], style, label=label)
-      axes[1].plot(r["violation"], style, label=label)
-  axes[0].set(xlabel="iteration", ylabel="V(pi_n) - V* (last iterate)")
-  axes[1].set(xlabel="iteration", ylabel="max_i V(d_i) - alpha_i (last iterate)")
-  for ax in axes:
-    ax.axhline(0, color="k", lw=0.6)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(args.out, "known_model.png"), dpi=110)
-  plt.close(fig)
+  with run_dir.running():
+    run_dir.write_json("known_model.json", results, indent=None)
+    plot(results, run_dir)
+    run_dir.complete()
   tail = slice(args.iters // 2, args.iters)
   print(f"{args.benchmark}: V* = {lp.value:.4f}; over the second half of {args.iters} iterations:")
   for method, runs in results.items():

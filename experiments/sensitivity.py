@@ -11,13 +11,17 @@
 
   python experiments/sensitivity.py --out results/sensitivity      # ~2 minutes, 2 cores
   python experiments/sensitivity.py --quick                         # smaller grids
+
+Writes DIR/sensitivity.json and DIR/sensitivity.png atomically, with DIR/manifest.json
+(see experiments/common.py, ResultDir): a directory of another script is refused, and a
+run of other settings replaces the previous run's files.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
 
 import jax
@@ -29,6 +33,11 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (this directory's shared helpers)
+
+OUTPUTS = ("sensitivity.json", "sensitivity.png")
 
 
 def limiting_multiplier(cmdp, alpha, *, eta, num_iters, inner_iters):
@@ -148,7 +157,7 @@ def agreement_and_cost(cmdp_big, *, num_iters, reps):
                         I=cmdp_big.num_constraints, fw_iters=num_iters)}
 
 
-def plot(results, out):
+def plot(results, run_dir):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -172,7 +181,7 @@ def plot(results, out):
   axes[2].set_ylabel("|V(pi_n) - V*| (last iterate)")
   axes[2].legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(os.path.join(out, "sensitivity.png"), dpi=110)
+  run_dir.save_figure(fig, "sensitivity.png", dpi=110)
   plt.close(fig)
 
 
@@ -183,6 +192,7 @@ def main(argv=None):
   parser.add_argument("--quick", action="store_true", help="small grids, for tests")
   parser.add_argument("--seed", type=int, default=2)
   args = parser.parse_args(argv)
+  run_dir = common.result_dir(args, "sensitivity", OUTPUTS)
   grid, n_iter, inner, steps, reps = (25, 40, 1000, 150, 5) if not args.quick else (
       5, 15, 200, 5, 1)
 
@@ -230,10 +240,10 @@ def main(argv=None):
   results["agreement_and_cost"] = agreement_and_cost(big, num_iters=100, reps=reps)
   results["seconds"] = time.perf_counter() - t0
 
-  os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, "sensitivity.json"), "w") as f:
-    json.dump(results, f, indent=2)
-  plot(results, args.out)
+  with run_dir.running():
+    run_dir.write_json("sensitivity.json", results)
+    plot(results, run_dir)
+    run_dir.complete()
   e = results["price_of_safety_max_abs_err"]
   a = results["price_of_safety_agreement"]
   print(f"price of safety over {grid} thresholds: -jax.grad V*(alpha) within 1e-6 of the LP"
