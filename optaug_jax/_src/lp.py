@@ -101,6 +101,9 @@ def solve_occupancy_lp(transitions, cost, constraint_costs, thresholds, initial_
 
   Returns:
     `(q [H, S, A], feasible)`; `q` is all zeros when infeasible.
+
+  Raises:
+    RuntimeError: if HiGHS fails (a status other than optimal or infeasible).
   """
   p = np.asarray(transitions, np.float64)
   c, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
