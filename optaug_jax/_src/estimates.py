@@ -13,20 +13,38 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import warnings
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import setting as setting_lib
 from .env import Trajectory
 
 
-class Counts(NamedTuple):
-  """Sufficient statistics of all episodes played so far."""
+# The most episodes a run may hold: the episode counter and the visit counts are int32
+# (each episode adds at most one visit to an `(h, s, a)`), so `run` refuses longer runs.
+MAX_EPISODES = 2**31 - 1
 
-  visits: jax.Array  # [H, S, A] n_h(s, a)
-  transitions: jax.Array  # [H, S, A, S'] n_h(s, a, s')
-  cost_sums: jax.Array  # [H, S, A] sum of observed objective costs
-  constraint_cost_sums: jax.Array  # [I, H, S, A] sum of observed constraint costs
+
+class Counts(NamedTuple):
+  """Sufficient statistics of all episodes played so far.
+
+  Visits and transitions are integers (int32: exact up to `MAX_EPISODES`; an update at that
+  value saturates instead of wrapping). Cost sums are compensated float sums: `cost_sums` is
+  the running total rounded to the float dtype and `cost_compensation` what that rounding
+  left out (`cost_sums + cost_compensation` is the sum to about twice the float precision),
+  so the empirical mean `cost_sums / n` keeps full precision however many visits there are.
+  Counts built without the compensation fields (`None`) accumulate plainly.
+  """
+
+  visits: jax.Array  # [H, S, A] int32 n_h(s, a)
+  transitions: jax.Array  # [H, S, A, S'] int32 n_h(s, a, s')
+  cost_sums: jax.Array  # [H, S, A] float, sum of observed objective costs
+  constraint_cost_sums: jax.Array  # [I, H, S, A] float, sum of observed constraint costs
+  cost_compensation: jax.Array | None = None  # [H, S, A] low-order part of cost_sums
+  constraint_cost_compensation: jax.Array | None = None  # [I, H, S, A] same, constraints
 
 
 class OptimisticModel(NamedTuple):
@@ -37,37 +55,98 @@ class OptimisticModel(NamedTuple):
   lower: jax.Array  # [H, S, A, S'] lower end of B^p_k, in [0, 1]
   upper: jax.Array  # [H, S, A, S'] upper end of B^p_k, in [0, 1]
   transitions: jax.Array  # [H, S, A, S'] point estimate p-bar (a fixed in-box point where unvisited)
+  off_support_transitions: jax.Array = np.int32(0)  # [] int32, observed (h, s, a, s') outside
+  #   the setting's support (see `EmpiricalModel`)
 
 
 def init_counts(
     *, num_states: int, num_actions: int, horizon: int, num_constraints: int, dtype
 ) -> Counts:
-  """All-zero statistics, in `dtype` promoted to at least float32.
-
-  Counts stay exact up to 2^24 visits in float32 (2^53 in float64); a 16-bit float would
-  stop counting at 256 (bfloat16) or 2048 (float16), so it is never used for counts.
-  """
+  """All-zero statistics: int32 visits and transitions, cost sums (and their compensation)
+  in `dtype` promoted to at least float32 (a 16-bit float would round the sums coarsely)."""
   dtype = jnp.promote_types(dtype, jnp.float32)
   shape = (horizon, num_states, num_actions)
   return Counts(
-      visits=jnp.zeros(shape, dtype),
-      transitions=jnp.zeros(shape + (num_states,), dtype),
+      visits=jnp.zeros(shape, jnp.int32),
+      transitions=jnp.zeros(shape + (num_states,), jnp.int32),
       cost_sums=jnp.zeros(shape, dtype),
       constraint_cost_sums=jnp.zeros((num_constraints,) + shape, dtype),
+      cost_compensation=jnp.zeros(shape, dtype),
+      constraint_cost_compensation=jnp.zeros((num_constraints,) + shape, dtype),
   )
 
 
+def two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """`(s, e)` with `s = fl(a + b)` and `e = a + b - s` exactly (Knuth's TwoSum, branch-free).
+
+  XLA keeps the order of floating-point additions (no reassociation), so the error term
+  survives `jit` on CPU and GPU (tested under `jit`).
+  """
+  s = a + b
+  b_virtual = s - a
+  e = (a - (s - b_virtual)) + (b - b_virtual)
+  return s, e
+
+
+def compensated_add(total: jax.Array, compensation: jax.Array, value: jax.Array,
+                    value_compensation: jax.typing.ArrayLike = 0.0
+                    ) -> tuple[jax.Array, jax.Array]:
+  """Adds `value (+ value_compensation)` to the compensated sum `(total, compensation)`.
+
+  A double-word sum (Neumaier's compensation, renormalised): the rounding error of every
+  addition goes into `compensation`, which is folded back so that `total` stays the sum
+  rounded to its dtype and `compensation` the (small) remainder. Exact integer sums below
+  2^24 (float32) keep `compensation == 0` and `total` equal to a plain sum, bit for bit.
+
+  Returns:
+    `(total, compensation)` after the addition.
+  """
+  s, e = two_sum(total, value)
+  return two_sum(s, compensation + value_compensation + e)
+
+
+def _saturating_increment(counts: jax.Array, index) -> jax.Array:
+  """`counts.at[index].add(1)`, but an int32 entry at `MAX_EPISODES` stays there (no wrap)."""
+  if not jnp.issubdtype(counts.dtype, jnp.integer):
+    return counts.at[index].add(1.0)
+  current = counts[index]
+  return counts.at[index].set(current + (current < MAX_EPISODES).astype(counts.dtype))
+
+
 def update_counts(counts: Counts, trajectory: Trajectory) -> Counts:
-  """Adds one episode's visits, transitions and observed costs."""
+  """Adds one episode's visits, transitions and observed costs.
+
+  Integer counts are exact up to `MAX_EPISODES` (and saturate there); cost sums are
+  compensated (`compensated_add`) when `counts` has compensation fields.
+  """
   h = jnp.arange(counts.visits.shape[0])
   s, a, s_next = trajectory.states[:-1], trajectory.actions, trajectory.states[1:]
-  dtype = counts.visits.dtype
+  dtype = counts.cost_sums.dtype
+  costs = trajectory.costs.astype(dtype)
+  constraint_costs = trajectory.constraint_costs.astype(dtype)
+  if counts.cost_compensation is None or counts.constraint_cost_compensation is None:
+    cost_sums = counts.cost_sums.at[h, s, a].add(costs)
+    constraint_cost_sums = counts.constraint_cost_sums.at[:, h, s, a].add(constraint_costs)
+    cost_compensation = counts.cost_compensation
+    constraint_cost_compensation = counts.constraint_cost_compensation
+  else:
+    # One entry per step h: the H indices are distinct, so gather, add and scatter back.
+    total, comp = compensated_add(counts.cost_sums[h, s, a], counts.cost_compensation[h, s, a],
+                                  costs)
+    cost_sums = counts.cost_sums.at[h, s, a].set(total)
+    cost_compensation = counts.cost_compensation.at[h, s, a].set(comp)
+    total, comp = compensated_add(counts.constraint_cost_sums[:, h, s, a],
+                                  counts.constraint_cost_compensation[:, h, s, a],
+                                  constraint_costs)
+    constraint_cost_sums = counts.constraint_cost_sums.at[:, h, s, a].set(total)
+    constraint_cost_compensation = counts.constraint_cost_compensation.at[:, h, s, a].set(comp)
   return Counts(
-      visits=counts.visits.at[h, s, a].add(1.0),
-      transitions=counts.transitions.at[h, s, a, s_next].add(1.0),
-      cost_sums=counts.cost_sums.at[h, s, a].add(trajectory.costs.astype(dtype)),
-      constraint_cost_sums=counts.constraint_cost_sums.at[:, h, s, a].add(
-          trajectory.constraint_costs.astype(dtype)),
+      visits=_saturating_increment(counts.visits, (h, s, a)),
+      transitions=_saturating_increment(counts.transitions, (h, s, a, s_next)),
+      cost_sums=cost_sums,
+      constraint_cost_sums=constraint_cost_sums,
+      cost_compensation=cost_compensation,
+      constraint_cost_compensation=constraint_cost_compensation,
   )
 
 
@@ -82,21 +161,43 @@ def log_factors(
 
 
 def pool_counts(counts: Counts) -> Counts:
-  """Counts of a stationary model: every statistic summed over h, repeated at each h."""
+  """Counts of a stationary model: every statistic summed over h, repeated at each h.
+
+  The pooled visits and transitions are in the float dtype of the cost sums: a sum over h
+  can exceed int32 (up to `H * MAX_EPISODES`), and the float sum cannot overflow (it is exact
+  below 2^24 in float32, 2^53 in float64, and within rounding above). The pooled cost sums
+  include their compensation; the returned compensation is zero.
+  """
+  dtype = counts.cost_sums.dtype
 
   def pool(x, axis):
-    return jnp.broadcast_to(jnp.sum(x, axis=axis, keepdims=True), x.shape)
+    return jnp.broadcast_to(jnp.sum(x.astype(dtype), axis=axis, keepdims=True), x.shape)
 
+  cost_sums, constraint_cost_sums = pool(counts.cost_sums, 0), pool(counts.constraint_cost_sums, 1)
+  cost_compensation = counts.cost_compensation
+  constraint_cost_compensation = counts.constraint_cost_compensation
+  if cost_compensation is not None:
+    cost_sums = cost_sums + pool(cost_compensation, 0)
+    cost_compensation = jnp.zeros_like(cost_compensation)
+  if constraint_cost_compensation is not None:
+    constraint_cost_sums = constraint_cost_sums + pool(constraint_cost_compensation, 1)
+    constraint_cost_compensation = jnp.zeros_like(constraint_cost_compensation)
   return Counts(visits=pool(counts.visits, 0), transitions=pool(counts.transitions, 0),
-                cost_sums=pool(counts.cost_sums, 0),
-                constraint_cost_sums=pool(counts.constraint_cost_sums, 1))
+                cost_sums=cost_sums, constraint_cost_sums=constraint_cost_sums,
+                cost_compensation=cost_compensation,
+                constraint_cost_compensation=constraint_cost_compensation)
 
 
 def empirical_means(counts: Counts):
-  """`(c-bar, d-bar, p-bar)` with the paper's `n v 1` denominators."""
-  n = jnp.maximum(counts.visits, 1.0)
+  """`(c-bar, d-bar, p-bar)` with the paper's `n v 1` denominators, in the sums' float dtype.
+
+  Integer counts are converted to that dtype before dividing (exact below 2^24 in float32,
+  so the means are those of float counts bit for bit there).
+  """
+  dtype = counts.cost_sums.dtype
+  n = jnp.maximum(counts.visits, 1).astype(dtype)
   return (counts.cost_sums / n, counts.constraint_cost_sums / n,
-          counts.transitions / n[..., None])
+          counts.transitions.astype(dtype) / n[..., None])
 
 
 class EmpiricalModel(NamedTuple):
@@ -110,7 +211,11 @@ class EmpiricalModel(NamedTuple):
   constraint_radius: jax.Array  # [H, S, A] beta^d of the constraint costs (0 when known)
   transition_radius: jax.Array  # [H, S, A, S'] beta^p, at most 1; 1 where unvisited; 0 off
   #                               the known support
-  visits: jax.Array  # [H, S, A] the counts n the radii use (pooled over h if stationary)
+  visits: jax.Array  # [H, S, A] the counts n the radii use (pooled over h if stationary), in
+  #                   the float dtype
+  off_support_transitions: jax.Array = np.int32(0)  # [] int32, the number of distinct
+  #   (h, s, a, s') observed (counted per step h, before pooling) whose s' is outside the
+  #   setting's support: the data contradict the declared support there (0 without one)
 
 
 def empirical_model(
@@ -134,9 +239,14 @@ def empirical_model(
   log_p, log_c = setting_lib.log_factors(
       setting, num_states=num_states, num_actions=num_actions, horizon=horizon,
       num_constraints=num_constraints, num_episodes=num_episodes, delta=delta)
+  off_support = np.int32(0)
+  if setting.support is not None:
+    support = _known(setting.support, "support", (horizon, num_states, num_actions,
+                                                  num_states), bool)
+    off_support = jnp.sum((counts.transitions > 0) & ~support, dtype=jnp.int32)
   if setting.stationary:
     counts = pool_counts(counts)
-  n = jnp.maximum(counts.visits, 1.0)
+  n = jnp.maximum(counts.visits, 1).astype(counts.cost_sums.dtype)
   c_bar, d_bar, p_bar = empirical_means(counts)
   beta_c = bonus_scale * jnp.sqrt(log_c / n)
   n4 = n[..., None]
@@ -149,8 +259,6 @@ def empirical_model(
     # A point of the box for unvisited (h, s, a): all mass on next state 0.
     default = jax.nn.one_hot(0, num_states, dtype=dtype)
   else:
-    support = _known(setting.support, "support", (horizon, num_states, num_actions,
-                                                  num_states), bool)
     beta_p = jnp.where(support, beta_p, 0.0)
     default = support / jnp.sum(support, axis=-1, keepdims=True).astype(dtype)
   cost_radius = constraint_radius = beta_c
@@ -163,7 +271,8 @@ def empirical_model(
   return EmpiricalModel(cost=c_bar, constraint_costs=d_bar,
                         transitions=jnp.where(visited, p_bar, default), cost_radius=cost_radius,
                         constraint_radius=constraint_radius, transition_radius=beta_p,
-                        visits=counts.visits)
+                        visits=counts.visits.astype(dtype),
+                        off_support_transitions=jnp.asarray(off_support, jnp.int32))
 
 
 def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
@@ -218,6 +327,7 @@ def optimistic_model(
       lower=lower,
       upper=upper,
       transitions=est.transitions,
+      off_support_transitions=est.off_support_transitions,
   )
 
 
@@ -232,3 +342,61 @@ def _known(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
     raise ValueError(f"setting.{name}: expected shape {shape} or {stationary_shape} for this"
                      f" CMDP, got {value.shape}")
   return jnp.broadcast_to(value, shape).astype(dtype)
+
+
+class SupportViolations(NamedTuple):
+  """Observed transitions that a declared support excludes (`support_violations`)."""
+
+  indices: np.ndarray  # [M, 4] int, the (h, s, a, s') of each, in index order
+  counts: np.ndarray  # [M] int, times each was observed (summed over leading batch axes)
+
+
+_ON_VIOLATION = ("warn", "raise", "ignore")
+
+
+def support_violations(counts: Counts, setting: setting_lib.Setting, *,
+                       on_violation: str = "warn", max_named: int = 5) -> SupportViolations:
+  """The observed `(h, s, a, s')` whose next state `s'` the setting's support excludes.
+
+  Host side (never jitted). A declared support (`Setting.support`) that the data contradict
+  makes the box a point at 0 there, as if that probability were known: the agents log the
+  number of such tuples (`EpisodeLog.off_support_transitions`, inside the jitted run); this
+  function names them, from the counts of a returned state (`state.counts`).
+
+  Args:
+    counts: `Counts` `[H, S, A, S']`, possibly with leading batch axes (seeds), whose
+      observations are summed.
+    setting: the `Setting` whose `support` is checked (`None` support: nothing to check).
+    on_violation: `"warn"` (default: a `UserWarning` naming the first tuples), `"raise"`
+      (a `ValueError` naming them) or `"ignore"`.
+    max_named: how many tuples the message names.
+
+  Returns:
+    `SupportViolations(indices [M, 4], counts [M])`, empty when the data agree.
+  """
+  if on_violation not in _ON_VIOLATION:
+    raise ValueError(f"on_violation: expected one of {_ON_VIOLATION}, got {on_violation!r}")
+  setting = setting_lib.resolve(setting)
+  transitions = np.asarray(counts.transitions)
+  if transitions.ndim < 4:
+    raise ValueError(f"counts.transitions: expected [..., H, S, A, S'], got shape"
+                     f" {transitions.shape}")
+  observed = transitions.reshape((-1,) + transitions.shape[-4:]).sum(0, dtype=np.int64)
+  if setting.support is None:
+    return SupportViolations(np.zeros((0, 4), np.int64), np.zeros((0,), np.int64))
+  support = np.asarray(_known(setting.support, "support", observed.shape, bool))
+  indices = np.argwhere((observed > 0) & ~support)
+  found = SupportViolations(indices, observed[tuple(indices.T)])
+  if indices.shape[0] and on_violation != "ignore":
+    named = ", ".join(f"(h={h}, s={s}, a={a}, s'={t}) x{n}"
+                      for (h, s, a, t), n in zip(indices[:max_named].tolist(),
+                                                 found.counts[:max_named].tolist()))
+    more = indices.shape[0] - min(max_named, indices.shape[0])
+    message = (f"setting.support: {indices.shape[0]} observed transition(s) (h, s, a, s')"
+               f" have s' outside the declared support: {named}"
+               + (f" and {more} more" if more else "")
+               + "; their boxes are points at 0 there, so the support is wrong")
+    if on_violation == "raise":
+      raise ValueError(message)
+    warnings.warn(message, stacklevel=2)
+  return found
