@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from . import validation
+from .estimates import compensated_add
 
 
 class NuPIState(NamedTuple):
@@ -67,10 +68,24 @@ def nupi(learning_rate: optax.ScalarOrSchedule, *, kp: float = 0.0, ki: float = 
 
 
 class PIDState(NamedTuple):
-  """The PID Lagrangian's integral (kept >= 0) and the previous error."""
+  """The PID Lagrangian's integral (kept >= 0) and the previous error.
+
+  The integral is a compensated running sum (`estimates.compensated_add`): `integral` is
+  the sum rounded to its dtype, `integral_compensation` the rest, so a long run in float32
+  does not lose the small errors added to a large integral.
+  """
 
   integral: optax.Updates
   previous_error: optax.Updates
+  integral_compensation: optax.Updates = None
+
+
+def _accumulate_nonnegative(total, compensation, value):
+  """`[total + value]_+` as a compensated sum `(total, compensation)`."""
+  total, compensation = compensated_add(total, compensation, value)
+  negative = total < 0  # the head has the sign of the compensated sum
+  return (jnp.where(negative, 0.0, total).astype(total.dtype),
+          jnp.where(negative, 0.0, compensation).astype(total.dtype))
 
 
 def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTransformation:
@@ -97,19 +112,28 @@ def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTr
 
   def init(params):
     zeros = jax.tree.map(jnp.zeros_like, params)
-    return PIDState(integral=zeros, previous_error=zeros)
+    return PIDState(integral=zeros, previous_error=zeros, integral_compensation=zeros)
 
   def update(updates, state, params=None):
     if params is None:
       raise ValueError("params: pid_lagrangian sets the multiplier, so update needs it")
     error = jax.tree.map(jnp.negative, updates)
-    integral = jax.tree.map(lambda i, e: jnp.maximum(i + e, 0.0), state.integral, error)
+    compensation = state.integral_compensation
+    if compensation is None:  # a state built without it: plain sums, as before
+      integral = jax.tree.map(lambda i, e: jnp.maximum(i + e, 0.0), state.integral, error)
+    else:
+      leaves, treedef = jax.tree.flatten(state.integral)
+      pairs = [_accumulate_nonnegative(i, c, e) for i, c, e in zip(
+          leaves, treedef.flatten_up_to(compensation), treedef.flatten_up_to(error))]
+      integral = treedef.unflatten([p[0] for p in pairs])
+      compensation = treedef.unflatten([p[1] for p in pairs])
     target = jax.tree.map(
         lambda e, i, e_prev: jnp.maximum(
             kp * e + ki * i + kd * jnp.maximum(e - e_prev, 0.0), 0.0),
         error, integral, state.previous_error)
     step = jax.tree.map(lambda t, p: t - p, target, params)
-    return step, PIDState(integral=integral, previous_error=error)
+    return step, PIDState(integral=integral, previous_error=error,
+                          integral_compensation=compensation)
 
   return optax.GradientTransformation(init, update)
 

@@ -6,6 +6,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from .estimates import MAX_EPISODES, compensated_add
 
 
 class EpisodeLog(NamedTuple):
@@ -21,6 +24,12 @@ class EpisodeLog(NamedTuple):
   sampled_cost: jax.Array  # [] realised objective cost of the episode
   sampled_constraint_costs: jax.Array  # [I] realised constraint costs of the episode
   extras: dict = {}  # the agent's PlanInfo.extras (e.g. OptAug's "dp_calls")
+  certified: jax.Array | None = None  # [] bool, the inner solve proved its accuracy
+  #   (`InnerSolution.certified`; True without an inner solve); None: not recorded
+  off_support_transitions: jax.Array | None = None  # [] int32, distinct (h, s, a, s')
+  #   observed before this episode whose s' is outside the agent's declared support
+  #   (`Setting.support`), -1 if the agent does not report it; `support_violations` names
+  #   them on the host; None: not recorded
 
 
 class RunSummary(NamedTuple):
@@ -28,18 +37,29 @@ class RunSummary(NamedTuple):
 
   Per-constraint totals are kept; the paper's constraint regrets are their max over `i`
   (`Regrets.strong_constraint[..., -1] == max_i strong_constraint[..., i]`).
+
+  The five sums are compensated (`estimates.compensated_add`): each field is the total
+  rounded to its dtype, and `compensation` holds what that rounding left out, so 10^7
+  episodes in float32 keep the totals to within a few float32 roundings (a plain float32
+  sum of 10^7 values 0.1 is 8.8% off). Counters are int32: `run` refuses runs beyond
+  `MAX_EPISODES`, so the summaries of the chunks of one run merge without wrapping.
   """
 
-  episodes: jax.Array  # [] int, episodes summarised
+  episodes: jax.Array  # [] int32, episodes summarised
   strong_cost: jax.Array  # [] sum_k [V^{pi_k}(c) - V*]_+
   weak_cost: jax.Array  # [] sum_k (V^{pi_k}(c) - V*)
   absolute_cost: jax.Array  # [] sum_k |V^{pi_k}(c) - V*| (Bura et al. 2022's objective regret)
   strong_constraint: jax.Array  # [I] sum_k [V^{pi_k}(d_i) - alpha_i]_+
   weak_constraint: jax.Array  # [I] sum_k (V^{pi_k}(d_i) - alpha_i)
   max_violation: jax.Array  # [I] max_k (V^{pi_k}(d_i) - alpha_i) (-inf before any episode)
-  violating_episodes: jax.Array  # [I] int, episodes with V^{pi_k}(d_i) > alpha_i
+  violating_episodes: jax.Array  # [I] int32, episodes with V^{pi_k}(d_i) > alpha_i
   max_fw_gap: jax.Array  # [] largest Frank-Wolfe gap
   multipliers: jax.Array  # [I] lambda after the last episode
+  uncertified_episodes: jax.Array  # [] int32, episodes whose inner solve was not certified
+  off_support_transitions: jax.Array  # [] int32, the largest `EpisodeLog.off_support_transitions`
+  #   (-1: not reported by the agent; `support_violations` names them)
+  compensation: jax.Array  # [3 + 2 I] low-order parts of (strong_cost, weak_cost,
+  #   absolute_cost, strong_constraint[I], weak_constraint[I])
 
   @classmethod
   def zeros(cls, num_constraints: int, dtype) -> "RunSummary":
@@ -50,21 +70,48 @@ class RunSummary(NamedTuple):
         absolute_cost=zero, strong_constraint=vec, weak_constraint=vec,
         max_violation=jnp.full((num_constraints,), -jnp.inf, dtype),
         violating_episodes=jnp.zeros((num_constraints,), jnp.int32),
-        max_fw_gap=zero, multipliers=vec)
+        max_fw_gap=zero, multipliers=vec, uncertified_episodes=jnp.zeros((), jnp.int32),
+        off_support_transitions=jnp.full((), -1, jnp.int32),
+        compensation=jnp.zeros((3 + 2 * num_constraints,), dtype))
+
+  def _sums(self) -> jax.Array:
+    return jnp.concatenate([jnp.stack([self.strong_cost, self.weak_cost, self.absolute_cost],
+                                      axis=-1), self.strong_constraint, self.weak_constraint],
+                           axis=-1)
 
   def merge(self, later: "RunSummary") -> "RunSummary":
-    """The summary of this run followed by `later` (its continuation)."""
+    """The summary of this run followed by `later` (its continuation).
+
+    The sums are added with their compensations. When both episode counts are concrete
+    (outside `jit`), a total beyond `MAX_EPISODES` raises `ValueError`: the summaries of one
+    run's chunks never get there (`run` refuses), others should not be merged.
+    """
+    if not any(isinstance(x, jax.core.Tracer) for x in (self.episodes, later.episodes)):
+      total = (np.asarray(self.episodes, np.int64) + np.asarray(later.episodes, np.int64))
+      if np.any(total > MAX_EPISODES):
+        raise ValueError(f"RunSummary.merge: {int(np.max(total))} episodes exceed"
+                         f" MAX_EPISODES = {MAX_EPISODES} (2^31 - 1), what the int32 counters"
+                         " hold; merge the chunks of one run only")
+    sums, compensation = compensated_add(self._sums(), self.compensation, later._sums(),
+                                         later.compensation)
+    num_constraints = self.strong_constraint.shape[-1]
+    strong_constraint = sums[..., 3:3 + num_constraints]
+    weak_constraint = sums[..., 3 + num_constraints:]
     return RunSummary(
         episodes=self.episodes + later.episodes,
-        strong_cost=self.strong_cost + later.strong_cost,
-        weak_cost=self.weak_cost + later.weak_cost,
-        absolute_cost=self.absolute_cost + later.absolute_cost,
-        strong_constraint=self.strong_constraint + later.strong_constraint,
-        weak_constraint=self.weak_constraint + later.weak_constraint,
+        strong_cost=sums[..., 0],
+        weak_cost=sums[..., 1],
+        absolute_cost=sums[..., 2],
+        strong_constraint=strong_constraint,
+        weak_constraint=weak_constraint,
         max_violation=jnp.maximum(self.max_violation, later.max_violation),
         violating_episodes=self.violating_episodes + later.violating_episodes,
         max_fw_gap=jnp.maximum(self.max_fw_gap, later.max_fw_gap),
-        multipliers=later.multipliers)
+        multipliers=later.multipliers,
+        uncertified_episodes=self.uncertified_episodes + later.uncertified_episodes,
+        off_support_transitions=jnp.maximum(self.off_support_transitions,
+                                            later.off_support_transitions),
+        compensation=compensation)
 
 
 def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
@@ -72,6 +119,8 @@ def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
   dtype = log.cost_value.dtype
   cost_gap = log.cost_value - jnp.asarray(optimal_value, dtype)
   violation = log.constraint_values - jnp.asarray(thresholds, dtype)
+  certified = True if log.certified is None else log.certified
+  off_support = -1 if log.off_support_transitions is None else log.off_support_transitions
   return RunSummary(
       episodes=jnp.ones((), jnp.int32),
       strong_cost=jnp.maximum(cost_gap, 0.0), weak_cost=cost_gap,
@@ -79,7 +128,10 @@ def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
       strong_constraint=jnp.maximum(violation, 0.0), weak_constraint=violation,
       max_violation=violation,
       violating_episodes=(violation > 0).astype(jnp.int32),
-      max_fw_gap=log.fw_gap, multipliers=log.multipliers)
+      max_fw_gap=log.fw_gap, multipliers=log.multipliers,
+      uncertified_episodes=(~jnp.asarray(certified, bool)).astype(jnp.int32),
+      off_support_transitions=jnp.asarray(off_support, jnp.int32),
+      compensation=jnp.zeros((3 + 2 * violation.shape[-1],), dtype))
 
 
 class Regrets(NamedTuple):
