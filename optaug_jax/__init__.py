@@ -14,7 +14,8 @@ from optaug_jax._src.agents.optdual import optdual
 from optaug_jax._src.checks import checked
 from optaug_jax._src.cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
 from optaug_jax._src.env import sample_episode
-from optaug_jax._src.estimates import init_counts, optimistic_model, update_counts
+from optaug_jax._src.estimates import (MAX_EPISODES, init_counts, optimistic_model,
+                                       support_violations, update_counts)
 from optaug_jax._src.inner import InnerSolution, augmented_lagrangian, dual_step, solve_inner
 from optaug_jax._src.lp import solve_lp
 from optaug_jax._src.metrics import EpisodeLog, RunSummary, regrets
@@ -31,6 +32,7 @@ __all__ = (
     "CMDP",
     "EpisodeLog",
     "InnerSolution",
+    "MAX_EPISODES",
     "RunSummary",
     "SETTINGS",
     "Setting",
@@ -57,6 +59,7 @@ __all__ = (
     "sample_episode",
     "solve_inner",
     "solve_lp",
+    "support_violations",
     "update_counts",
     "validate_cmdp",
 )

@@ -6,15 +6,52 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import checks, planning, validation
+from .estimates import MAX_EPISODES
 from .agents.base import Agent, AgentState
 from .cmdp import CMDP, assert_cmdp_shapes
 from .env import sample_episode
 from .metrics import EpisodeLog, RunSummary, summarize_episode
 
 _LOGS = ("full", "summary")
+
+
+def _first_episode(state) -> int | None:
+  """The largest `state.episode` (over a batch) when it is concrete and readable here."""
+  if state is None:
+    return 0
+  episode = getattr(state, "episode", None)
+  if episode is None or isinstance(episode, jax.core.Tracer):
+    return None
+  if not getattr(episode, "is_fully_addressable", True):  # multi-host: not readable here
+    return None
+  episode = np.asarray(episode)
+  return int(episode.max()) if episode.size else 0
+
+
+def check_run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
+  """Refuses a run whose episodes would not fit the int32 counters (`MAX_EPISODES`).
+
+  The episode counter and the visit counts are int32, and each episode adds one visit to
+  at most one `(s, a)` per step, so a history of `MAX_EPISODES = 2^31 - 1` episodes fits.
+  `num_episodes` alone is checked everywhere (it is static); the episode a given `state`
+  starts from is checked when it is concrete (outside `jit` and `vmap`).
+
+  Returns:
+    `num_episodes` as an int.
+  """
+  num_episodes = validation.check_int("num_episodes", num_episodes, low=0)
+  start = _first_episode(state)
+  if num_episodes > MAX_EPISODES or (start is not None and start + num_episodes > MAX_EPISODES):
+    origin = "" if not start else f" from episode {start}"
+    raise ValueError(
+        f"num_episodes: {where} of {num_episodes} episodes{origin} would end at episode"
+        f" {(start or 0) + num_episodes}, beyond MAX_EPISODES = {MAX_EPISODES} (2^31 - 1),"
+        " the most the int32 episode counter and visit counts hold")
+  return num_episodes
 
 
 def init_agent(agent: Agent, cmdp: CMDP) -> AgentState:
@@ -29,7 +66,12 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
 
   The agent sees only the trajectory; the exact evaluation of `pi_k` in the true CMDP is
   for the log.
+
+  Called outside `jit` with a concrete `state`, it refuses a state already at
+  `MAX_EPISODES` (inside `jit` the counter saturates there instead; `run` refuses runs
+  that would reach it).
   """
+  check_run_length(1, state, where="episode_step")
   policy, state, info = agent.plan(state)
   trajectory = sample_episode(key, cmdp, policy)
   state = agent.update(state, trajectory)
@@ -45,6 +87,8 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
       sampled_cost=jnp.sum(trajectory.costs),
       sampled_constraint_costs=jnp.sum(trajectory.constraint_costs, axis=-1),
       extras=info.extras,
+      certified=jnp.asarray(info.certified, bool),
+      off_support_transitions=jnp.asarray(info.off_support_transitions, jnp.int32),
   )
   return state, log
 
@@ -56,6 +100,7 @@ def _report(done, total):
 def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False,
          progress=None):
   """Unjitted body of `run` (shared with `run_sharded`)."""
+  check_run_length(num_episodes)  # static: also under an outer jit or vmap
   assert_cmdp_shapes(cmdp)
   if check:
     checks.initial_state(cmdp.initial_state, cmdp.num_states, "run", check=True)
@@ -93,6 +138,11 @@ def _check_logs(logs):
 
 @functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check",
                                              "progress"))
+def _run_jit(agent, key, cmdp, *, num_episodes, state, logs, optimal_value, check, progress):
+  return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs,
+              check=check, progress=progress)
+
+
 def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
         state: AgentState | None = None, logs: str = "full",
         optimal_value: jax.typing.ArrayLike = 0.0, check: bool = False,
@@ -125,13 +175,27 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
 
   Returns:
     `(final state, EpisodeLog or RunSummary)`.
+
+  Raises:
+    ValueError: `num_episodes` beyond `MAX_EPISODES = 2^31 - 1`, or, for a concrete `state`
+      (not under an outer `jit`/`vmap`), `state.episode + num_episodes` beyond it: the
+      int32 episode counter and visit counts hold no more.
+
+  The run is one compiled program: what it reports about itself is in the log.
+  `EpisodeLog.certified` / `RunSummary.uncertified_episodes` flag inner solves that did not
+  prove their accuracy, `off_support_transitions` counts observed transitions that the
+  agent's declared support (`Setting.support`) excludes; `support_violations(state.counts,
+  setting)` names them on the host afterwards.
   """
   _check_logs(logs)
-  validation.check_int("num_episodes", num_episodes, low=0)
+  check_run_length(num_episodes, state)
   if progress is not None:
     validation.check_int("progress", progress, low=1)
-  return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs,
-              check=check, progress=progress)
+  return _run_jit(agent, key, cmdp, num_episodes=num_episodes, state=state, logs=logs,
+                  optimal_value=optimal_value, check=check, progress=progress)
+
+
+run._cache_size = _run_jit._cache_size  # the compiled-program cache (retracing tests)
 
 
 def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
@@ -172,7 +236,7 @@ def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
     `(final states, logs)`, each with a leading `[N]` axis.
   """
   _check_logs(logs)
-  validation.check_int("num_episodes", num_episodes, low=0)
+  check_run_length(num_episodes, state, where="run_sharded")
   if mesh is None:
     mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
                          axis_types=(jax.sharding.AxisType.Auto,))

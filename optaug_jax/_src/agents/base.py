@@ -12,6 +12,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Union
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import estimates, validation
 from .. import setting as setting_lib
@@ -23,7 +24,8 @@ class AgentState(NamedTuple):
 
   counts: estimates.Counts  # visit counts and sums of observed costs
   multipliers: jax.Array  # [I] lambda_k
-  episode: jax.Array  # [] int, 0-based index of the next episode to plan
+  episode: jax.Array  # [] int32, 0-based index of the next episode to plan (at most
+  #                    `MAX_EPISODES`: `run` refuses longer runs, `update_state` saturates)
   thresholds: jax.Array  # [I] alpha (known to the agent)
   initial_state: jax.Array  # [] int, s_1 (known to the agent)
 
@@ -40,6 +42,11 @@ class PlanInfo(NamedTuple):
   fw_gap: jax.Array  # [] certificate of the inner solve (0 when solved exactly)
   pretraining: jax.Array  # [] bool, pi_k is the safe baseline
   extras: dict[str, Any] = {}  # agent-specific diagnostics (scalars), logged by `run`
+  certified: jax.Array = np.bool_(True)  # [] bool, the inner solve proved its accuracy
+  #   (`InnerSolution.certified`); True for agents without an inner solve
+  off_support_transitions: jax.Array = np.int32(-1)  # [] int32, distinct (h, s, a, s')
+  #   observed so far outside the declared support (`OptimisticModel.off_support_transitions`);
+  #   -1: not reported
 
 
 class InitFn(Protocol):
@@ -107,21 +114,30 @@ def init_state(thresholds, initial_state, *, num_states: int, num_actions: int,
 
 
 def plan_info(model: estimates.OptimisticModel, q: jax.Array, *, fw_gap, pretraining,
-              extras: dict[str, Any] | None = None) -> PlanInfo:
-  """Optimistic values of the planned occupancy `q` under `c~`, `d~` (and its `p~`)."""
+              extras: dict[str, Any] | None = None, certified=True) -> PlanInfo:
+  """Optimistic values of the planned occupancy `q` under `c~`, `d~` (and its `p~`), and the
+  model's count of observations outside the declared support."""
   return PlanInfo(
       optimistic_cost_value=jnp.sum(model.cost * q),
       optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", model.constraint_costs, q),
       fw_gap=fw_gap,
       pretraining=pretraining,
       extras={} if extras is None else extras,
+      certified=jnp.asarray(certified, bool),
+      off_support_transitions=jnp.asarray(model.off_support_transitions, jnp.int32),
   )
 
 
 def update_state(state: AgentState, trajectory: Trajectory) -> AgentState:
-  """Adds the episode to the counts and advances the episode index."""
+  """Adds the episode to the counts and advances the episode index.
+
+  The index saturates at `MAX_EPISODES` instead of wrapping to negative (which would send
+  OptAug back to pre-training); `run` refuses runs that would get there.
+  """
+  episode = jnp.asarray(state.episode)
+  episode = episode + (episode < estimates.MAX_EPISODES).astype(episode.dtype)
   return state._replace(counts=estimates.update_counts(state.counts, trajectory),
-                        episode=state.episode + 1)
+                        episode=episode)
 
 
 def model_fn(*, num_episodes: int, delta, bonus_scale, setting,

@@ -7,7 +7,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .. import batching, inner, planning, validation
+from .. import batching, estimates, inner, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -115,9 +115,10 @@ def optaug(
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of
-    the inner solve (0 in pre-training).
+    the inner solve (0 in pre-training), `PlanInfo.certified` is the inner solve's
+    `InnerSolution.certified` (True in pre-training).
   """
-  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
   validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
   validation.check_int("fw_iters", fw_iters, low=0)
   validation.check_choice("step_rule", step_rule, inner.STEP_RULES)
@@ -155,7 +156,7 @@ def optaug(
     def pretrain(_):
       q = planning.occupancy(model.transitions, pi_bar, state.initial_state)
       return (pi_bar, jnp.zeros_like(state.multipliers), q, jnp.zeros((), dtype),
-              jnp.zeros((), jnp.int32))
+              jnp.zeros((), jnp.int32), jnp.ones((), bool))
 
     def explore(_):
       # Clamped: a batch split between the phases runs both branches (batch_cond).
@@ -169,15 +170,15 @@ def optaug(
       multipliers = inner.dual_step(
           sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
       return (sol.policy, multipliers, sol.occupancy, sol.fw_gap,
-              jnp.asarray(sol.dp_calls, jnp.int32))
+              jnp.asarray(sol.dp_calls, jnp.int32), jnp.asarray(sol.certified, bool))
 
     pretraining = state.episode < pretrain_episodes
     # Under vmap, a batch entirely in one phase runs that phase's branch alone: pre-training
     # episodes do not pay an inner solve (plain lax.cond would run both and select).
-    policy, multipliers, q, gap, dp_calls = batching.batch_cond(
+    policy, multipliers, q, gap, dp_calls, certified = batching.batch_cond(
         pretraining, pretrain, explore, None)
     info = base.plan_info(model, q, fw_gap=gap, pretraining=pretraining,
-                          extras={"dp_calls": dp_calls})
+                          extras={"dp_calls": dp_calls}, certified=certified)
     return policy, state._replace(multipliers=multipliers), info
 
   return base.Agent(init=base.init_state, plan=plan, update=base.update_state)

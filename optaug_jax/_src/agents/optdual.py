@@ -76,7 +76,7 @@ def optdual(
     `Agent(init, plan, update)`; with a `dual_optimizer` its state is a
     `DualOptimizerState`.
   """
-  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
   optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
                                    bonus_scale=bonus_scale, setting=setting)
   validation.check_choice("fill", fill, planning.FILL_METHODS)

@@ -59,7 +59,7 @@ def optprimaldual(
   Returns:
     `Agent(init, plan, update)`; its state is a `PrimalDualState`.
   """
-  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
   optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
                                    bonus_scale=bonus_scale, setting=setting)
   validation.check_positive("policy_step", policy_step)
@@ -100,6 +100,7 @@ def optprimaldual(
         optimistic_constraint_values=new_constraint_v[:, 0, state.initial_state],
         fw_gap=jnp.zeros((), dtype),
         pretraining=jnp.zeros((), bool),
+        off_support_transitions=model.off_support_transitions,
     )
     return policy, state._replace(policy=policy, multipliers=multipliers), info
 
