@@ -9,7 +9,9 @@ Two tables:
 2. `--table classes`: the property test's classes (I = 1..3; eta 1e-2..1e8 log-uniform;
    lambda 0 or random over three scales; box radius U(0, 0.5)), `--instances` each dtype,
    against Clarabel: uncertified solves, the worst relative certificate, the worst
-   relative error of certified solves, and certificates that understate the error.
+   relative error of certified solves, and the largest amount by which an error exceeded
+   its certificate (Clarabel's own accuracy is ~1e-10; float32 rounds the objective at
+   ~1e-7 of its terms).
 
 Run from any checkout (`PYTHONPATH=<checkout> python experiments/inner_exactness.py`) to
 compare two versions side by side. Prints a table; writes nothing.
@@ -76,11 +78,11 @@ def main(argv=None):
     return
 
   print("| dtype | instances | uncertified | worst relative certificate | worst relative error"
-        " (certified) | certificate below the error |")
+        " (certified) | largest error - certificate |")
   print("|---|---|---|---|---|---|")
   for dtype in (np.float64, np.float32):
     rng = np.random.default_rng(args.seed)
-    uncertified = understated = 0
+    uncertified, understated = 0, -np.inf
     worst_gap = worst_error = 0.0
     started = time.time()
     for _ in range(args.instances):
@@ -106,10 +108,9 @@ def main(argv=None):
         worst_error = max(worst_error, error)
       else:
         uncertified += 1
-      # Clarabel's own accuracy is ~1e-10: an error beyond the certificate by more counts.
-      understated += error > gap + 1e-9 + (0.0 if dtype == np.float64 else 1e-6)
+      understated = max(understated, error - gap)
     print(f"| {np.dtype(dtype).name} | {args.instances} | {uncertified} | {worst_gap:.2g} |"
-          f" {worst_error:.2g} | {understated} |  ({time.time() - started:.0f} s)", flush=True)
+          f" {worst_error:.2g} | {understated:.2g} |  ({time.time() - started:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":
