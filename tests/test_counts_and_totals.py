@@ -167,14 +167,14 @@ def test_optaug_stays_out_of_pretraining_at_the_counter_limit():
   state, log = oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=2, state=state)
   assert not np.any(np.asarray(log.pretraining))
   assert int(state.episode) == oj.MAX_EPISODES
-  multipliers = np.asarray(state.multipliers)
-  # One more update (outside `run`, which would refuse): no wrap, still exploring.
+  # One more update (outside `run`, which would refuse): no wrap, still exploring (an inner
+  # solve, no reset of the multipliers to the pre-training zeros).
   trajectory = oj.sample_episode(jax.random.PRNGKey(3), m, pi)
   state = jax.jit(agent.update)(state, trajectory)
   assert int(state.episode) == oj.MAX_EPISODES
-  _, new_state, info = jax.jit(agent.plan)(state)
+  _, _, info = jax.jit(agent.plan)(state)
   assert not bool(info.pretraining)
-  assert np.any(np.asarray(new_state.multipliers) != 0) or not np.any(multipliers != 0)
+  assert int(info.extras["dp_calls"]) > 0
 
 
 @pytest.fixture(scope="module")
