@@ -94,13 +94,23 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
 
   cost = np.asarray(cost, np.float64)
   d = np.asarray(constraint_costs, np.float64)
+  lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
   horizon, num_states, num_actions = cost.shape
-  a_eq, b_eq, a_ub, b_ub = extended_polytope(np.asarray(lower, np.float64),
-                                             np.asarray(upper, np.float64), initial_state)
   n = horizon * num_states * num_actions
-  z = cp.Variable(n * num_states, nonneg=True)
-  # q = sum_s' z as a linear map
-  summ = sp.kron(sp.eye(n), np.ones((1, num_states)))
+  if np.all(upper - lower <= 1e-7):
+    # A point box: the transitions are known (rows renormalised: float32 data sum to
+    # 1 +- 6e-8). The z-space polytope would have no interior, which Clarabel cannot solve.
+    p = lower / np.sum(lower, axis=-1, keepdims=True)
+    a_eq, b_eq = _flow_constraints(p, initial_state)
+    z = cp.Variable(n, nonneg=True)
+    summ = sp.eye(n)
+    constraints = [a_eq @ z == b_eq]
+  else:
+    a_eq, b_eq, a_ub, b_ub = extended_polytope(lower, upper, initial_state)
+    z = cp.Variable(n * num_states, nonneg=True)
+    # q = sum_s' z as a linear map
+    summ = sp.kron(sp.eye(n), np.ones((1, num_states)))
+    constraints = [a_eq @ z == b_eq, a_ub @ z <= b_ub]
   q = summ @ z
   # Scale-free: (eta/2) ||[lambda/eta + Dq - alpha]_+||^2, no eta^2 (well scaled to 1e8).
   shifted = cp.pos(np.asarray(multipliers) / eta + d.reshape(d.shape[0], -1) @ q
@@ -109,7 +119,7 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
   # Clarabel fails on some instances with a large objective (eta 1e7 and thresholds far out
   # of reach: an optimum of 2.5e7); the objective divided by eta solves there.
   for scale in (1.0, 1.0 / max(1.0, eta)):
-    prob = cp.Problem(cp.Minimize(scale * objective), [a_eq @ z == b_eq, a_ub @ z <= b_ub])
+    prob = cp.Problem(cp.Minimize(scale * objective), constraints)
     try:
       prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
     except cp.error.SolverError:
@@ -119,6 +129,25 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
   assert prob.status == "optimal", prob.status
   return (prob.value / scale,
           np.asarray(summ @ z.value).reshape(horizon, num_states, num_actions))
+
+
+def _flow_constraints(transitions, initial_state):
+  """Flow constraints of the occupancy measures `q [H*S*A]` of a fixed MDP (sparse)."""
+  horizon, num_states, num_actions, _ = transitions.shape
+  idx = np.arange(horizon * num_states * num_actions).reshape(horizon, num_states, num_actions)
+  rows = sp.lil_matrix((horizon * num_states, idx.size))
+  b = np.zeros(horizon * num_states)
+  for h in range(horizon):
+    for s in range(num_states):
+      r = h * num_states + s
+      rows[r, idx[h, s]] = 1.0
+      if h == 0:
+        b[r] = 1.0 if s == initial_state else 0.0
+      else:
+        for s0 in range(num_states):
+          for a in range(num_actions):
+            rows[r, idx[h - 1, s0, a]] = rows[r, idx[h - 1, s0, a]] - transitions[h - 1, s0, a, s]
+  return rows.tocsr(), b
 
 
 def random_box(rng, transitions, radius):

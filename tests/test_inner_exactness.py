@@ -1,6 +1,6 @@
 """The exact inner method (`method="dual"`) on every instance class it accepts, against
 Clarabel: I = 1..3, eta from 1e-2 to 1e8, lambda 0 or random over four scales, boxes of
-radius up to 0.5, float64 and float32 (hypothesis; slow suite).
+radius 0 (a point) or 1e-3 to 0.5, float64 and float32 (hypothesis; slow suite).
 
 Each example is an independent random instance (its own NumPy seed); `derandomize=True`
 makes the run reproducible. 3,000 float64 examples find a 1-in-1,000 miss with probability
@@ -70,7 +70,9 @@ def _check(dtype, seed, num_constraints, log_eta, lam_scale, radius):
 _classes = dict(seed=st.integers(0, 2**32 - 1), num_constraints=st.integers(1, 3),
                 log_eta=st.floats(-2.0, 8.0),
                 lam_scale=st.sampled_from([0.0, 1e-2, 1.0, 1e2]),
-                radius=st.floats(0.0, 0.5))
+                # A point box (radius 0) or radius >= 1e-3: between the two the z-space
+                # polytope is nearly flat and Clarabel itself reports inaccurate solutions.
+                radius=st.one_of(st.just(0.0), st.floats(1e-3, 0.5)))
 
 
 @pytest.mark.slow
