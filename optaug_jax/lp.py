@@ -1,17 +1,19 @@
 """Host-side reference solvers (never jitted): exact LPs by HiGHS, the inner problem by cvxpy.
 
 `solve_lp` (also at the top level) gives a CMDP's exact optimum and multipliers;
-`solve_extended_lp` is OptCMDP's episode problem; `solve_inner_reference` solves the inner
+`solve_extended_lp` is OptCMDP's episode problem (its box rows first made feasible where
+only rounding emptied them, `repair_box`); `solve_inner_reference` solves the inner
 problem eq. (primal-step) with Clarabel (needs the `reference` extra).
 """
 
-from optaug_jax._src.lp import (LPSolution, extended_polytope, flow_constraints,
+from optaug_jax._src.lp import (LPSolution, extended_polytope, flow_constraints, repair_box,
                                 solve_extended_lp, solve_inner_reference, solve_lp)
 
 __all__ = (
     "LPSolution",
     "extended_polytope",
     "flow_constraints",
+    "repair_box",
     "solve_extended_lp",
     "solve_inner_reference",
     "solve_lp",
