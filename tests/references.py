@@ -117,11 +117,15 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
                    - np.asarray(thresholds))
   objective = cost.ravel() @ q + 0.5 * eta * cp.sum_squares(shifted)
   # Clarabel fails on some instances with a large objective (eta 1e7 and thresholds far out
-  # of reach: an optimum of 2.5e7); the objective divided by eta solves there.
-  for scale in (1.0, 1.0 / max(1.0, eta)):
+  # of reach: an optimum of 2.5e7); the objective divided by eta solves there. On a few
+  # others its tight tolerances end "optimal_inaccurate" while its defaults (feasibility
+  # 1e-8) end "optimal": that is the last resort.
+  strict = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+  for scale, tolerances in ((1.0, strict), (1.0 / max(1.0, eta), strict), (1.0, {}),
+                            (1.0 / max(1.0, eta), {})):
     prob = cp.Problem(cp.Minimize(scale * objective), constraints)
     try:
-      prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+      prob.solve(solver=cp.CLARABEL, **tolerances)
     except cp.error.SolverError:
       continue
     if prob.status == "optimal":
