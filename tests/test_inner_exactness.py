@@ -59,7 +59,9 @@ def _check(dtype, seed, num_constraints, log_eta, lam_scale, radius):
   if dtype == np.float64:
     assert bool(sol.certified) and gap <= 1e-8, context
     assert abs(error) <= 1e-7, context
-    assert error <= gap + 1e-9, context  # Clarabel's own accuracy ~1e-10
+    # Clarabel's accuracy: ~1e-10 at its tight tolerances, ~1e-8 where the reference falls
+    # back to its defaults (feasibility 1e-8; seen at eta 1e3 with an optimum of 655).
+    assert error <= gap + 3e-8, context
   else:
     if bool(sol.certified):
       assert error <= oj.kernels.certified_tolerance(np.float32) + 1e-6, context
