@@ -360,9 +360,10 @@ class ResultDir:
         if n.endswith((".json", ".npz", ".png", ".pdf", ".csv")) and n not in self.outputs
         and not fnmatch.fnmatch(n, CHECKPOINTS))
     if script not in (None, self.script) or foreign:
+      owner = f"{script}.py's config.json" if script else "a config.json"
+      others = f", and {', '.join(foreign)}" if foreign else ""
       raise ResultDirError(
-          f"{self.path}: holds another run's files and no manifest (config.json of"
-          f" {script or 'an unnamed script'}.py{'; ' + ', '.join(foreign) if foreign else ''});"
+          f"{self.path}: holds another run's files and no {MANIFEST} ({owner}{others});"
           f" {self.script}.py does not mix its files with them; {fix}")
 
   def _save_manifest(self, **changes):
@@ -438,9 +439,10 @@ def result_dir(args, script: str, outputs) -> ResultDir:
   return ResultDir(args.out, script, arguments, outputs).check()
 
 
-def load_results(directory, script=None, *, allow_incomplete=False) -> dict:
+def load_results(directory, script=None, *, files=None, allow_incomplete=False) -> dict:
   """The outputs of one finished run: `{file name: content}` for its JSON files (parsed)
-  and .npz archives (dicts of arrays), with "manifest.json" (None where there is none).
+  and .npz archives (dicts of arrays), or only those named in `files`, with
+  "manifest.json" (None where there is none).
 
   Refuses with a ResultDirError a directory whose run did not finish (status "running":
   being written, or its process died; "incomplete": stopped early or failed) unless
@@ -476,6 +478,11 @@ def load_results(directory, script=None, *, allow_incomplete=False) -> dict:
     elif missing:
       raise ResultDirError(f"{directory}: files listed in {MANIFEST} are missing: {missing}")
     names = [n for n in names if n.endswith((".json", ".npz"))]
+  if files is not None:
+    unknown = sorted(set(files) - set(names))
+    if unknown:
+      raise ResultDirError(f"{directory}: no {unknown} among the run's files {names}")
+    names = [n for n in names if n in files]
   out = {MANIFEST: manifest}
   for name in names:
     path = os.path.join(directory, name)

@@ -195,6 +195,8 @@ def test_load_results_reads_only_finished_runs(tmp_path):
   loaded = common.load_results(out, "script")
   assert loaded["summary.json"] == {"value": 1}
   np.testing.assert_array_equal(loaded["arrays.npz"]["a"], np.arange(3))
+  assert set(common.load_results(out, files=["summary.json"])) == {"manifest.json",
+                                                                  "summary.json"}
   with pytest.raises(ValueError, match="not other.py"):
     common.load_results(out, "other")
   os.remove(out / "arrays.npz")
