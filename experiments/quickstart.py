@@ -11,7 +11,6 @@ saves everything with its configuration.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -23,6 +22,9 @@ import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (this directory's shared helpers)
+
+
+OUTPUTS = ("config.json", "summary.json", "results.npz")
 
 
 def main(argv=None):
@@ -62,7 +64,7 @@ def main(argv=None):
       options={"pretrain_episodes": args.pretrain, "fw_iters": args.fw_iters,
                "bonus_scale": args.bonus_scale, "eta": {"optaug": args.eta}})
   keys = jax.random.split(jax.random.PRNGKey(args.seed + 1), args.seeds)
-  os.makedirs(args.out, exist_ok=True)
+  run_dir = common.result_dir(args, "quickstart", OUTPUTS)  # refuses another run's directory
   summary, arrays = {}, {}
   late = slice(k - k // 4, k)
   print(f"{'agent':8s} {'strong cost':>12s} {'weak cost':>10s} {'strong cons':>12s}"
@@ -84,12 +86,12 @@ def main(argv=None):
           f" {s['strong_constraint']:12.2f} {s['weak_constraint']:10.2f} {unsafe:10.3f}"
           f" {seconds:6.1f}s")
   arguments = {**vars(args), "eta": common.eta_flag(args.eta)}
-  with open(os.path.join(args.out, "config.json"), "w") as f:
-    json.dump(common.run_config(arguments, problem, lp), f, indent=2)
-  with open(os.path.join(args.out, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2)
-  np.savez_compressed(os.path.join(args.out, "results.npz"), **arrays)
-  print(f"saved to {args.out}/ (config.json, summary.json, results.npz)")
+  with run_dir.running():  # atomic writes; the manifest says whether the run finished
+    run_dir.write_json("config.json", common.run_config(arguments, problem, lp), indent=2)
+    run_dir.write_json("summary.json", summary, indent=2)
+    run_dir.write_npz("results.npz", arrays)
+    run_dir.complete()
+  print(f"saved to {args.out}/ (config.json, summary.json, results.npz, manifest.json)")
   return summary
 
 

@@ -24,6 +24,7 @@ def test_quickstart_runs_and_saves(tmp_path):
   for name in ["config.json", "summary.json", "results.npz"]:
     assert (tmp_path / name).exists()
   assert json.loads((tmp_path / "config.json").read_text())["arguments"]["episodes"] == 60
+  assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
 
 
 @pytest.mark.slow
