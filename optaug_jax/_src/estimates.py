@@ -11,9 +11,8 @@ a known next-state support, and the log factors of Bura et al. (2022).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -56,8 +56,8 @@ class RunSummary(NamedTuple):
   max_fw_gap: jax.Array  # [] largest Frank-Wolfe gap
   multipliers: jax.Array  # [I] lambda after the last episode
   uncertified_episodes: jax.Array  # [] int32, episodes whose inner solve was not certified
-  off_support_transitions: jax.Array  # [] int32, the largest `EpisodeLog.off_support_transitions`
-  #   (-1: not reported by the agent; `support_violations` names them)
+  off_support_transitions: jax.Array  # [] int32, the largest
+  #   `EpisodeLog.off_support_transitions` (-1: not reported; `support_violations` names them)
   compensation: jax.Array  # [3 + 2 I] low-order parts of (strong_cost, weak_cost,
   #   absolute_cost, strong_constraint[I], weak_constraint[I])
 

@@ -32,7 +32,7 @@ def _first_episode(state) -> int | None:
   return int(episode.max()) if episode.size else 0
 
 
-def check_run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
+def _check_run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
   """Refuses a run whose episodes would not fit the int32 counters (`MAX_EPISODES`).
 
   The episode counter and the visit counts are int32, and each episode adds one visit to
@@ -71,7 +71,7 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
   `MAX_EPISODES` (inside `jit` the counter saturates there instead; `run` refuses runs
   that would reach it).
   """
-  check_run_length(1, state, where="episode_step")
+  _check_run_length(1, state, where="episode_step")
   policy, state, info = agent.plan(state)
   trajectory = sample_episode(key, cmdp, policy)
   state = agent.update(state, trajectory)
@@ -100,7 +100,7 @@ def _report(done, total):
 def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False,
          progress=None):
   """Unjitted body of `run` (shared with `run_sharded`)."""
-  check_run_length(num_episodes)  # static: also under an outer jit or vmap
+  _check_run_length(num_episodes)  # static: also under an outer jit or vmap
   assert_cmdp_shapes(cmdp)
   if check:
     checks.initial_state(cmdp.initial_state, cmdp.num_states, "run", check=True)
@@ -153,6 +153,13 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
   `random.fold_in(key, k)`, so a run continued from its returned `state` gives the same
   numbers as one uninterrupted run.
 
+  The run is one compiled program, so what it finds about itself is in its log:
+  `EpisodeLog.certified` (`RunSummary.uncertified_episodes`) flags inner solves that did
+  not prove their accuracy, and `EpisodeLog.off_support_transitions` (the summary keeps its
+  largest value) counts the distinct observed `(h, s, a, s')` that the agent's declared
+  support (`Setting.support`) excludes; `support_violations(state.counts, setting)` names
+  them on the host afterwards.
+
   Args:
     agent: an `Agent` (static: hashable by identity).
     key: PRNG key.
@@ -178,17 +185,12 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
 
   Raises:
     ValueError: `num_episodes` beyond `MAX_EPISODES = 2^31 - 1`, or, for a concrete `state`
-      (not under an outer `jit`/`vmap`), `state.episode + num_episodes` beyond it: the
-      int32 episode counter and visit counts hold no more.
-
-  The run is one compiled program: what it reports about itself is in the log.
-  `EpisodeLog.certified` / `RunSummary.uncertified_episodes` flag inner solves that did not
-  prove their accuracy, `off_support_transitions` counts observed transitions that the
-  agent's declared support (`Setting.support`) excludes; `support_violations(state.counts,
-  setting)` names them on the host afterwards.
+      (not under an outer `jit`/`vmap`; reading it waits for the run that produced it),
+      `state.episode + num_episodes` beyond it: the int32 episode counter and visit counts
+      hold no more.
   """
   _check_logs(logs)
-  check_run_length(num_episodes, state)
+  _check_run_length(num_episodes, state)
   if progress is not None:
     validation.check_int("progress", progress, low=1)
   return _run_jit(agent, key, cmdp, num_episodes=num_episodes, state=state, logs=logs,
@@ -236,7 +238,7 @@ def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
     `(final states, logs)`, each with a leading `[N]` axis.
   """
   _check_logs(logs)
-  check_run_length(num_episodes, state, where="run_sharded")
+  _check_run_length(num_episodes, state, where="run_sharded")
   if mesh is None:
     mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
                          axis_types=(jax.sharding.AxisType.Auto,))

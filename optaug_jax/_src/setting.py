@@ -55,7 +55,10 @@ class Setting:
       `None` learns them.
     support: known next-state support, bool `[H, S, A, S']` or `[S, A, S']`, at least one
       next state per row: boxes (and the point estimate of unvisited pairs, uniform over
-      the support) are restricted to it. `None`: every next state is possible.
+      the support) are restricted to it. `None`: every next state is possible. A support
+      the data contradict (an observed `s'` outside it, whose box is then a point at 0) is
+      reported: `EpisodeLog.off_support_transitions` counts such `(h, s, a, s')` in a run,
+      `support_violations(state.counts, setting)` names them.
     name: a label recorded in results (`"paper"`, `"bura2022"` or `"custom"`).
   """
 
