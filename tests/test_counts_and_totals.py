@@ -132,7 +132,7 @@ def test_run_refuses_runs_the_counters_cannot_hold():
                      num_constraints=1, dtype=F32)
   pi, _ = oj.safe_policy(m)
   agent = oj.agents.safe_baseline(num_episodes=10, safe_policy=pi)
-  state, _ = oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=1)
+  state = agent.init(m.thresholds, m.initial_state, num_states=3, num_actions=2, horizon=2)
   late = state._replace(episode=jnp.asarray(oj.MAX_EPISODES - 3, jnp.int32))
   with pytest.raises(ValueError, match="MAX_EPISODES"):
     oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=4, state=late)
@@ -162,7 +162,7 @@ def test_optaug_stays_out_of_pretraining_at_the_counter_limit():
   pi, slack = oj.safe_policy(m)
   agent = oj.optaug(num_episodes=100, safe_policy=pi, pretrain_episodes=2, slack=slack,
                     eta=5.0)
-  state, _ = oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=4)
+  state = agent.init(m.thresholds, m.initial_state, num_states=3, num_actions=2, horizon=2)
   state = state._replace(episode=jnp.asarray(oj.MAX_EPISODES - 2, jnp.int32))
   state, log = oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=2, state=state)
   assert not np.any(np.asarray(log.pretraining))
