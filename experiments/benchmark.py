@@ -229,7 +229,7 @@ def step_section(table, args):
   np_cmdp = [np.asarray(x, np.float64) for x in (cmdp.transitions, cmdp.cost,
                                                   cmdp.constraint_costs, cmdp.thresholds)]
   np_cmdp[0] = np_cmdp[0] / np_cmdp[0].sum(-1, keepdims=True)  # float32 rows -> exact sums
-  counts = tuple(np.array(x, np.float64) for x in state.counts)
+  counts = tuple(np.array(x, np.float64) for x in state.counts[:4])
   rng = np.random.default_rng(0)
 
   def numpy_step():

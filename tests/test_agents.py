@@ -72,7 +72,7 @@ def test_optaug_dual_steps_follow_the_schedule_against_numpy():
   plan = jax.jit(agent.plan)
   positive = 0
   for k in range(5, 10):
-    counts = tuple(np.array(x) for x in state.counts)
+    counts = tuple(np.array(x) for x in state.counts[:4])
     c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=30, delta=0.1,
                                                   bonus_scale=0.05)
     lam = np.asarray(state.multipliers)
@@ -113,7 +113,7 @@ def test_optdual_dual_steps_and_default_eta_against_numpy():
   plan = jax.jit(agent.plan)
   positive = 0
   for _ in range(6):
-    counts = tuple(np.array(x) for x in state.counts)
+    counts = tuple(np.array(x) for x in state.counts[:4])
     c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=25, delta=0.1,
                                                   bonus_scale=0.05)
     lam = np.asarray(state.multipliers)
@@ -273,7 +273,7 @@ def test_optaug_plan_matches_numpy_reference(step_rule):
                     inner_method="frank_wolfe")
   state, _ = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=8)  # 2 optimistic steps
   policy, new_state, info = jax.jit(agent.plan)(state)
-  counts = tuple(np.array(x) for x in state.counts)
+  counts = tuple(np.array(x) for x in state.counts[:4])
   c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=40, delta=0.1,
                                                 bonus_scale=0.3)
   q, gap = npr.frank_wolfe(c_t, d_t, lower, upper, 0, np.asarray(m.thresholds),

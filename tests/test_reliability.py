@@ -124,10 +124,11 @@ def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path, cancellat
 
 
 def test_counts_never_saturate_in_low_precision():
-  """Case 3: counts are kept in >= float32 whatever dtype is asked; 16-bit CMDPs are refused."""
+  """Case 3: visits are integers and cost sums >= float32 whatever dtype is asked; 16-bit
+  CMDPs are refused."""
   counts = oj.init_counts(num_states=2, num_actions=1, horizon=1, num_constraints=1,
                           dtype=jnp.bfloat16)
-  assert counts.visits.dtype == jnp.float32
+  assert counts.visits.dtype == jnp.int32 and counts.cost_sums.dtype == jnp.float32
   trajectory = oj.types.Trajectory(states=jnp.asarray([0, 1]), actions=jnp.asarray([0]),
                                    costs=jnp.ones(1), constraint_costs=jnp.ones((1, 1)))
   counts = jax.lax.fori_loop(0, 3000, lambda _, c: oj.update_counts(c, trajectory), counts)

@@ -108,7 +108,7 @@ def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int,
 
 
 def _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp):
-  validation.check_int("num_episodes", num_episodes, low=1)
+  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
   validation.check_policy("safe_policy", safe_policy)
   validation.check_positive("slack", slack, allow_none=False)
   if pretrain_episodes is not None:
@@ -226,6 +226,7 @@ def dope(
         optimistic_cost_value=jnp.sum(cost * q),
         optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
         fw_gap=jnp.zeros((), dtype), pretraining=pretraining | ~feasible,
+        off_support_transitions=est.off_support_transitions,
         extras={"lp_feasible": feasible, "lp_failed": failed})
     return policy, state, info
 
@@ -306,6 +307,7 @@ def optpess_lp(
         optimistic_cost_value=jnp.sum(cost * q),
         optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
         fw_gap=jnp.zeros((), dtype), pretraining=~feasible,
+        off_support_transitions=est.off_support_transitions,
         extras={"lp_feasible": feasible, "lp_failed": failed})
     return policy, state, info
 
