@@ -551,11 +551,13 @@ def load_checkpoint(path, identity, init_state, total, check_arrays):
 
 
 def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks, seconds,
-               consume, save):
+               consume, save, setting=None):
   """Runs `agent` vmapped over `keys` from `state` (at episode `done`) to `total`, in
   jitted chunks of `chunk` episodes: after each, `consume(log, done_before)` takes the
   chunk's host log and `save(done, state, seconds)` checkpoints. Stops early after
-  `max_chunks` chunks (None: never). Returns `(finished, seconds)`."""
+  `max_chunks` chunks (None: never). At the end, observed transitions that `setting`'s
+  declared support excludes are named in a warning (`oj.support_violations`). Returns
+  `(finished, seconds)`."""
   compiled = {}  # one compiled function per chunk length
   started = time.perf_counter() - seconds
   chunks = 0
@@ -576,6 +578,8 @@ def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks
     save(done, state, seconds)
     progress(name, done, total, started, keys.shape[0])
   sys.stdout.write("\n")
+  if setting is not None and state is not None:
+    oj.support_violations(state.counts, setting)  # warns, naming the pairs
   return True, seconds
 
 

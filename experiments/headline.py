@@ -157,7 +157,8 @@ def run_agent(name, agent, cmdp, keys, args, lp_value, path, identity, start):
       name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
       max_chunks=args.max_chunks, seconds=seconds, consume=consume,
       save=lambda done, state, seconds: common.save_checkpoint(path, identity, done, state,
-                                                               rec, seconds))
+                                                               rec, seconds),
+      setting=oj.named_setting(args.setting, cmdp))
   return (rec if finished else None), seconds
 
 
