@@ -100,8 +100,8 @@ def test_reliability_probe_rows(num_constraints, eta):
   before the scale-free master, 2-41 of 60 solves per row stopped with a certificate of
   1e-3..0.46 of the objective; every one is now certified."""
   rng = np.random.default_rng(0)
-  for _ in range(60):
-    inst = instance(rng, num_constraints, radius=0.3, lam_scale=0.0, threshold_share=0.5)
-    sol = _solve(*inst, eta)
-    assert float(sol.fw_gap) <= 1e-8 * (1.0 + abs(float(sol.objective)))
-    assert bool(sol.certified)
+  solutions = [_solve(*instance(rng, num_constraints, radius=0.3, lam_scale=0.0,
+                                threshold_share=0.5), eta) for _ in range(60)]
+  gaps = [float(s.fw_gap) / (1.0 + abs(float(s.objective))) for s in solutions]
+  assert max(gaps) <= 1e-8
+  assert all(bool(s.certified) for s in solutions)
