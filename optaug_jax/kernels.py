@@ -10,17 +10,20 @@ from optaug_jax._src.batching import batch_cond
 from optaug_jax._src.estimates import empirical_means, log_factors
 from optaug_jax._src.inner import (GRADIENTS, INNER_METHODS, STEP_RULES, InnerProblem,
                                    MethodResult, certified_tolerance, dual, frank_wolfe)
-from optaug_jax._src.planning import (DEFAULT_FILL, FILL_METHODS, UNROLL_HORIZON,
-                                      box_minimize, optimal_policy,
-                                      optimistic_policy_evaluation, scan_horizon)
+from optaug_jax._src.planning import (AUTO_BLOCKED_MIN_STATES, DEFAULT_FILL, FILL_METHODS,
+                                      UNROLL_HORIZON, UNROLL_MAX_ELEMENTS, box_minimize,
+                                      optimal_policy, optimistic_policy_evaluation,
+                                      resolve_fill, scan_horizon)
 
 __all__ = (
+    "AUTO_BLOCKED_MIN_STATES",
     "DEFAULT_FILL",
     "FILL_METHODS",
     "GRADIENTS",
     "INNER_METHODS",
     "STEP_RULES",
     "UNROLL_HORIZON",
+    "UNROLL_MAX_ELEMENTS",
     "InnerProblem",
     "MethodResult",
     "batch_cond",
@@ -32,5 +35,6 @@ __all__ = (
     "log_factors",
     "optimal_policy",
     "optimistic_policy_evaluation",
+    "resolve_fill",
     "scan_horizon",
 )

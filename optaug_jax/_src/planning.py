@@ -6,6 +6,7 @@ Every function here is written for ONE problem; callers `jax.vmap`. Array axes f
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, NamedTuple
 
 import chex
@@ -26,12 +27,32 @@ from . import checks
 # slower than none. Above the limit compile time would grow with H, so longer horizons
 # keep a rolled loop. A constant: `oj.kernels.UNROLL_HORIZON` is a read-only copy.
 UNROLL_HORIZON = 32
+# ... and only while the slices it unrolls are small: an unrolled step reads its slice of
+# `xs` through a static slice that XLA:CPU copies into a buffer of its own before a dot,
+# so an unrolled scan holds H copies (where a rolled one reuses one buffer), fresh memory
+# on every call (a page fault per 4 KiB). The limit is on H times the largest per-step
+# slice, in elements of one problem. Measured with `experiments/lmo_size.py --unroll`
+# (extended LMO, A=4, float32, 2-core CPU): inside a solver loop the copies are made once
+# and unrolled scans are faster at every size tried (32 seeds vmapped, H=10: 1.8-2x for
+# "matmul" at S=25..100; one seed, H=10: 1.08x for "blocked" at S=200, 1.27x at S=400);
+# one call at a time, rolled scans are faster (H=20, "blocked": 1.5x at S=100 and S=200,
+# 3x at S=400). Scans unroll up to S=160 at A=4, H=20 (2.0M elements) and roll from
+# S=200 (3.2M; 25 MB of copies per problem) on. A constant, like `UNROLL_HORIZON`.
+UNROLL_MAX_ELEMENTS = 2**21
 
 
 def scan_horizon(f, init, xs, *, reverse=False):
-  """`lax.scan` over the leading (horizon) axis of `xs`, unrolled when it is short."""
-  length = jax.tree.leaves(xs)[0].shape[0]
-  return lax.scan(f, init, xs, reverse=reverse, unroll=bool(length <= UNROLL_HORIZON))
+  """`lax.scan` over the leading (horizon) axis of `xs`, unrolled when it is short.
+
+  Unrolled when the horizon is at most `UNROLL_HORIZON` and the horizon times the largest
+  per-step slice of `xs` is at most `UNROLL_MAX_ELEMENTS` (sizes of one problem: under
+  `vmap` the batch axis does not count).
+  """
+  leaves = jax.tree.leaves(xs)
+  length = leaves[0].shape[0]
+  step_size = max(math.prod(x.shape[1:]) for x in leaves)
+  unroll = length <= UNROLL_HORIZON and length * step_size <= UNROLL_MAX_ELEMENTS
+  return lax.scan(f, init, xs, reverse=reverse, unroll=bool(unroll))
 
 if TYPE_CHECKING:  # pragma: no cover
   from .cmdp import CMDP
@@ -120,16 +141,34 @@ def _precedence(values: jax.Array) -> jax.Array:
 
 
 # Ways to write the shared-order greedy fill (see `box_minimize`); `experiments/benchmark.py`
-# times them side by side. Every kernel that fills takes `fill=` (default `DEFAULT_FILL`,
-# chosen by measurement; a constant, never reassigned).
-FILL_METHODS = ("matmul", "sort", "scan", "unrolled")
-DEFAULT_FILL = "matmul"
+# times them side by side at S=10, `experiments/lmo_size.py` against S. Every kernel that
+# fills takes `fill=` (default `DEFAULT_FILL`, chosen by measurement; a constant, never
+# reassigned). `"auto"` is not a formulation of its own: it resolves at trace time, by the
+# number of next states, to `"matmul"` below `AUTO_BLOCKED_MIN_STATES` and to `"blocked"`
+# from there on (`resolve_fill`).
+FILL_METHODS = ("matmul", "sort", "scan", "unrolled", "blocked", "auto")
+DEFAULT_FILL = "auto"
+# The smallest number of next states for which `"auto"` picks `"blocked"`. Measured with
+# `experiments/lmo_size.py --crossover` (float32, 2-core CPU; matmul time / blocked time,
+# one problem at A=4, H=20 and 8 vmapped seeds in a solver loop at A=4, H=10): S'=48:
+# 0.70 and 0.48; 64: 0.72, 0.61; 96: 0.86, 0.99; 128: 1.03, 0.92; 160: 1.08, 1.49; 200:
+# 1.22, 1.82. "matmul" does S'^2 work per row but in few fused operations, and batches
+# better under `vmap`; "blocked" is ahead from S' ~ 128 on, by more as S' grows.
+AUTO_BLOCKED_MIN_STATES = 128
 
 
 def check_fill(fill: str) -> str:
   """Returns `fill` if it names a fill formulation, else raises `ValueError`."""
   if fill not in FILL_METHODS:
     raise ValueError(f"fill: expected one of {FILL_METHODS}, got {fill!r}")
+  return fill
+
+
+def resolve_fill(fill: str, num_next_states: int) -> str:
+  """The formulation `fill` stands for with `num_next_states` next states (trace time)."""
+  check_fill(fill)
+  if fill == "auto":
+    return "blocked" if num_next_states >= AUTO_BLOCKED_MIN_STATES else "matmul"
   return fill
 
 
@@ -159,6 +198,110 @@ def _fill_sorted(free, capacity_sorted, method):
   return jnp.stack(gives, axis=-1)
 
 
+def _block_size(num_next_states: int) -> int:
+  """Next states per block of the `"blocked"` fill: about `2 sqrt(S')` (S'=400: 10 blocks
+  of 40). Measured on prototypes at S'=100..400 (one problem, A=4, H=20): 5 to 16
+  blocks are within noise of each other, 3 or 4 were slower (by 25-80%); fewer
+  blocks make the gathered crossing block (and its `block^2` prefix) the cost, more make
+  the coarse product (`2 (blocks - 1)` columns) the cost."""
+  return min(num_next_states, max(1, math.ceil(2.0 * math.sqrt(num_next_states))))
+
+
+class _BlockedFill(NamedTuple):
+  """The `"blocked"` fill of rows `[...]`, enough to write any row's minimiser."""
+
+  expected: jax.Array  # [...] minimum p . values
+  crossing: jax.Array  # [...] int32, the block in which the free mass runs out
+  give: jax.Array  # [..., block] mass given inside that block, in ascending order
+  block_of: jax.Array  # [S'] int32, the block of each next state
+  position: jax.Array  # [S'] int32, each next state's place in ascending order
+
+
+def _strictly_before(n: int, dtype) -> jax.Array:
+  """`T[k, j] = 1` iff `k < j`: `x @ T` is the exclusive prefix sum of `x`'s last axis."""
+  idx = jnp.arange(n)
+  return (idx[:, None] < idx[None, :]).astype(dtype)
+
+
+def _blocked_fill(values: jax.Array, lower: jax.Array, upper: jax.Array) -> _BlockedFill:
+  """The shared-order greedy fill in a few passes over the rows, whatever S'.
+
+  Next states are ordered once by `(value, index)` (a two-key sort, so ties never depend on
+  the sort's stability) and cut into blocks of consecutive ranks. One product of the
+  capacities `upper - lower` with the `[S', 2 (blocks - 1)]` cumulative block indicators
+  (and the indicators times `values`) gives every row's capacity and capacity-weighted
+  value up to each block boundary; `lower @ [1, values]` gives the free mass and
+  `lower . values`. The block where the free mass runs out is the only one filled in part:
+  its capacities are gathered in ascending order and filled exactly (an exclusive prefix
+  sum as a `[block, block]` product). Blocks before it are full, blocks after it empty.
+  Arithmetic per row: `~4 sqrt(S')` multiply-adds per entry, plus `block^2`; the rows are
+  read twice (the products) and one block per row is gathered, so time grows with the
+  model's entries where "matmul" (`S'` multiply-adds per entry) grows with S' times that.
+  """
+  num_next = values.shape[-1]
+  dtype = lower.dtype
+  block = _block_size(num_next)
+  num_blocks = -(-num_next // block)
+  index = lax.iota(jnp.int32, num_next)
+  # -0.0 and 0.0 tie (as in `_precedence`): the sort key is canonical, the arithmetic
+  # below keeps `values` (and its gradient).
+  key = jnp.where(values == 0, jnp.zeros_like(values), values)
+  _, order = lax.sort((key, index), num_keys=2)
+  position = jnp.zeros_like(index).at[order].set(index)
+  block_of = position // block
+
+  capacity = upper - lower
+  ones_and_values = jnp.stack([jnp.ones_like(values), values], axis=1)
+  lower_sums = jnp.matmul(lower, ones_and_values.astype(dtype), precision=_HIGHEST)
+  free = 1.0 - lower_sums[..., 0]
+  expected = lower_sums[..., 1]
+  num_bounds = num_blocks - 1
+  if num_bounds > 0:
+    upto = (block_of[:, None] <= jnp.arange(num_bounds)[None, :]).astype(dtype)
+    basis = jnp.concatenate([upto, upto * values[:, None]], axis=1)  # [S', 2 (nb - 1)]
+    sums = jnp.matmul(capacity, basis, precision=_HIGHEST)
+    capacity_upto, weighted_upto = sums[..., :num_bounds], sums[..., num_bounds:]
+    crossing = jnp.sum(capacity_upto < free[..., None], axis=-1, dtype=jnp.int32)
+    prev = jnp.maximum(crossing - 1, 0)[..., None]
+    full = crossing > 0
+    free = free - jnp.where(
+        full, jnp.take_along_axis(capacity_upto, prev, axis=-1)[..., 0], 0.0)
+    expected = expected + jnp.where(
+        full, jnp.take_along_axis(weighted_upto, prev, axis=-1)[..., 0], 0.0)
+  else:
+    crossing = jnp.zeros(free.shape, jnp.int32)
+
+  pad = num_blocks * block - num_next
+  in_blocks = lambda x: jnp.pad(x, (0, pad)).reshape(num_blocks, block)
+  members = jnp.take(in_blocks(order), crossing, axis=0)  # [..., block] next states
+  member_values = jnp.take(in_blocks(values[order]), crossing, axis=0)
+  real = jnp.take(in_blocks(jnp.ones((num_next,), bool)), crossing, axis=0)
+  cap = jnp.where(real, jnp.take_along_axis(capacity, members, axis=-1), 0.0)
+  before = jnp.matmul(cap, _strictly_before(block, dtype), precision=_HIGHEST)
+  give = jnp.clip(free[..., None] - before, 0.0, cap)
+  expected = expected + jnp.sum(give * member_values, axis=-1)
+  return _BlockedFill(expected, crossing, give, block_of, position)
+
+
+def _blocked_minimiser(fill: _BlockedFill, lower: jax.Array, upper: jax.Array) -> jax.Array:
+  """The minimiser `[..., S']` (original order) of rows filled by `_blocked_fill`."""
+  block = fill.give.shape[-1]
+  crossing = fill.crossing[..., None]
+  inside = jnp.clip(fill.position - crossing * block, 0, block - 1)
+  partial = jnp.take_along_axis(fill.give, inside, axis=-1)
+  given = jnp.where(fill.block_of < crossing, upper - lower,
+                    jnp.where(fill.block_of > crossing, 0.0, partial))
+  return lower + given
+
+
+def _take_rows(fill: _BlockedFill, actions: jax.Array) -> _BlockedFill:
+  """The `(s, actions[s])` rows of a fill of `[S, A]` rows."""
+  row = lambda x: jnp.take_along_axis(x, actions.reshape((-1, 1) + (1,) * (x.ndim - 2)),
+                                      axis=1)[:, 0]
+  return fill._replace(expected=row(fill.expected), crossing=row(fill.crossing),
+                       give=row(fill.give))
+
+
 def box_minimize(
     values: jax.Array, lower: jax.Array, upper: jax.Array, *, method: str = DEFAULT_FILL,
 ) -> tuple[jax.Array, jax.Array]:
@@ -172,19 +315,28 @@ def box_minimize(
     values: `[S']` values of the next states.
     lower: `[..., S']` lower bounds (rows with `sum(lower) <= 1 <= sum(upper)`).
     upper: `[..., S']` upper bounds.
-    method: how the fill is written (same result up to rounding; default `DEFAULT_FILL`,
-      chosen by `experiments/benchmark.py`; one of `FILL_METHODS`):
+    method: how the fill is written (same result up to rounding; default `DEFAULT_FILL`;
+      one of `FILL_METHODS`):
       `"matmul"`: the mass a next state receives is `clip(free - capacity before it, 0,
-        capacity)`, "capacity before" a matmul with the 0/1 precedence matrix (no sort);
+        capacity)`, "capacity before" a matmul with the 0/1 precedence matrix (no sort;
+        `S'^2` work per row);
       `"sort"`: stable argsort, gather, cumsum, scatter back;
       `"scan"`: `lax.scan` over the sorted next states carrying the free mass;
-      `"unrolled"`: the same sequential fill, unrolled at trace time.
+      `"unrolled"`: the same sequential fill, unrolled at trace time;
+      `"blocked"`: one sort, a product with `~sqrt(S')` cumulative block indicators, and
+        an exact fill of the one block where the free mass runs out (work `~S'^1.5` per
+        row, in few passes; see `_blocked_fill`);
+      `"auto"`: `"matmul"` below `AUTO_BLOCKED_MIN_STATES` next states, else `"blocked"`.
 
   Returns:
     `(minimum [...], minimiser [..., S'])`.
   """
   if method not in FILL_METHODS:
     raise ValueError(f"method: expected one of {FILL_METHODS}, got {method!r}")
+  method = resolve_fill(method, values.shape[-1])
+  if method == "blocked":
+    fill = _blocked_fill(values, lower, upper)
+    return fill.expected, _blocked_minimiser(fill, lower, upper)
   capacity = upper - lower
   free = 1.0 - jnp.sum(lower, axis=-1)
   if method == "matmul":
@@ -198,22 +350,41 @@ def box_minimize(
   return jnp.matmul(p, values, precision=_HIGHEST), p
 
 
+def _box_expectation(values, lower, upper, method):
+  """`box_minimize(...)[0]` without forming the minimisers where the method allows."""
+  if resolve_fill(method, values.shape[-1]) == "blocked":
+    return _blocked_fill(values, lower, upper).expected
+  return box_minimize(values, lower, upper, method=method)[0]
+
+
 def _backward(reward, lower, upper, *, full_transitions: bool = False,
               method: str = DEFAULT_FILL):
   """Backward induction of the paper's eq. (bw-ind).
 
   Returns `(value_1 [S], actions [H, S], transitions)`, where `transitions` is the greedy
   slice `[H, S, S']` (all the forward pass needs) or, with `full_transitions`, the
-  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`.
+  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`
+  (`"blocked"` writes the minimisers of the greedy rows only).
   """
   num_states = reward.shape[1]
+  method = resolve_fill(method, lower.shape[-1])
 
   def step(v_next, xs):
     r_h, lower_h, upper_h = xs
-    expected, p = box_minimize(v_next, lower_h, upper_h, method=method)  # [S, A], [S, A, S']
+    if method == "blocked":
+      fill = _blocked_fill(v_next, lower_h, upper_h)
+      expected = fill.expected  # [S, A]
+    else:
+      expected, p = box_minimize(v_next, lower_h, upper_h, method=method)  # [S, A, S']
     q_values = r_h + expected
     actions = jnp.argmin(q_values, axis=-1)  # first index on ties
-    if not full_transitions:
+    if method == "blocked":
+      if full_transitions:
+        p = _blocked_minimiser(fill, lower_h, upper_h)
+      else:
+        rows = lambda x: jnp.take_along_axis(x, actions[:, None, None], axis=1)[:, 0]
+        p = _blocked_minimiser(_take_rows(fill, actions), rows(lower_h), rows(upper_h))
+    elif not full_transitions:
       p = jnp.take_along_axis(p, actions[:, None, None], axis=1)[:, 0]
     return jnp.min(q_values, axis=-1), (actions, p)
 
@@ -337,7 +508,7 @@ def optimistic_policy_evaluation(
 
   def step(v_next, xs):
     r_h, pi_h, lower_h, upper_h = xs
-    expected, _ = box_minimize(v_next, lower_h, upper_h, method=fill)
+    expected = _box_expectation(v_next, lower_h, upper_h, fill)
     q_values = r_h + expected
     v = jnp.sum(pi_h * q_values, axis=-1)
     return v, (v, q_values)
