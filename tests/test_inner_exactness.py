@@ -94,6 +94,7 @@ def test_float32_certified_solves_are_accurate(seed, num_constraints, log_eta, l
   _check(np.float32, seed, num_constraints, log_eta, lam_scale, radius)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_constraints,eta", [(2, 1e4), (2, 1e5), (3, 1e3), (3, 1e6)])
 def test_reliability_probe_rows(num_constraints, eta):
   """The rows of the reliability probe (60 instances each, lambda = 0, radius 0.3):

@@ -233,6 +233,14 @@ def test_checked_kernels_under_jit():
     solve(m.transitions + 0.5, m.transitions + 0.6, 0)
 
 
+@oj.checked
+@jax.jit
+def _checked_solve(transitions, cost, constraint_costs, thresholds, multipliers, eta):
+  """One compilation for every case below (the checks depend on values, not shapes)."""
+  return oj.solve_inner(cost, constraint_costs, transitions, transitions, 0, thresholds,
+                        multipliers, eta, method="dual", check=True).objective
+
+
 @pytest.mark.parametrize("field,bad", [("multipliers", np.nan), ("multipliers", -1.0),
                                        ("eta", np.inf), ("eta", -2.0), ("eta", 0.0),
                                        ("cost", np.nan), ("cost", -0.5),
@@ -247,14 +255,8 @@ def test_checked_inner_solve_refuses_bad_numbers_under_jit(field, bad):
       "multipliers", "eta", "thresholds") else args[field].at[0, 0].set(bad) if field == "cost" \
       else args[field].at[0, 0, 0].set(bad)
 
-  @oj.checked
-  @jax.jit
-  def solve(cost, constraint_costs, thresholds, multipliers, eta):
-    return oj.solve_inner(cost, constraint_costs, m.transitions, m.transitions, 0, thresholds,
-                          multipliers, eta, method="dual", check=True).objective
-
   with pytest.raises(ValueError, match=field):
-    solve(**args)
+    _checked_solve(m.transitions, **args)
   # Eagerly (concrete arrays) the same arguments are refused without check=True.
   with pytest.raises(ValueError, match=field):
     oj.solve_inner(args["cost"], args["constraint_costs"], m.transitions, m.transitions, 0,
