@@ -30,14 +30,17 @@ UNROLL_HORIZON = 32
 # ... and only while the slices it unrolls are small: an unrolled step reads its slice of
 # `xs` through a static slice that XLA:CPU copies into a buffer of its own before a dot,
 # so an unrolled scan holds H copies (where a rolled one reuses one buffer), fresh memory
-# on every call (a page fault per 4 KiB). The limit is on H times the largest per-step
-# slice, in elements of one problem. Measured with `experiments/lmo_size.py --unroll`
-# (extended LMO, A=4, float32, 2-core CPU): inside a solver loop the copies are made once
-# and unrolled scans are faster at every size tried (32 seeds vmapped, H=10: 1.8-2x for
-# "matmul" at S=25..100; one seed, H=10: 1.08x for "blocked" at S=200, 1.27x at S=400);
-# one call at a time, rolled scans are faster (H=20, "blocked": 1.5x at S=100 and S=200,
-# 3x at S=400). Scans unroll up to S=160 at A=4, H=20 (2.0M elements) and roll from
-# S=200 (3.2M; 25 MB of copies per problem) on. A constant, like `UNROLL_HORIZON`.
+# on every call (a page fault per 4 KiB) and per vmapped seed. The limit is on H times the
+# largest per-step slice, in elements of one problem (16 MB of float32 copies of `lower`
+# and `upper`). Measured with `experiments/lmo_size.py --unroll` (extended LMO, A=4,
+# float32, 2-core CPU, load ~5.5): inside a solver loop (H=10, 8 seeds vmapped) the copies
+# are made once and unrolled scans are faster at every size tried ("matmul" 1.4-1.6x at
+# S=25..200; "blocked" 1.2x at S=100, 1.4x at S=200, 1.6x at S=400); one call at a time
+# (H=20) rolled scans are faster ("blocked" 1.9x at S=25, 1.4x at S=200, 4.4x at S=400).
+# Scans unroll up to S=160 at A=4, H=20 (2.0M elements) and roll from S=200 (3.2M) on,
+# which bounds the memory of many vmapped seeds at large S and keeps one call fast, at the
+# price of up to 1.6x inside solver loops above the limit. A constant, like
+# `UNROLL_HORIZON`.
 UNROLL_MAX_ELEMENTS = 2**21
 
 
@@ -149,11 +152,12 @@ def _precedence(values: jax.Array) -> jax.Array:
 FILL_METHODS = ("matmul", "sort", "scan", "unrolled", "blocked", "auto")
 DEFAULT_FILL = "auto"
 # The smallest number of next states for which `"auto"` picks `"blocked"`. Measured with
-# `experiments/lmo_size.py --crossover` (float32, 2-core CPU; matmul time / blocked time,
-# one problem at A=4, H=20 and 8 vmapped seeds in a solver loop at A=4, H=10): S'=48:
-# 0.70 and 0.48; 64: 0.72, 0.61; 96: 0.86, 0.99; 128: 1.03, 0.92; 160: 1.08, 1.49; 200:
-# 1.22, 1.82. "matmul" does S'^2 work per row but in few fused operations, and batches
-# better under `vmap`; "blocked" is ahead from S' ~ 128 on, by more as S' grows.
+# `experiments/lmo_size.py --crossover` (float32, 2-core CPU, load 4-6, two runs; matmul
+# time / blocked time for one problem at A=4, H=20, then for 8 vmapped seeds in a solver
+# loop at A=4, H=10): S'=64: 0.72-0.83, 0.61; 96: 0.86-0.97, 0.88-0.99; 128: 1.03-1.05,
+# 0.92-0.98; 160: 0.96-1.08, 1.42-1.49; 200: 1.22-2.07, 1.82-1.89. "matmul" does S'^2
+# work per row but in few fused operations, and batches better under `vmap`; "blocked"
+# is even at S' = 128 and ahead from there on, by more as S' grows.
 AUTO_BLOCKED_MIN_STATES = 128
 
 
