@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import sys
@@ -94,11 +95,7 @@ def _lmo_fn(fill):
 
 def _loop_fn(fill):
   """`benchmark._lmos_in_a_loop` with the fill as a choice, vmapped over seeds."""
-  def lmos(reward, lower, upper):
-    body = lambda _, q: oj.extended_lmo(reward + 1e-3 * q, lower, upper, 0,
-                                        fill=fill).occupancy
-    return jax.lax.fori_loop(0, benchmark.LOOP_LMOS, body, jnp.zeros_like(reward))
-  return jax.jit(jax.vmap(lmos))
+  return jax.jit(jax.vmap(functools.partial(benchmark._lmos_in_a_loop, fill=fill)))
 
 
 @contextlib.contextmanager

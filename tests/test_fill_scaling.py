@@ -18,6 +18,10 @@ import optaug_jax as oj
 import references as ref
 from optaug_jax._src import planning
 
+# 130 cases, ~3.5 min on one core: the slow suite (CI runs it; the default fill below
+# 128 next states is "matmul", which the default suite covers).
+pytestmark = pytest.mark.slow
+
 OTHERS = [f for f in oj.kernels.FILL_METHODS if f not in ("blocked", "auto")]
 
 
