@@ -655,9 +655,7 @@ def main(argv=None):
           f" 10^5 episodes x {ms['seeds']} seeds projected {ms['projected_1e5_s']:.0f} s"
           " (target 3600 s)")
   if args.out:  # one file, written whole or not at all
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    common.write_json(args.out, results, default=str)
-    print(f"wrote {args.out}")
+    common.write_report(args.out, results)
   return results
 
 

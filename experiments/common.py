@@ -223,6 +223,14 @@ def write_json(path, obj, **kwargs):
   write_atomic(path, lambda f: json.dump(obj, f, **kwargs), text=True)
 
 
+def write_report(path, results):
+  """A benchmark's results as one JSON file (its directory made), written whole or not at
+  all; prints where."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  write_json(path, results, default=str)
+  print(f"wrote {path}")
+
+
 def write_text(path, text: str):
   """A text file (a table, a log), atomically."""
   write_atomic(path, lambda f: f.write(text), text=True)

@@ -269,10 +269,8 @@ def main(argv=None):
   if args.unroll:
     results["unroll"] = unroll_section(args)
   results["load_after"] = os.getloadavg()[0]
-  if args.out:
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    common.write_json(args.out, results, default=str)
-    print(f"wrote {args.out}")
+  if args.out:  # one file, written whole or not at all
+    common.write_report(args.out, results)
   return results
 
 
