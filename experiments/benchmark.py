@@ -359,7 +359,7 @@ def throughput_section(table, args):
   np_cmdp[0] = np_cmdp[0] / np_cmdp[0].sum(-1, keepdims=True)
   agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
                     slack=slack, eta=100.0, inner_method="frank_wolfe", fw_iters=args.fw_iters)
-  counts = tuple(np.array(x, np.float64) for x in _warm_state(agent, cmdp, warm=25).counts)
+  counts = tuple(np.array(x, np.float64) for x in _warm_state(agent, cmdp, warm=25).counts[:4])
   np_rng = np.random.default_rng(0)
   t_np = _median_time(lambda: npr.optaug_step(
       np_rng, *np_cmdp, 0, tuple(x.copy() for x in counts), np.zeros(i), 100.0,
