@@ -164,7 +164,7 @@ def test_run_vmapped_over_a_batch_of_cmdps():
   for j in [0, 5]:
     _, l1 = one(keys[j], jax.tree.map(lambda x: x[j], cmdps))
     chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], log), rtol=1e-9, atol=1e-10)
-  # Same fixed-agent pattern as DESIGN.md for OptDual (no per-CMDP baseline needed).
+  # The fixed-agent pattern for OptDual (no per-CMDP baseline needed).
   agent = oj.optdual(num_episodes=10, eta=0.5)
   _, log = jax.jit(jax.vmap(lambda k, m: oj.run(agent, k, m, num_episodes=10)))(keys, cmdps)
   chex.assert_shape(log.multipliers, (6, 10, I))

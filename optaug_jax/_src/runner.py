@@ -62,7 +62,7 @@ def init_agent(agent: Agent, cmdp: CMDP) -> AgentState:
 
 def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
                  ) -> tuple[AgentState, EpisodeLog]:
-  """One episode (DESIGN.md's data flow): plan, play, update, evaluate exactly.
+  """One episode: plan (optimistic model, inner solve, dual step), play, update, evaluate.
 
   The agent sees only the trajectory; the exact evaluation of `pi_k` in the true CMDP is
   for the log.
