@@ -16,7 +16,6 @@ makes the run reproducible. 3,000 float64 examples find a 1-in-1,000 miss with p
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

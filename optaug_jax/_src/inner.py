@@ -673,9 +673,8 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, tol: float | None,
   memory = store(memory, 0, v0)
   best = _dual_value(multipliers, v0.value, thresholds, multipliers, eta)
 
-  tiny = 16 * jnp.finfo(dtype).eps
-  # In float32 "no new cut" is decided at the DP's rounding, which ended some searches too
-  # soon (measured: 2 of 150 instances at 4e-4 and 2e-5): there every step runs.
+  # float32 runs every step: stopping on its certificate was measured slower under vmap
+  # (the while loop's per-member selects) for few DPs saved (docs/results/inner_exactness).
   exact_stop = jnp.finfo(dtype).bits >= 64
 
   def body(carry):
