@@ -12,7 +12,8 @@ from optaug_jax._src.agents.base import Agent, AgentState
 from optaug_jax._src.agents.optaug import optaug
 from optaug_jax._src.agents.optdual import optdual
 from optaug_jax._src.checks import checked
-from optaug_jax._src.cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
+from optaug_jax._src.cmdp import (CMDP, check_safe_policy, random_cmdp, safe_policy, to_dense,
+                                  to_sparse, validate_cmdp)
 from optaug_jax._src.env import sample_episode
 from optaug_jax._src.estimates import (MAX_EPISODES, init_counts, optimistic_model,
                                        support_violations, update_counts)
@@ -61,5 +62,7 @@ __all__ = (
     "solve_lp",
     "support_violations",
     "update_counts",
+    "to_dense",
+    "to_sparse",
     "validate_cmdp",
 )

@@ -17,13 +17,34 @@ class CMDP(NamedTuple):
 
   Constraint `i` is `V^pi(d_i, p) <= alpha_i`. A batch of CMDPs is a `CMDP` whose fields
   share leading axes; sizes are always read from the trailing axes.
+
+  Two layouts of the transitions:
+
+  - dense (`next_states=None`, the default): `transitions[h, s, a, s'] = p_h(s'|s,a)`,
+    `[H, S, A, S]`;
+  - sparse: at most `N` possible next states per `(h, s, a)`: `next_states[h, s, a, n]` is
+    the next state of slot `n` (-1: an empty slot) and `transitions[h, s, a, n]` its
+    probability (0 in empty slots), both `[H, S, A, N]`. Every kernel then works in
+    `S A N` per step instead of `S A S` (`to_sparse`, `to_dense` convert; the
+    `Setting.support` of an agent takes the same `next_states`).
   """
 
-  transitions: jax.Array  # [H, S, A, S'] p_h(s'|s,a)
+  transitions: jax.Array  # [H, S, A, S'] p_h(s'|s,a) (or [H, S, A, N] slots, sparse)
   cost: jax.Array  # [H, S, A] expected objective cost c_h(s,a) in [0, 1]
   constraint_costs: jax.Array  # [I, H, S, A] expected constraint costs d_{i,h}(s,a) in [0, 1]
   thresholds: jax.Array  # [I] alpha_i in [0, H]
   initial_state: jax.Array  # [] int, s_1
+  next_states: jax.Array | None = None  # [H, S, A, N] int32 (sparse layout), -1 empty; None
+  #                                       in the dense layout
+
+  @property
+  def is_sparse(self) -> bool:
+    return self.next_states is not None
+
+  @property
+  def max_next_states(self) -> int:
+    """`N`: slots per row (sparse), or `S` (dense)."""
+    return self.transitions.shape[-1]
 
   @property
   def horizon(self) -> int:
@@ -103,9 +124,12 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
     raise ValueError(f"transitions: expected rank 4 [H, S, A, S'], got shape {p.shape}")
   batch = p.shape[:-4]
   horizon, num_states, num_actions, num_next = p.shape[-4:]
-  if num_next != num_states:
+  if cmdp.next_states is not None:
+    _check_next_states(_as_numpy("next_states", cmdp.next_states), p, num_states)
+  elif num_next != num_states:
     raise ValueError(
         f"transitions: shape {p.shape} has {num_next} next states but {num_states} states"
+        " (a sparse CMDP gives next_states)"
     )
   if min(horizon, num_states, num_actions) < 1:
     raise ValueError(f"transitions: empty axis in shape {p.shape}")
@@ -176,6 +200,75 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
   return cmdp
 
 
+def _check_next_states(ns: np.ndarray, p: np.ndarray, num_states: int) -> None:
+  """The sparse layout's index array: shape, integer, range, empty slots, duplicates."""
+  if ns.shape != p.shape:
+    raise ValueError(f"next_states: expected shape {p.shape} (that of transitions,"
+                     f" [H, S, A, N]), got {ns.shape}")
+  if not np.issubdtype(ns.dtype, np.integer):
+    raise ValueError(f"next_states: expected integer state indices, got dtype {ns.dtype}")
+  if ns.size and (ns.min() < -1 or ns.max() >= num_states):
+    where = np.unravel_index(np.argmax((ns < -1) | (ns >= num_states)), ns.shape)
+    raise ValueError(f"next_states: {int(ns[where])} at {_at(where)} is not a state in"
+                     f" [0, {num_states}) nor -1 (an empty slot)")
+  if np.any((ns < 0) & (p != 0)):
+    where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
+    raise ValueError(f"transitions: empty slot {_at(where)} (next_states -1) has probability"
+                     f" {float(p[where]):.6g}; empty slots must hold 0")
+  ordered = np.sort(np.where(ns < 0, -1 - np.arange(ns.shape[-1]), ns), axis=-1)
+  dup = np.argwhere(np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1))
+  if dup.size:
+    raise ValueError(f"next_states: row {_at(dup[0])} [.., h, s, a] names a next state twice")
+
+
+def to_sparse(cmdp: CMDP, *, max_next_states: int | None = None) -> CMDP:
+  """The sparse layout of a dense CMDP (host side): the slots of row `(h, s, a)` hold its
+  next states of positive probability, in increasing order, then empty slots (-1).
+
+  Args:
+    cmdp: a dense, unbatched `CMDP` (a sparse one is returned as it is).
+    max_next_states: `N`; default: the largest support of a row. Smaller raises.
+  """
+  if cmdp.next_states is not None:
+    return cmdp
+  p = np.asarray(cmdp.transitions)
+  if p.ndim != 4:
+    raise ValueError(f"transitions: to_sparse takes one CMDP, got shape {p.shape}")
+  support = p > 0
+  widest = int(support.sum(-1).max())
+  n = widest if max_next_states is None else int(max_next_states)
+  if n < widest:
+    raise ValueError(f"max_next_states: {n} slots, but a row has {widest} possible next"
+                     " states")
+  # Stable order: positive entries first (by index), then the rest; keep the first n.
+  order = np.argsort(~support, axis=-1, kind="stable")[..., :n]
+  taken = np.take_along_axis(support, order, axis=-1)
+  next_states = np.where(taken, order, -1).astype(np.int32)
+  probs = np.where(taken, np.take_along_axis(p, order, axis=-1), 0.0).astype(p.dtype)
+  return cmdp._replace(transitions=jnp.asarray(probs), next_states=jnp.asarray(next_states))
+
+
+def to_dense(cmdp: CMDP) -> CMDP:
+  """The dense layout of a (possibly sparse, unbatched) CMDP (host side)."""
+  if cmdp.next_states is None:
+    return cmdp
+  return cmdp._replace(
+      transitions=jnp.asarray(dense_rows(cmdp.transitions, cmdp.next_states,
+                                         cmdp.num_states)), next_states=None)
+
+
+def dense_rows(values, next_states, num_states: int) -> np.ndarray:
+  """Host side: a sparse-layout array `[..., N]` written densely, `[..., S']` (slots with the
+  same next state add up; empty slots are dropped)."""
+  values, ns = np.asarray(values), np.asarray(next_states)
+  ns = np.broadcast_to(ns, values.shape)
+  out = np.zeros(values.shape[:-1] + (num_states + 1,), values.dtype)
+  flat = out.reshape(-1, num_states + 1)
+  rows = np.repeat(np.arange(flat.shape[0]), values.shape[-1])
+  np.add.at(flat, (rows, np.where(ns < 0, num_states, ns).reshape(-1)), values.reshape(-1))
+  return flat.reshape(out.shape)[..., :num_states]
+
+
 def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
   """A policy minimising the summed constraint costs, and its slack.
 
@@ -190,7 +283,8 @@ def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
   Returns:
     `(policy [H, S, A], slack [])`.
   """
-  policy = planning.optimal_policy(jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions)
+  policy = planning.optimal_policy(jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions,
+                                   next_states=cmdp.next_states)
   _, values = planning.policy_values(cmdp, policy)
   return policy, jnp.min(cmdp.thresholds - values)
 
@@ -294,7 +388,10 @@ def assert_cmdp_shapes(cmdp: CMDP) -> None:
   chex.assert_rank(
       [cmdp.transitions, cmdp.cost, cmdp.constraint_costs, cmdp.thresholds,
        cmdp.initial_state], [4, 3, 4, 1, 0])
-  h, s, a, _ = cmdp.transitions.shape
-  chex.assert_shape(cmdp.transitions, (h, s, a, s))
+  h, s, a, n = cmdp.transitions.shape
+  if cmdp.next_states is None:
+    chex.assert_shape(cmdp.transitions, (h, s, a, s))
+  else:
+    chex.assert_shape(cmdp.next_states, (h, s, a, n))
   chex.assert_shape(cmdp.cost, (h, s, a))
   chex.assert_shape(cmdp.constraint_costs, (cmdp.thresholds.shape[0], h, s, a))

@@ -39,11 +39,14 @@ class Counts(NamedTuple):
   """
 
   visits: jax.Array  # [H, S, A] int32 n_h(s, a)
-  transitions: jax.Array  # [H, S, A, S'] int32 n_h(s, a, s')
+  transitions: jax.Array  # [H, S, A, S'] int32 n_h(s, a, s'): [H, S, A, N] slots in the
+  #   sparse layout; a step axis of length 1 when pooled over h (stationary settings)
   cost_sums: jax.Array  # [H, S, A] float, sum of observed objective costs
   constraint_cost_sums: jax.Array  # [I, H, S, A] float, sum of observed constraint costs
   cost_compensation: jax.Array | None = None  # [H, S, A] low-order part of cost_sums
   constraint_cost_compensation: jax.Array | None = None  # [I, H, S, A] same, constraints
+  off_support: jax.Array | None = None  # [] int32, observed transitions whose next state
+  #   has no slot in the sparse layout (saturating); None in the dense layout
 
 
 class OptimisticModel(NamedTuple):
@@ -56,22 +59,32 @@ class OptimisticModel(NamedTuple):
   transitions: jax.Array  # [H, S, A, S'] point estimate p-bar (a fixed in-box point where unvisited)
   off_support_transitions: jax.Array = np.int32(0)  # [] int32, observed (h, s, a, s') outside
   #   the setting's support (see `EmpiricalModel`)
+  next_states: jax.Array | None = None  # [H or 1, S, A, N] int32: the sparse layout of
+  #   lower, upper and transitions (None: dense). Their step axis is 1 when pooled.
 
 
 def init_counts(
-    *, num_states: int, num_actions: int, horizon: int, num_constraints: int, dtype
+    *, num_states: int, num_actions: int, horizon: int, num_constraints: int, dtype,
+    num_next_states: int | None = None, pooled: bool = False,
 ) -> Counts:
   """All-zero statistics: int32 visits and transitions, cost sums (and their compensation)
-  in `dtype` promoted to at least float32 (a 16-bit float would round the sums coarsely)."""
+  in `dtype` promoted to at least float32 (a 16-bit float would round the sums coarsely).
+
+  `num_next_states`: `N` slots per row (the sparse layout; `None`: `S`, dense). `pooled`:
+  transition counts summed over h as they arrive (`[1, S, A, .]`, stationary settings).
+  """
   dtype = jnp.promote_types(dtype, jnp.float32)
   shape = (horizon, num_states, num_actions)
+  width = num_states if num_next_states is None else num_next_states
   return Counts(
       visits=jnp.zeros(shape, jnp.int32),
-      transitions=jnp.zeros(shape + (num_states,), jnp.int32),
+      transitions=jnp.zeros((1 if pooled else horizon, num_states, num_actions, width),
+                            jnp.int32),
       cost_sums=jnp.zeros(shape, dtype),
       constraint_cost_sums=jnp.zeros((num_constraints,) + shape, dtype),
       cost_compensation=jnp.zeros(shape, dtype),
       constraint_cost_compensation=jnp.zeros((num_constraints,) + shape, dtype),
+      off_support=None if num_next_states is None else jnp.zeros((), jnp.int32),
   )
 
 
@@ -104,22 +117,56 @@ def compensated_add(total: jax.Array, compensation: jax.Array, value: jax.Array,
   return two_sum(s, compensation + value_compensation + e)
 
 
-def _saturating_increment(counts: jax.Array, index) -> jax.Array:
-  """`counts.at[index].add(1)`, but an int32 entry at `MAX_EPISODES` stays there (no wrap)."""
+def _saturating_increment(counts: jax.Array, index, valid=True) -> jax.Array:
+  """`counts.at[index].add(1)` (where `valid`; distinct indices), but an int32 entry at
+  `MAX_EPISODES` stays there (no wrap)."""
   if not jnp.issubdtype(counts.dtype, jnp.integer):
-    return counts.at[index].add(1.0)
+    return counts.at[index].add(jnp.asarray(valid, counts.dtype))
   current = counts[index]
-  return counts.at[index].set(current + (current < MAX_EPISODES).astype(counts.dtype))
+  return counts.at[index].set(current + ((current < MAX_EPISODES) & valid).astype(counts.dtype))
 
 
-def update_counts(counts: Counts, trajectory: Trajectory) -> Counts:
+def _saturating_add_at(counts: jax.Array, index, valid) -> jax.Array:
+  """Adds 1 at every `index` (repeats add up) where `valid`, saturating at `MAX_EPISODES`.
+
+  For pooled counts, where the steps of one episode may hit the same entry: the sum is
+  taken whole and compared with the old counts (an int32 wrap makes it smaller).
+  """
+  added = counts.at[index].add(valid.astype(counts.dtype))
+  return jnp.where(added < counts, jnp.asarray(MAX_EPISODES, counts.dtype), added)
+
+
+def update_counts(counts: Counts, trajectory: Trajectory,
+                  next_states: jax.Array | None = None) -> Counts:
   """Adds one episode's visits, transitions and observed costs.
 
   Integer counts are exact up to `MAX_EPISODES` (and saturate there); cost sums are
   compensated (`compensated_add`) when `counts` has compensation fields.
+
+  `next_states`: the sparse layout's `[H or 1, S, A, N]` next states of the slots (`None`:
+  dense): an observed `s'` is counted in its slot; one without a slot adds to
+  `counts.off_support`. Transition counts with a step axis of length 1 are pooled over h.
   """
   h = jnp.arange(counts.visits.shape[0])
   s, a, s_next = trajectory.states[:-1], trajectory.actions, trajectory.states[1:]
+  pooled = counts.transitions.shape[0] == 1 and h.shape[0] > 1
+  t_h = jnp.zeros_like(h) if pooled else h
+  found = jnp.ones(h.shape, bool)
+  column = s_next
+  off_support = counts.off_support
+  if next_states is not None:
+    rows = next_states[jnp.zeros_like(h) if next_states.shape[0] == 1 else h, s, a]  # [H, N]
+    match = rows == s_next[:, None]
+    found = jnp.any(match, axis=-1)
+    column = jnp.argmax(match, axis=-1)
+    if off_support is not None:
+      missed = jnp.sum(~found, dtype=jnp.int32)
+      off_support = jnp.where(off_support > MAX_EPISODES - missed,
+                              jnp.asarray(MAX_EPISODES, jnp.int32), off_support + missed)
+  if pooled:
+    transitions = _saturating_add_at(counts.transitions, (t_h, s, a, column), found)
+  else:
+    transitions = _saturating_increment(counts.transitions, (h, s, a, column), found)
   dtype = counts.cost_sums.dtype
   costs = trajectory.costs.astype(dtype)
   constraint_costs = trajectory.constraint_costs.astype(dtype)
@@ -141,11 +188,12 @@ def update_counts(counts: Counts, trajectory: Trajectory) -> Counts:
     constraint_cost_compensation = counts.constraint_cost_compensation.at[:, h, s, a].set(comp)
   return Counts(
       visits=_saturating_increment(counts.visits, (h, s, a)),
-      transitions=_saturating_increment(counts.transitions, (h, s, a, s_next)),
+      transitions=transitions,
       cost_sums=cost_sums,
       constraint_cost_sums=constraint_cost_sums,
       cost_compensation=cost_compensation,
       constraint_cost_compensation=constraint_cost_compensation,
+      off_support=off_support,
   )
 
 
@@ -173,6 +221,9 @@ def pool_counts(counts: Counts) -> Counts:
     return jnp.broadcast_to(jnp.sum(x.astype(dtype), axis=axis, keepdims=True), x.shape)
 
   cost_sums, constraint_cost_sums = pool(counts.cost_sums, 0), pool(counts.constraint_cost_sums, 1)
+  # Transition counts kept pooled (`init_counts(pooled=True)`) stay `[1, S, A, .]`.
+  transitions = (counts.transitions.astype(dtype) if counts.transitions.shape[0] == 1
+                 else pool(counts.transitions, 0))
   cost_compensation = counts.cost_compensation
   constraint_cost_compensation = counts.constraint_cost_compensation
   if cost_compensation is not None:
@@ -181,10 +232,11 @@ def pool_counts(counts: Counts) -> Counts:
   if constraint_cost_compensation is not None:
     constraint_cost_sums = constraint_cost_sums + pool(constraint_cost_compensation, 1)
     constraint_cost_compensation = jnp.zeros_like(constraint_cost_compensation)
-  return Counts(visits=pool(counts.visits, 0), transitions=pool(counts.transitions, 0),
+  return Counts(visits=pool(counts.visits, 0), transitions=transitions,
                 cost_sums=cost_sums, constraint_cost_sums=constraint_cost_sums,
                 cost_compensation=cost_compensation,
-                constraint_cost_compensation=constraint_cost_compensation)
+                constraint_cost_compensation=constraint_cost_compensation,
+                off_support=counts.off_support)
 
 
 def empirical_means(counts: Counts):
@@ -195,8 +247,9 @@ def empirical_means(counts: Counts):
   """
   dtype = counts.cost_sums.dtype
   n = jnp.maximum(counts.visits, 1).astype(dtype)
+  n_p = n[:counts.transitions.shape[0]]  # pooled transition counts: every step's n is equal
   return (counts.cost_sums / n, counts.constraint_cost_sums / n,
-          counts.transitions.astype(dtype) / n[..., None])
+          counts.transitions.astype(dtype) / n_p[..., None])
 
 
 class EmpiricalModel(NamedTuple):
@@ -209,12 +262,15 @@ class EmpiricalModel(NamedTuple):
   cost_radius: jax.Array  # [H, S, A] beta^c of the objective cost (0 when known)
   constraint_radius: jax.Array  # [H, S, A] beta^d of the constraint costs (0 when known)
   transition_radius: jax.Array  # [H, S, A, S'] beta^p, at most 1; 1 where unvisited; 0 off
-  #                               the known support
+  #                               the known support (and in empty sparse slots)
   visits: jax.Array  # [H, S, A] the counts n the radii use (pooled over h if stationary), in
   #                   the float dtype
   off_support_transitions: jax.Array = np.int32(0)  # [] int32, the number of distinct
   #   (h, s, a, s') observed (counted per step h, before pooling) whose s' is outside the
-  #   setting's support: the data contradict the declared support there (0 without one)
+  #   setting's support: the data contradict the declared support there (0 without one).
+  #   In the sparse layout: the number of such observations (`Counts.off_support`).
+  next_states: jax.Array | None = None  # [H or 1, S, A, N] int32, the sparse layout of
+  #   transitions and transition_radius (None: dense)
 
 
 def empirical_model(
@@ -239,19 +295,31 @@ def empirical_model(
       setting, num_states=num_states, num_actions=num_actions, horizon=horizon,
       num_constraints=num_constraints, num_episodes=num_episodes, delta=delta)
   off_support = np.int32(0)
-  if setting.support is not None:
+  next_states = setting.next_states()
+  steps = counts.transitions.shape[0]  # 1: transition counts pooled as they arrived
+  if next_states is not None:
+    if next_states.shape[-3:-1] != (num_states, num_actions) or next_states.shape[0] not in (
+        1, horizon) or next_states.shape[-1] != counts.transitions.shape[-1]:
+      raise ValueError(f"setting.support: next states of shape {next_states.shape} do not"
+                       f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])")
+    support = next_states >= 0
+    if counts.off_support is not None:
+      off_support = counts.off_support
+  elif setting.support is not None:
     support = _known(setting.support, "support", (horizon, num_states, num_actions,
                                                   num_states), bool)
+    if steps == 1:
+      support = jnp.any(support, axis=0, keepdims=True)
     off_support = jnp.sum((counts.transitions > 0) & ~support, dtype=jnp.int32)
   if setting.stationary:
     counts = pool_counts(counts)
   n = jnp.maximum(counts.visits, 1).astype(counts.cost_sums.dtype)
   c_bar, d_bar, p_bar = empirical_means(counts)
   beta_c = bonus_scale * jnp.sqrt(log_c / n)
-  n4 = n[..., None]
+  n4 = n[:steps, ..., None]  # the transition counts' n ([1, S, A, 1] when pooled)
   beta_p = bonus_scale * (2.0 * jnp.sqrt(p_bar * (1.0 - p_bar) * log_p / n4)
                           + 14.0 * log_p / (3.0 * n4))
-  visited = (counts.visits > 0)[..., None]
+  visited = (counts.visits[:steps] > 0)[..., None]
   beta_p = jnp.where(visited, jnp.minimum(beta_p, 1.0), 1.0)
   dtype = p_bar.dtype
   if setting.support is None:
@@ -271,7 +339,8 @@ def empirical_model(
                         transitions=jnp.where(visited, p_bar, default), cost_radius=cost_radius,
                         constraint_radius=constraint_radius, transition_radius=beta_p,
                         visits=counts.visits.astype(dtype),
-                        off_support_transitions=jnp.asarray(off_support, jnp.int32))
+                        off_support_transitions=jnp.asarray(off_support, jnp.int32),
+                        next_states=next_states)
 
 
 def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
@@ -327,6 +396,7 @@ def optimistic_model(
       upper=upper,
       transitions=est.transitions,
       off_support_transitions=est.off_support_transitions,
+      next_states=est.next_states,
   )
 
 
@@ -376,6 +446,20 @@ def support_violations(counts: Counts, setting: setting_lib.Setting, *,
   if on_violation not in _ON_VIOLATION:
     raise ValueError(f"on_violation: expected one of {_ON_VIOLATION}, got {on_violation!r}")
   setting = setting_lib.resolve(setting)
+  if setting.sparse:
+    # The sparse layout has no slot for an observed s' outside the support: only the
+    # number of such observations is kept (`Counts.off_support`).
+    total = int(np.sum(np.asarray(counts.off_support if counts.off_support is not None
+                                  else 0, np.int64)))
+    if total and on_violation != "ignore":
+      message = (f"setting.support: {total} observed transition(s) had a next state outside"
+                 " the declared sparse support (next_states); the sparse layout keeps no"
+                 " slot for them, so the support is wrong")
+      if on_violation == "raise":
+        raise ValueError(message)
+      warnings.warn(message, stacklevel=2)
+    return SupportViolations(np.zeros((0, 4), np.int64), np.full((1 if total else 0,), total,
+                                                                 np.int64))
   transitions = np.asarray(counts.transitions)
   if transitions.ndim < 4:
     raise ValueError(f"counts.transitions: expected [..., H, S, A, S'], got shape"
@@ -383,7 +467,12 @@ def support_violations(counts: Counts, setting: setting_lib.Setting, *,
   observed = transitions.reshape((-1,) + transitions.shape[-4:]).sum(0, dtype=np.int64)
   if setting.support is None:
     return SupportViolations(np.zeros((0, 4), np.int64), np.zeros((0,), np.int64))
-  support = np.asarray(_known(setting.support, "support", observed.shape, bool))
+  support = np.asarray(_known(setting.support, "support",
+                              (transitions.shape[-4] if transitions.shape[-4] > 1 else
+                               np.shape(setting.support)[0] if np.ndim(setting.support) == 4
+                               else 1,) + observed.shape[1:], bool))
+  if observed.shape[0] == 1:
+    support = support.any(0, keepdims=True)
   indices = np.argwhere((observed > 0) & ~support)
   found = SupportViolations(indices, observed[tuple(indices.T)])
   if indices.shape[0] and on_violation != "ignore":

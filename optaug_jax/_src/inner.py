@@ -33,6 +33,8 @@ class InnerProblem(NamedTuple):
   thresholds: jax.Array  # [I] alpha
   multipliers: jax.Array  # [I] lambda >= 0
   eta: jax.Array  # [] > 0
+  next_states: jax.Array | None = None  # [H or 1, S, A, N] int32: the sparse layout of
+  #   lower and upper (`extended_lmo`); None: dense
 
 
 class InnerSolution(NamedTuple):
@@ -182,7 +184,8 @@ def frank_wolfe(
     raise ValueError(f"step_rule: expected one of {STEP_RULES}, got {step_rule!r}")
   num_iters = 100 if num_iters is None else num_iters
   (cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers,
-   eta) = problem
+   eta) = problem[:8]
+  next_states = problem.next_states
   num_actions = cost.shape[-1]
 
   def gradient(q):  # eq. (nabla)
@@ -190,7 +193,8 @@ def frank_wolfe(
     return cost + jnp.einsum("i,ihsa->hsa", shifted, constraint_costs)
 
   def oracle(grad):
-    return planning.extended_lmo(grad, lower, upper, initial_state, fill=fill)
+    return planning.extended_lmo(grad, lower, upper, initial_state, fill=fill,
+                                 next_states=next_states)
 
   def probe(q, z, t):
     grad = gradient(q)
@@ -223,17 +227,21 @@ def frank_wolfe(
   else:
     state = lax.while_loop(
         lambda s: (s.t < num_iters) & (s.gap > tol), body, state)
-  transitions = (_transitions_from_z(state.z, state.q, lower, upper, fill)
+  transitions = (_transitions_from_z(state.z, state.q, lower, upper, fill, next_states)
                  if with_transitions else None)
   return MethodResult(occupancy=state.q, transitions=transitions, gap=state.gap,
                       num_iters=state.t, dp_calls=state.t + 2)
 
 
-def _transitions_from_z(z, q, lower, upper, fill=planning.DEFAULT_FILL):
-  """Eq. (retrieve-p); where `q_h(s, a) = 0`, a fixed point of the box (lower + fill)."""
-  num_states = z.shape[-1]
-  _, fallback = planning.box_minimize(jnp.arange(num_states, dtype=z.dtype), lower, upper,
-                                      method=fill)
+def _transitions_from_z(z, q, lower, upper, fill=planning.DEFAULT_FILL, next_states=None):
+  """Eq. (retrieve-p); where `q_h(s, a) = 0`, a fixed point of the box (lower + fill, in
+  the order of the next states' indices). Sparse layout: `z` and the result are slots."""
+  if next_states is None:
+    num_states = z.shape[-1]
+    _, fallback = planning.box_minimize(jnp.arange(num_states, dtype=z.dtype), lower, upper,
+                                        method=fill)
+  else:
+    _, fallback = planning._row_fill(next_states.astype(z.dtype), next_states, lower, upper)
   total = jnp.sum(z, axis=-1, keepdims=True)
   tiny = jnp.finfo(z.dtype).tiny
   safe_total = jnp.where(total > tiny, total, 1.0)
@@ -287,13 +295,15 @@ def _bisection(problem: InnerProblem, *, num_iters: int, tol: float | None,
   or bisection on the supergradient when that fails to halve the bracket), then the best
   point between the two bracketing vertices (an exact line search on their segment)."""
   (cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers,
-   eta) = problem
+   eta) = problem[:8]
+  next_states = problem.next_states
   dtype = cost.dtype
   d, alpha, lam = constraint_costs[0], thresholds[0], multipliers[0]
   num_actions = cost.shape[-1]
 
   def oracle(mu):
-    return planning.extended_lmo(cost + mu * d, lower, upper, initial_state, fill=fill)
+    return planning.extended_lmo(cost + mu * d, lower, upper, initial_state, fill=fill,
+                                 next_states=next_states)
 
   def psi(mu, v):
     return _dual_value(mu[None], v.value, thresholds, multipliers, eta)
@@ -359,7 +369,7 @@ def _bisection(problem: InnerProblem, *, num_iters: int, tol: float | None,
   transitions = None
   if with_transitions:
     z = step * _z_of(v_lo, num_actions) + (1.0 - step) * _z_of(v_hi, num_actions)
-    transitions = _transitions_from_z(z, q, lower, upper, fill)
+    transitions = _transitions_from_z(z, q, lower, upper, fill, next_states)
   return MethodResult(occupancy=q, transitions=transitions,
                       gap=jnp.maximum(objective - best, 0.0),
                       num_iters=it,
@@ -638,14 +648,16 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, tol: float | None,
   """I >= 2: fully-corrective Frank-Wolfe, i.e. a cutting-plane (proximal bundle) method on
   the I-dimensional dual, with the master over the collected vertices solved by `_master`."""
   (cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers,
-   eta) = problem
+   eta) = problem[:8]
+  next_states = problem.next_states
   num_constraints = thresholds.shape[0]
   num_actions = cost.shape[-1]
   slots = num_iters + 1
 
   def oracle(mu):
     reward = cost + jnp.einsum("i,ihsa->hsa", mu, constraint_costs)
-    return planning.extended_lmo(reward, lower, upper, initial_state, fill=fill)
+    return planning.extended_lmo(reward, lower, upper, initial_state, fill=fill,
+                                 next_states=next_states)
 
   def image(v):
     return jnp.sum(cost * v.occupancy), jnp.einsum("ihsa,hsa->i", constraint_costs,
@@ -727,7 +739,7 @@ def _cutting_planes(problem: InnerProblem, *, num_iters: int, tol: float | None,
     actions, greedy, states = extra
     vertices = planning.LMOSolution(values, occ, actions, greedy, states)
     z = jnp.tensordot(w, jax.vmap(lambda v: _z_of(v, num_actions))(vertices), axes=1)
-    transitions = _transitions_from_z(z, q, lower, upper, fill)
+    transitions = _transitions_from_z(z, q, lower, upper, fill, next_states)
   return MethodResult(occupancy=q, transitions=transitions,
                       gap=jnp.maximum(objective - best, 0.0),
                       num_iters=it,
@@ -815,6 +827,7 @@ def solve_inner(
     fill: str = planning.DEFAULT_FILL,
     with_transitions: bool = True,
     check: bool = False,
+    next_states: jax.Array | None = None,
 ) -> InnerSolution:
   """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
 
@@ -859,6 +872,8 @@ def solve_inner(
     fill: the greedy-fill formulation of the extended DP (`FILL_METHODS`).
     with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
       that only need the policy pass `False` (then `transitions` is `None`).
+    next_states: `None` (dense) or the sparse layout's `[H or 1, S, A, N]` int next
+      states of the slots of `lower` and `upper` (`extended_lmo`).
     check: also check traced arguments (an empty box, an initial state out of range,
       non-finite or negative costs and multipliers, non-finite thresholds, an eta that is
       not positive and finite) through `checkify`; wrap the outer function in `oj.checked` to get a `ValueError`.
@@ -900,7 +915,7 @@ def solve_inner(
   checks.finite("eta", eta, "solve_inner", check=check, low=0.0, low_open=True)
   checks.box(lower, upper, "solve_inner", check=check)
   problem = InnerProblem(cost, constraint_costs, lower, upper, initial_state, thresholds,
-                         multipliers, eta)
+                         multipliers, eta, next_states)
   inputs = lax.stop_gradient(problem) if gradient == "envelope" else problem
   result = method_fn(inputs, num_iters=num_iters, step_rule=step_rule, tol=tol,
                      with_transitions=with_transitions, fill=fill)
@@ -912,7 +927,8 @@ def solve_inner(
         cost + jnp.einsum("i,ihsa->hsa",
                           dual_step(q, constraint_costs, thresholds, multipliers, eta),
                           constraint_costs))
-    linear_value = planning.extended_lmo(grad, lower, upper, initial_state, fill=fill).value
+    linear_value = planning.extended_lmo(grad, lower, upper, initial_state, fill=fill,
+                                         next_states=next_states).value
     objective = objective + (linear_value - lax.stop_gradient(linear_value))
   return InnerSolution(
       occupancy=q,

@@ -21,28 +21,36 @@ class LPSolution(NamedTuple):
   multipliers: np.ndarray  # [I] optimal dual variables lambda* >= 0 (= -dV*/d alpha)
 
 
-def flow_constraints(transitions: np.ndarray, initial_state: int) -> tuple[sp.csr_matrix,
-                                                                          np.ndarray]:
+def flow_constraints(transitions: np.ndarray, initial_state: int, *,
+                     next_states: np.ndarray | None = None,
+                     horizon: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
   """Equalities `A_eq q = b_eq` of the occupancy polytope `Q(p)`, `q` flattened `[H, S, A]`.
 
   `sum_a q_1(s, a) = 1{s = s_1}` and `sum_a q_{h+1}(s', a) = sum_{s,a} p_h(s'|s,a) q_h(s,a)`.
+  Built from the positive entries of `transitions` only (`[H, S, A, S']`, or slots
+  `[H, S, A, N]` of `next_states`; a step axis of length 1 is the same at every step, for
+  `horizon` steps), so its size is that of the model's support.
   """
-  horizon, num_states, num_actions, _ = transitions.shape
+  transitions = np.asarray(transitions)
+  steps, num_states, num_actions, width = transitions.shape
+  horizon = steps if horizon is None else horizon
   n = horizon * num_states * num_actions
-  index = np.arange(n).reshape(horizon, num_states, num_actions)
-  rows, cols, vals = [], [], []
-  for h in range(horizon):
-    for s in range(num_states):
-      row = h * num_states + s
-      rows += [row] * num_actions
-      cols += list(index[h, s])
-      vals += [1.0] * num_actions
-      if h > 0:
-        prev = transitions[h - 1, :, :, s]  # [S, A] p_{h-1}(s | ., .)
-        rows += [row] * (num_states * num_actions)
-        cols += list(index[h - 1].ravel())
-        vals += list(-prev.ravel())
-  a_eq = sp.csr_matrix((vals, (rows, cols)), shape=(horizon * num_states, n))
+  # sum_a q_h(s, a): row h * S + s, column (h, s, a).
+  rows = [np.repeat(np.arange(horizon * num_states), num_actions)]
+  cols = [np.arange(n)]
+  vals = [np.ones(n)]
+  if horizon > 1:
+    p = np.broadcast_to(transitions, (horizon,) + transitions.shape[1:])[:-1]
+    if next_states is None:
+      target = np.broadcast_to(np.arange(width), p.shape)
+    else:
+      target = np.broadcast_to(np.asarray(next_states), (horizon,) + transitions.shape[1:])[:-1]
+    h, s, a, k = np.nonzero(p)
+    rows.append((h + 1) * num_states + target[h, s, a, k])
+    cols.append((h * num_states + s) * num_actions + a)
+    vals.append(-p[h, s, a, k])
+  a_eq = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                       shape=(horizon * num_states, n))
   b_eq = np.zeros(horizon * num_states)
   b_eq[initial_state] = 1.0
   return a_eq, b_eq
@@ -65,16 +73,17 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   """
   validate_cmdp(cmdp)
   p = np.asarray(cmdp.transitions, np.float64)
+  next_states = None if cmdp.next_states is None else np.asarray(cmdp.next_states)
   c = np.asarray(cmdp.cost, np.float64)
   d = np.asarray(cmdp.constraint_costs, np.float64)
   alpha = np.asarray(cmdp.thresholds, np.float64)
   if p.ndim != 4:
     raise ValueError(f"transitions: solve_lp takes one CMDP, got batch shape {p.shape[:-4]}")
   horizon, num_states, num_actions, _ = p.shape
-  a_eq, b_eq = flow_constraints(p, int(cmdp.initial_state))
+  a_eq, b_eq = flow_constraints(p, int(cmdp.initial_state), next_states=next_states)
   num_constraints = d.shape[0]
   res = scipy.optimize.linprog(
-      c.ravel(), A_ub=d.reshape(num_constraints, -1), b_ub=alpha, A_eq=a_eq, b_eq=b_eq,
+      c.ravel(), A_ub=sp.csr_matrix(d.reshape(num_constraints, -1)), b_ub=alpha, A_eq=a_eq, b_eq=b_eq,
       bounds=(0, None), method="highs")
   if res.status == 2:
     raise ValueError("thresholds: the CMDP is infeasible (no policy meets every constraint)")
@@ -107,7 +116,7 @@ def solve_occupancy_lp(transitions, cost, constraint_costs, thresholds, initial_
   """
   p = np.asarray(transitions, np.float64)
   c, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
-  a_eq, b_eq = flow_constraints(p, int(initial_state))
+  a_eq, b_eq = flow_constraints(p, int(initial_state), horizon=c.shape[0])
   res = scipy.optimize.linprog(c.ravel(), A_ub=d.reshape(d.shape[0], -1),
                                b_ub=np.asarray(thresholds, np.float64), A_eq=a_eq, b_eq=b_eq,
                                bounds=(0, None), method="highs")
@@ -236,6 +245,9 @@ def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thres
   cost, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
   lower, upper = repair_box(lower, upper, tol=box_tol)
   horizon, num_states, num_actions = cost.shape
+  # A stationary box (step axis of length 1) is the same at every step.
+  lower = np.broadcast_to(lower, (horizon,) + lower.shape[1:])
+  upper = np.broadcast_to(upper, (horizon,) + upper.shape[1:])
   a_eq, b_eq, a_box, b_box = extended_polytope(lower, upper, int(initial_state))
   expand = lambda x: np.repeat(x.reshape(-1), num_states)  # [H,S,A] -> z-space
   a_con = sp.csr_matrix(np.stack([expand(di) for di in d]))

@@ -61,6 +61,104 @@ if TYPE_CHECKING:  # pragma: no cover
   from .cmdp import CMDP
 
 
+def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False):
+  """`scan_horizon` of `f(carry, per_step)` over the `horizon` steps of `arrays`.
+
+  An array whose leading (step) axis has length 1 while `horizon > 1` is stationary: every
+  step receives its one slice, closed over instead of scanned (no `[H, ...]` copy is made,
+  and the slice stays in cache). `None` entries pass through as `None`.
+  """
+  fixed = tuple(x is not None and x.shape[0] == 1 and horizon > 1 for x in arrays)
+  xs = tuple(None if is_fixed else x for x, is_fixed in zip(arrays, fixed))
+
+  def body(carry, sliced):
+    merged = tuple(x[0] if is_fixed else y for x, y, is_fixed in zip(arrays, sliced, fixed))
+    return f(carry, merged)
+
+  return scan_horizon(body, init, xs, reverse=reverse)
+
+
+# --- The sparse layout -------------------------------------------------------------------
+# A transition-shaped array `[H, S, A, N]` holds, in slot `n` of row `(h, s, a)`, the entry
+# of next state `next_states[h, s, a, n]`; a slot with index -1 is empty (its entries are
+# 0). `next_states` (and every transition-shaped array) may have a step axis of length 1:
+# the same support (or bounds) at every step. Kernels read `v[next_states]` where the dense
+# layout reads `v`, and scatter-add where it multiplies by a matrix, so their work is
+# `S A N` per step instead of `S A S'`.
+
+
+def _slot_states(next_states: jax.Array) -> jax.Array:
+  """`next_states` with empty slots (-1) pointing at state 0 (their entries are 0)."""
+  return jnp.maximum(next_states, 0)
+
+
+def _row_fill(values: jax.Array, keys: jax.Array, lower: jax.Array, upper: jax.Array
+              ) -> tuple[jax.Array, jax.Array]:
+  """The greedy fill of every row over its own `N` slots: `(minimum [...], p [..., N])`.
+
+  `values [..., N]` are the slots' values, `keys [..., N]` their next states (ties go to
+  the lower next state, as in the dense layout's `(value, index)` order). The capacity
+  before each slot is a sum over the `N` slots (an `N x N` comparison per row, unrolled
+  into elementwise operations that XLA fuses into one pass over the rows).
+  """
+  capacity = upper - lower
+  free = 1.0 - jnp.sum(lower, axis=-1)
+  before = jnp.zeros_like(capacity)
+  for k in range(values.shape[-1]):
+    v_k, key_k = values[..., k:k + 1], keys[..., k:k + 1]
+    ahead = (v_k < values) | ((v_k == values) & (key_k < keys))
+    before = before + jnp.where(ahead, capacity[..., k:k + 1], 0.0)
+  p = lower + jnp.clip(free[..., None] - before, 0.0, capacity)
+  return jnp.sum(p * values, axis=-1), p
+
+
+def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: bool = False):
+  """`_backward` in the sparse layout: `(value_1 [S], actions [H, S], p, next states)`.
+
+  `p` is `[H, S, N]` (the greedy rows) or, with `full_transitions`, `[H, S, A, N]`; the
+  next states are `[H, S, N]` (greedy rows) or `None` (the caller's `next_states`).
+  """
+  horizon, num_states = reward.shape[:2]
+
+  def step(v_next, xs):
+    r_h, lower_h, upper_h, ns_h = xs
+    index = _slot_states(ns_h)
+    expected, p = _row_fill(v_next[index], ns_h, lower_h, upper_h)  # [S, A], [S, A, N]
+    q_values = r_h + expected
+    actions = jnp.argmin(q_values, axis=-1)  # first index on ties
+    if full_transitions:
+      return jnp.min(q_values, axis=-1), (actions, p, None)
+    rows = lambda x: jnp.take_along_axis(x, actions[:, None, None], axis=1)[:, 0]
+    return jnp.min(q_values, axis=-1), (actions, rows(p), rows(ns_h))
+
+  v0 = jnp.zeros((num_states,), reward.dtype)
+  v1, (actions, p, ns) = _horizon_scan(step, v0, (reward, lower, upper, next_states), horizon,
+                                       reverse=True)
+  return v1, actions, p, ns
+
+
+def _scatter(weights: jax.Array, next_states: jax.Array, num_states: int) -> jax.Array:
+  """`d[t] = sum of weights[...] over the slots whose next state is t`, `[S]` (the sparse
+  layout's forward step: a scatter-add where the dense layout has a matrix product)."""
+  return jnp.zeros((num_states,), weights.dtype).at[
+      _slot_states(next_states).reshape(-1)].add(weights.reshape(-1))
+
+
+def _sparse_forward_deterministic(actions, greedy_transitions, greedy_next_states,
+                                  initial_state, num_actions, dtype):
+  """`_forward_deterministic` in the sparse layout."""
+  num_states = actions.shape[1]
+  d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
+
+  def step(d, xs):
+    p_h, ns_h = xs
+    return _scatter(d[:, None] * p_h, ns_h, num_states), d
+
+  _, d = scan_horizon(step, d0, (greedy_transitions, greedy_next_states))  # [H, S]
+  q = d[..., None] * jax.nn.one_hot(actions, num_actions, dtype=dtype)
+  return q, d
+
+
 class ExtendedSolution(NamedTuple):
   """Solution of an extended (optimistic) MDP."""
 
@@ -75,31 +173,37 @@ class LMOSolution(NamedTuple):
   value: jax.Array  # [] optimal value at the initial state
   occupancy: jax.Array  # [H, S, A] occupancy of the greedy policy under its transitions
   actions: jax.Array  # [H, S] greedy actions
-  greedy_transitions: jax.Array  # [H, S, S'] minimising transitions at (s, a*(s))
+  greedy_transitions: jax.Array  # [H, S, S'] minimising transitions at (s, a*(s)) ([H, S, N]
+  #                                 slots in the sparse layout)
   state_occupancy: jax.Array  # [H, S]
+  greedy_next_states: jax.Array | None = None  # [H, S, N] int32, the next state of each slot
+  #                                 of `greedy_transitions` (sparse layout only; None dense)
 
 
 def occupancy(
     transitions: jax.Array, policy: jax.Array, initial_state: jax.typing.ArrayLike, *,
-    check: bool = False,
+    check: bool = False, next_states: jax.Array | None = None,
 ) -> jax.Array:
   """State-action occupancy measure `q_h(s, a) = P[s_h = s, a_h = a]`.
 
   The forward recursion of the paper's eq. (jin-recurstion) and eq. (decomp-occ).
 
   Args:
-    transitions: `[H, S, A, S']` transition probabilities.
+    transitions: `[H, S, A, S']` transition probabilities (a step axis of length 1: the
+      same at every step), or `[H, S, A, N]` slots with `next_states`.
     policy: `[H, S, A]` non-stationary stochastic policy.
     initial_state: integer scalar, the initial state `s_1`.
     check: also check traced arguments through `checkify` (see `oj.checked`); concrete
       arguments are always checked: rows are distributions, the initial state is valid.
+    next_states: `None` (dense) or the sparse layout's `[H, S, A, N]` int next state of
+      each slot (-1: an empty slot).
 
   Returns:
     `[H, S, A]` occupancy measure; each `q_h` sums to 1.
   """
   chex.assert_rank([transitions, policy], [4, 3])
-  horizon, num_states, num_actions, _ = transitions.shape
-  chex.assert_shape(policy, (horizon, num_states, num_actions))
+  horizon, num_states, num_actions = policy.shape
+  chex.assert_shape(transitions, (None, num_states, num_actions, None))
   checks.initial_state(initial_state, num_states, "occupancy", check=check)
   checks.distribution("transitions", transitions, "occupancy", check=check)
   checks.distribution("policy", policy, "occupancy", check=check)
@@ -107,25 +211,29 @@ def occupancy(
   d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
 
   def step(d, xs):
-    p_h, pi_h = xs
+    p_h, pi_h, ns_h = xs
     q_h = d[:, None] * pi_h
+    if ns_h is not None:
+      return _scatter(q_h[..., None] * p_h, ns_h, num_states), q_h
     return jnp.einsum("sa,sat->t", q_h, p_h, precision=_HIGHEST), q_h
 
-  _, q = scan_horizon(step, d0, (transitions, policy))
+  _, q = _horizon_scan(step, d0, (transitions, policy, next_states), horizon)
   return q
+
 
 
 def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Exact expected costs of `policy` in `cmdp`.
 
   Args:
-    cmdp: an (unbatched) `CMDP`.
+    cmdp: an (unbatched) `CMDP`, dense or sparse.
     policy: `[H, S, A]` policy.
 
   Returns:
     `(cost_value, constraint_values)`: `V^pi(c, p)` (scalar) and `V^pi(d_i, p)` `[I]`.
   """
-  q = occupancy(cmdp.transitions, policy, cmdp.initial_state)
+  q = occupancy(cmdp.transitions, policy, cmdp.initial_state,
+                next_states=getattr(cmdp, "next_states", None))
   cost_value = jnp.sum(cmdp.cost * q)
   constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
   return cost_value, constraint_values
@@ -393,7 +501,8 @@ def _backward(reward, lower, upper, *, full_transitions: bool = False,
     return jnp.min(q_values, axis=-1), (actions, p)
 
   v0 = jnp.zeros((num_states,), reward.dtype)
-  v1, (actions, p) = scan_horizon(step, v0, (reward, lower, upper), reverse=True)
+  v1, (actions, p) = _horizon_scan(step, v0, (reward, lower, upper), reward.shape[0],
+                                   reverse=True)
   return v1, actions, p
 
 
@@ -417,6 +526,7 @@ def extended_lmo(
     initial_state: jax.typing.ArrayLike,
     *,
     fill: str = DEFAULT_FILL,
+    next_states: jax.Array | None = None,
 ) -> LMOSolution:
   """Linear minimisation over the occupancy measures of the box: one extended DP.
 
@@ -428,15 +538,26 @@ def extended_lmo(
 
   Args:
     reward: `[H, S, A]` linear costs (any sign).
-    lower: `[H, S, A, S']` lower transition bounds.
-    upper: `[H, S, A, S']` upper bounds; each row needs `sum(lower) <= 1 <= sum(upper)`.
+    lower: `[H, S, A, S']` lower transition bounds (a step axis of length 1: the same box
+      at every step), or `[H, S, A, N]` slots with `next_states`.
+    upper: same shape as `lower`; each row needs `sum(lower) <= 1 <= sum(upper)`.
     initial_state: integer scalar.
-    fill: the greedy-fill formulation (`FILL_METHODS`).
+    fill: the greedy-fill formulation of the dense layout (`FILL_METHODS`); the sparse
+      layout fills each row over its own `N` slots (`_row_fill`) whatever `fill` is.
+    next_states: `None` (dense) or the sparse layout's `[H, S, A, N]` (or `[1, S, A, N]`)
+      int next state of each slot (-1: empty, with bounds 0).
 
   Returns:
-    `LMOSolution(value, occupancy, actions, greedy_transitions, state_occupancy)`;
-    `value == sum(reward * occupancy)` up to rounding.
+    `LMOSolution(value, occupancy, actions, greedy_transitions, state_occupancy,
+    greedy_next_states)`; `value == sum(reward * occupancy)` up to rounding.
   """
+  if next_states is not None:
+    v1, actions, p_greedy, ns_greedy = _sparse_backward(reward, lower, upper, next_states)
+    q, d = _sparse_forward_deterministic(actions, p_greedy, ns_greedy, initial_state,
+                                         reward.shape[-1], reward.dtype)
+    return LMOSolution(value=v1[initial_state], occupancy=q, actions=actions,
+                       greedy_transitions=p_greedy, state_occupancy=d,
+                       greedy_next_states=ns_greedy)
   v1, actions, p_greedy = _backward(reward, lower, upper, method=fill)
   q, d = _forward_deterministic(
       actions, p_greedy, initial_state, reward.shape[-1], reward.dtype
@@ -458,6 +579,7 @@ def extended_value_iteration(
     *,
     fill: str = DEFAULT_FILL,
     check: bool = False,
+    next_states: jax.Array | None = None,
 ) -> ExtendedSolution:
   """Optimal policy and transitions of an extended MDP (costs are minimised).
 
@@ -474,25 +596,32 @@ def extended_value_iteration(
     fill: the greedy-fill formulation (`FILL_METHODS`).
     check: also check traced arguments through `checkify` (see `oj.checked`); concrete
       arguments are always checked: a non-empty box, a valid initial state.
+    next_states: `None` (dense) or the sparse layout's int next states (`extended_lmo`).
 
   Returns:
-    `ExtendedSolution(value, policy, transitions)`.
+    `ExtendedSolution(value, policy, transitions)`; `transitions` is `[H, S, A, N]` in the
+    sparse layout (slots of `next_states`).
   """
   chex.assert_rank([reward, lower, upper], [3, 4, 4])
   chex.assert_equal_shape([lower, upper])
-  chex.assert_shape(lower, reward.shape + (reward.shape[1],))
+  width = reward.shape[1] if next_states is None else next_states.shape[-1]
+  chex.assert_shape(lower, (None,) + reward.shape[1:] + (width,))
   checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration",
                        check=check)
   checks.box(lower, upper, "extended_value_iteration", check=check)
-  v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True,
-                                       method=fill)
+  if next_states is not None:
+    v1, actions, transitions, _ = _sparse_backward(reward, lower, upper, next_states,
+                                                   full_transitions=True)
+  else:
+    v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True,
+                                         method=fill)
   policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
   return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=transitions)
 
 
 def optimistic_policy_evaluation(
     reward: jax.Array, policy: jax.Array, lower: jax.Array, upper: jax.Array, *,
-    fill: str = DEFAULT_FILL,
+    fill: str = DEFAULT_FILL, next_states: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """Optimistic evaluation of a FIXED policy: `min_{p' in box} V^pi(reward, p')`.
 
@@ -505,42 +634,53 @@ def optimistic_policy_evaluation(
     lower: `[H, S, A, S']` lower transition bounds.
     upper: `[H, S, A, S']` upper transition bounds.
     fill: the greedy-fill formulation (`FILL_METHODS`).
+    next_states: `None` (dense) or the sparse layout's int next states (`extended_lmo`).
 
   Returns:
     `(values [H, S], q_values [H, S, A])`; `values[0, s_1]` is the optimistic value.
   """
 
   def step(v_next, xs):
-    r_h, pi_h, lower_h, upper_h = xs
-    expected = _box_expectation(v_next, lower_h, upper_h, fill)
+    r_h, pi_h, lower_h, upper_h, ns_h = xs
+    if ns_h is None:
+      expected = _box_expectation(v_next, lower_h, upper_h, fill)
+    else:
+      expected, _ = _row_fill(v_next[_slot_states(ns_h)], ns_h, lower_h, upper_h)
     q_values = r_h + expected
     v = jnp.sum(pi_h * q_values, axis=-1)
     return v, (v, q_values)
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
-  _, (values, q_values) = scan_horizon(step, v0, (reward, policy, lower, upper),
-                                       reverse=True)
+  _, (values, q_values) = _horizon_scan(step, v0, (reward, policy, lower, upper, next_states),
+                                        reward.shape[0], reverse=True)
   return values, q_values
 
 
-def optimal_policy(reward: jax.Array, transitions: jax.Array) -> jax.Array:
+def optimal_policy(reward: jax.Array, transitions: jax.Array, *,
+                   next_states: jax.Array | None = None) -> jax.Array:
   """Deterministic policy minimising `V^pi(reward, transitions)` (plain backward induction).
 
   Args:
     reward: `[H, S, A]` costs.
-    transitions: `[H, S, A, S']` known transitions.
+    transitions: `[H, S, A, S']` known transitions, or `[H, S, A, N]` with `next_states`.
+    next_states: `None` (dense) or the sparse layout's int next states (`extended_lmo`).
 
   Returns:
     `[H, S, A]` one-hot policy; ties go to the lowest action index.
   """
 
   def step(v_next, xs):
-    r_h, p_h = xs
-    q_values = r_h + jnp.matmul(p_h, v_next, precision=_HIGHEST)
+    r_h, p_h, ns_h = xs
+    if ns_h is None:
+      expected = jnp.matmul(p_h, v_next, precision=_HIGHEST)
+    else:
+      expected = jnp.sum(p_h * v_next[_slot_states(ns_h)], axis=-1)
+    q_values = r_h + expected
     return jnp.min(q_values, axis=-1), jnp.argmin(q_values, axis=-1)
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
-  _, actions = scan_horizon(step, v0, (reward, transitions), reverse=True)
+  _, actions = _horizon_scan(step, v0, (reward, transitions, next_states), reward.shape[0],
+                             reverse=True)
   return jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
 
 

@@ -48,17 +48,25 @@ class Setting:
     delta: the confidence parameter; `None` takes the convention's (`DEFAULT_DELTA`). An
       agent's own `delta=` argument, when given, wins.
     stationary: pool visit counts, transitions and cost sums over `h` (the extended DP
-      still runs over the H steps, with the same box at every step).
+      still runs over the H steps, with the same box at every step). Transition counts
+      are then kept pooled (`[1, S, A, S']` or `[1, S, A, N]`) and every transition-shaped
+      array of a run has a step axis of length 1: no `H S A S'` array is made.
     cost: known objective cost `[H, S, A]` or `[S, A]` in `[0, 1]`, used as is (no bonus);
       `None` learns it.
     constraint_costs: known constraint costs `[I, H, S, A]` or `[I, S, A]` in `[0, 1]`;
       `None` learns them.
-    support: known next-state support, bool `[H, S, A, S']` or `[S, A, S']`, at least one
-      next state per row: boxes (and the point estimate of unvisited pairs, uniform over
-      the support) are restricted to it. `None`: every next state is possible. A support
-      the data contradict (an observed `s'` outside it, whose box is then a point at 0) is
-      reported: `EpisodeLog.off_support_transitions` counts such `(h, s, a, s')` in a run,
-      `support_violations(state.counts, setting)` names them.
+    support: known next-state support, at least one next state per row: boxes (and the
+      point estimate of unvisited pairs, uniform over the support) are restricted to it.
+      `None`: every next state is possible. Two forms:
+      - bool `[H, S, A, S']` or `[S, A, S']` (dense layout);
+      - int `[H, S, A, N]` or `[S, A, N]`: the next states of each row's `N` slots, -1 for
+        an empty slot (the sparse layout, `CMDP.next_states`): counts, boxes and the
+        extended DP then have `N` entries per row instead of `S`, so a run's time and
+        memory grow with `S A N`.
+      A support the data contradict (an observed `s'` outside it, whose box is then a point
+      at 0) is reported: `EpisodeLog.off_support_transitions` counts such `(h, s, a, s')`
+      (dense) or such observations (sparse) in a run, `support_violations(state.counts,
+      setting)` names them (dense) or counts them (sparse).
     name: a label recorded in results (`"paper"`, `"bura2022"` or `"custom"`).
   """
 
@@ -87,15 +95,43 @@ class Setting:
                        f" {np.shape(self.constraint_costs)}")
     if self.support is not None and not isinstance(self.support, jax.core.Tracer):
       support = np.asarray(self.support)
-      if support.dtype != bool:
-        raise ValueError(f"support: expected a bool array, got dtype {support.dtype}")
+      if support.dtype != bool and not np.issubdtype(support.dtype, np.integer):
+        raise ValueError(f"support: expected a bool array (dense) or int next states"
+                         f" (sparse), got dtype {support.dtype}")
       if support.ndim not in (3, 4):
-        raise ValueError(f"support: expected [H, S, A, S'] or [S, A, S'], got shape"
-                         f" {support.shape}")
-      empty = np.argwhere(~support.any(-1))
+        raise ValueError(f"support: expected [H, S, A, S'] or [S, A, S'] (bool), [H, S, A, N]"
+                         f" or [S, A, N] (int), got shape {support.shape}")
+      possible = support if support.dtype == bool else support >= 0
+      empty = np.argwhere(~possible.any(-1))
       if empty.size:
         raise ValueError(f"support: every (s, a) needs at least one possible next state;"
                          f" row {tuple(int(i) for i in empty[0])} has none")
+      if support.dtype != bool:
+        num_states = support.shape[-3]
+        if support.min() < -1 or support.max() >= num_states:
+          raise ValueError(f"support: next states must lie in [0, {num_states}) or be -1"
+                           f" (an empty slot); found {int(support.min())}..{int(support.max())}")
+        ordered = np.sort(np.where(support < 0, -1 - np.arange(support.shape[-1]), support),
+                          axis=-1)
+        dup = np.argwhere(np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1))
+        if dup.size:
+          raise ValueError(f"support: row {tuple(int(i) for i in dup[0])} names a next state"
+                           " twice")
+
+  @property
+  def sparse(self) -> bool:
+    """Whether the support is given in the sparse layout (int next states)."""
+    if self.support is None:
+      return False
+    dtype = getattr(self.support, "dtype", None)
+    return np.dtype(np.asarray(self.support).dtype if dtype is None else dtype) != bool
+
+  def next_states(self) -> jax.Array | None:
+    """The sparse layout's next states `[H or 1, S, A, N]` int32 (`None` if dense)."""
+    if not self.sparse:
+      return None
+    ns = jnp.asarray(self.support, jnp.int32)
+    return ns[None] if ns.ndim == 3 else ns
 
   @property
   def resolved_delta(self) -> float:
@@ -146,9 +182,11 @@ def named_setting(name: str, cmdp=None) -> Setting:
   if cmdp is None:
     raise ValueError("cmdp: the 'bura2022' setting reads the known costs and support from"
                      " the CMDP; pass it")
+  support = (np.asarray(cmdp.transitions) > 0 if getattr(cmdp, "next_states", None) is None
+             else np.asarray(cmdp.next_states))
   return Setting(log_factor="bura2022", stationary=True,
                  cost=np.asarray(cmdp.cost), constraint_costs=np.asarray(cmdp.constraint_costs),
-                 support=np.asarray(cmdp.transitions) > 0, name="bura2022")
+                 support=support, name="bura2022")
 
 
 def log_factors(setting: Setting, *, num_states: int, num_actions: int, horizon: int,

@@ -95,15 +95,26 @@ Schedule = Union[float, jax.Array, Callable[[jax.Array], jax.Array]]
 
 
 def init_state(thresholds, initial_state, *, num_states: int, num_actions: int,
-               horizon: int) -> AgentState:
-  """Zero counts, zero multipliers, episode 0 (the `init` of every counting agent)."""
+               horizon: int, setting: setting_lib.Setting | None = None) -> AgentState:
+  """Zero counts, zero multipliers, episode 0 (the `init` of every counting agent).
+
+  The counts take the layout of `setting` (default: the paper's): slots of its sparse
+  support, transition counts pooled over h when it is stationary.
+  """
+  setting = setting_lib.resolve(setting)
   thresholds = jnp.asarray(thresholds)
   if not jnp.issubdtype(thresholds.dtype, jnp.floating):
     thresholds = thresholds.astype(jnp.zeros(()).dtype)
   num_constraints = thresholds.shape[-1]
+  next_states = setting.next_states()
+  if next_states is not None and next_states.shape[-3:-1] != (num_states, num_actions):
+    raise ValueError(f"setting.support: next states of shape {next_states.shape} do not fit"
+                     f" {num_states} states and {num_actions} actions")
   counts = estimates.init_counts(
       num_states=num_states, num_actions=num_actions, horizon=horizon,
-      num_constraints=num_constraints, dtype=thresholds.dtype)
+      num_constraints=num_constraints, dtype=thresholds.dtype,
+      num_next_states=None if next_states is None else next_states.shape[-1],
+      pooled=bool(setting.stationary))
   return AgentState(
       counts=counts,
       multipliers=jnp.zeros((num_constraints,), thresholds.dtype),
@@ -128,16 +139,38 @@ def plan_info(model: estimates.OptimisticModel, q: jax.Array, *, fw_gap, pretrai
   )
 
 
-def update_state(state: AgentState, trajectory: Trajectory) -> AgentState:
+def update_state(state: AgentState, trajectory: Trajectory,
+                 next_states: jax.Array | None = None) -> AgentState:
   """Adds the episode to the counts and advances the episode index.
 
   The index saturates at `MAX_EPISODES` instead of wrapping to negative (which would send
-  OptAug back to pre-training); `run` refuses runs that would get there.
+  OptAug back to pre-training); `run` refuses runs that would get there. `next_states`:
+  the sparse layout's slots (`Setting.next_states()`), `None` for dense counts.
   """
   episode = jnp.asarray(state.episode)
   episode = episode + (episode < estimates.MAX_EPISODES).astype(episode.dtype)
-  return state._replace(counts=estimates.update_counts(state.counts, trajectory),
-                        episode=episode)
+  return state._replace(
+      counts=estimates.update_counts(state.counts, trajectory, next_states), episode=episode)
+
+
+def init_fn(setting: setting_lib.Setting | None) -> InitFn:
+  """`init_state` with the counts' layout of `setting` (every counting agent's `init`)."""
+  setting = setting_lib.resolve(setting)
+
+  def init(thresholds, initial_state, *, num_states: int, num_actions: int, horizon: int):
+    return init_state(thresholds, initial_state, num_states=num_states,
+                      num_actions=num_actions, horizon=horizon, setting=setting)
+
+  return init
+
+
+def update_fn(setting: setting_lib.Setting | None) -> UpdateFn:
+  """`update_state` counting in the layout of `setting` (every counting agent's `update`)."""
+  setting = setting_lib.resolve(setting)
+  next_states = setting.next_states()
+  if next_states is None:
+    return update_state
+  return lambda state, trajectory: update_state(state, trajectory, next_states)
 
 
 def model_fn(*, num_episodes: int, delta, bonus_scale, setting,
@@ -161,6 +194,15 @@ def model_fn(*, num_episodes: int, delta, bonus_scale, setting,
                  setting=setting)
 
   return build
+
+
+def check_dense(agent: str, setting: setting_lib.Setting | None) -> None:
+  """Refuses a sparse support for an LP agent: its LPs have `H S A S'` variables (no sparse
+  form; `to_dense(cmdp)` and a bool support give the dense layout)."""
+  if setting is not None and setting_lib.resolve(setting).sparse:
+    raise ValueError(f"setting.support: {agent} solves LPs over H*S*A*S' variables and has no"
+                     " sparse layout; give the support as a bool [.., S, A, S'] array"
+                     " (oj.to_dense(cmdp) for the CMDP)")
 
 
 def as_schedule(eta: Schedule) -> Callable[[jax.Array], jax.Array]:

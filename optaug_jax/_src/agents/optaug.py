@@ -154,7 +154,8 @@ def optaug(
     model = optimistic_model(counts)
 
     def pretrain(_):
-      q = planning.occupancy(model.transitions, pi_bar, state.initial_state)
+      q = planning.occupancy(model.transitions, pi_bar, state.initial_state,
+                             next_states=model.next_states)
       return (pi_bar, jnp.zeros_like(state.multipliers), q, jnp.zeros((), dtype),
               jnp.zeros((), jnp.int32), jnp.ones((), bool))
 
@@ -166,7 +167,7 @@ def optaug(
           model.cost, model.constraint_costs, model.lower, model.upper,
           state.initial_state, state.thresholds, state.multipliers, eta_k,
           method=method, num_iters=num_iters, step_rule=step_rule, tol=tol,
-          fill=fill, with_transitions=False)
+          fill=fill, with_transitions=False, next_states=model.next_states)
       multipliers = inner.dual_step(
           sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
       return (sol.policy, multipliers, sol.occupancy, sol.fw_gap,
@@ -181,4 +182,4 @@ def optaug(
                           extras={"dp_calls": dp_calls}, certified=certified)
     return policy, state._replace(multipliers=multipliers), info
 
-  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))

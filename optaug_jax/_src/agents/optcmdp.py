@@ -67,6 +67,7 @@ def optcmdp(
   validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
   optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
                                    bonus_scale=bonus_scale, setting=setting)
+  base.check_dense("optcmdp", setting)
 
   def plan(state: base.AgentState):
     model = optimistic_model(state.counts)
@@ -90,4 +91,4 @@ def optcmdp(
                           extras={"lp_feasible": feasible, "lp_failed": failed})
     return policy, state, info
 
-  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))

@@ -112,7 +112,7 @@ def optdual(
     model = optimistic_model(state.counts)
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
     lmo = planning.extended_lmo(reward, model.lower, model.upper, state.initial_state,
-                                fill=fill)
+                                fill=fill, next_states=model.next_states)
     q = lmo.occupancy
     if dual_optimizer is None:
       eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
@@ -131,13 +131,13 @@ def optdual(
 
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
     state = base.init_state(thresholds, initial_state, num_states=num_states,
-                            num_actions=num_actions, horizon=horizon)
+                            num_actions=num_actions, horizon=horizon, setting=setting)
     if dual_optimizer is None:
       return state
     transform = optimizer(horizon, state.multipliers.shape[0])
     return DualOptimizerState(*state, dual_state=transform.init(state.multipliers))
 
-  return base.Agent(init=init, plan=plan, update=base.update_state)
+  return base.Agent(init=init, plan=plan, update=base.update_fn(setting))
 
 
 def _variant(name: str, dual_optimizer: Callable, summary: str) -> None:

@@ -3,6 +3,7 @@ Constrained MDPs", Algorithm OptPrimalDual-CMDP)."""
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -67,7 +68,7 @@ def optprimaldual(
 
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
     state = base.init_state(thresholds, initial_state, num_states=num_states,
-                            num_actions=num_actions, horizon=horizon)
+                            num_actions=num_actions, horizon=horizon, setting=setting)
     uniform = jnp.full((horizon, num_states, num_actions), 1.0 / num_actions,
                        state.multipliers.dtype)
     return PrimalDualState(*state, policy=uniform)
@@ -82,9 +83,10 @@ def optprimaldual(
     # Optimistic evaluation of the previous policy (data up to the last episode).
     lagrangian = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers,
                                          model.constraint_costs)
-    _, q_values = planning.optimistic_policy_evaluation(
-        lagrangian, state.policy, model.lower, model.upper)
-    evaluate = jax.vmap(planning.optimistic_policy_evaluation, in_axes=(0, None, None, None))
+    evaluate_one = functools.partial(planning.optimistic_policy_evaluation,
+                                     next_states=model.next_states)
+    _, q_values = evaluate_one(lagrangian, state.policy, model.lower, model.upper)
+    evaluate = jax.vmap(evaluate_one, in_axes=(0, None, None, None))
     constraint_v, _ = evaluate(model.constraint_costs, state.policy, model.lower, model.upper)
     constraint_values = constraint_v[:, 0, state.initial_state]
     first = state.episode == 0
@@ -92,8 +94,7 @@ def optprimaldual(
     policy = jnp.where(first, state.policy, jax.nn.softmax(logits, axis=-1))
     multipliers = jnp.where(first, state.multipliers, jnp.maximum(
         state.multipliers + t_lam * (constraint_values - state.thresholds), 0.0))
-    cost_v, _ = planning.optimistic_policy_evaluation(model.cost, policy, model.lower,
-                                                      model.upper)
+    cost_v, _ = evaluate_one(model.cost, policy, model.lower, model.upper)
     new_constraint_v, _ = evaluate(model.constraint_costs, policy, model.lower, model.upper)
     info = base.PlanInfo(
         optimistic_cost_value=cost_v[0, state.initial_state],
@@ -104,4 +105,4 @@ def optprimaldual(
     )
     return policy, state._replace(policy=policy, multipliers=multipliers), info
 
-  return base.Agent(init=init, plan=plan, update=base.update_state)
+  return base.Agent(init=init, plan=plan, update=base.update_fn(setting))

@@ -183,6 +183,7 @@ def dope(
   validation.check_choice("bonus_next_states", bonus_next_states, ("support", "all"))
   resolved = setting_lib.resolve(setting)
   radius_delta = resolved.resolved_delta if delta is None else delta
+  base.check_dense("dope", setting)
   empirical = base.model_fn(num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
                             setting=setting, model=estimates.empirical_model)
 
@@ -209,7 +210,8 @@ def dope(
     cost = est.cost - est.cost_radius - horizon**2 / slack * beta_bar
     constraint_costs = est.constraint_costs + est.constraint_radius + horizon * beta_bar
     lower, upper = estimates.transition_box(est)
-    baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state)
+    baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state,
+                                    next_states=est.next_states)
 
     def baseline(_):
       return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
@@ -230,7 +232,7 @@ def dope(
         extras={"lp_feasible": feasible, "lp_failed": failed})
     return policy, state, info
 
-  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
 
 
 @registry.register_agent(
@@ -272,6 +274,7 @@ def optpess_lp(
     `dope`'s (`lp_feasible` is also False in the episodes the baseline test picks `pi_b`).
   """
   _check_common(num_episodes, safe_policy, slack, None, cmdp)
+  base.check_dense("optpess_lp", setting)
   empirical = base.model_fn(num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
                             setting=setting, model=estimates.empirical_model)
   setting_ = setting_lib.resolve(setting)
@@ -289,7 +292,8 @@ def optpess_lp(
     sh = 1.0 + num_states * horizon
     cost = est.cost - (sh + 4.0 * horizon * sh / slack) * beta
     constraint_costs = est.constraint_costs + sh * beta
-    baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state)
+    baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state,
+                                    next_states=est.next_states)
     baseline_values = jnp.einsum("ihsa,hsa->i", constraint_costs, baseline_q)
     use_baseline = jnp.any(baseline_values >= state.thresholds - slack / 2.0)
 
@@ -311,4 +315,4 @@ def optpess_lp(
         extras={"lp_feasible": feasible, "lp_failed": failed})
     return policy, state, info
 
-  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))

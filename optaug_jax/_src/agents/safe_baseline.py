@@ -45,9 +45,10 @@ def safe_baseline(
   def plan(state: base.AgentState):
     policy = jnp.asarray(safe_policy, state.multipliers.dtype)
     model = optimistic_model(state.counts)
-    q = planning.occupancy(model.transitions, policy, state.initial_state)
+    q = planning.occupancy(model.transitions, policy, state.initial_state,
+                           next_states=model.next_states)
     info = base.plan_info(model, q, fw_gap=jnp.zeros((), policy.dtype),
                           pretraining=jnp.ones((), bool))
     return policy, state, info
 
-  return base.Agent(init=base.init_state, plan=plan, update=base.update_state)
+  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
