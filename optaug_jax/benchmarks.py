@@ -1,9 +1,10 @@
 """Benchmark CMDPs with a strictly feasible baseline, and their registry (host side)."""
 
-from optaug_jax._src.benchmarks import (BENCHMARKS, GRID_MOVES, Benchmark, default_hazards,
-                                        factored, factored_unconstrained_value, gridworld,
-                                        make_benchmark, media_streaming, random_family,
-                                        register_benchmark)
+from optaug_jax._src.benchmarks import (BENCHMARKS, GRID_MOVES, QUEUE_ENERGY, QUEUE_RATES,
+                                        Benchmark, default_hazards, factored,
+                                        factored_unconstrained_value, gridworld,
+                                        make_benchmark, media_streaming, queue, random_family,
+                                        register_benchmark, sparse_rows)
 
 __all__ = (
     "BENCHMARKS",
@@ -15,6 +16,10 @@ __all__ = (
     "gridworld",
     "make_benchmark",
     "media_streaming",
+    "queue",
+    "QUEUE_ENERGY",
+    "QUEUE_RATES",
     "random_family",
     "register_benchmark",
+    "sparse_rows",
 )

@@ -15,7 +15,7 @@ def _small(key=0, **kw):
 
 
 def _np(cmdp):
-  return oj.CMDP(*[np.array(x) for x in cmdp])
+  return oj.CMDP(*[None if x is None else np.array(x) for x in cmdp])
 
 
 def test_valid_cmdp_passes_and_is_returned():

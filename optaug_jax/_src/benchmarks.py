@@ -19,6 +19,8 @@ positive.
   He; Section 1 and the remark on the strictly feasible policy): a slippery grid where
   the fastest line to the finish cuts across hazard ("off-track") cells, a slower line
   avoids them, and the constraint bounds the expected number of hazard visits.
+- `queue`: a single-server queue of 200 lengths with service-rate control (3 rates):
+  holding cost against an energy budget; a birth-death chain (3 next states per row).
 - `random_family`: one member of `random_cmdp`'s documented family (Dirichlet(1)
   transitions, uniform costs, thresholds halfway between the safe and the unconstrained
   constraint values), with `safe_policy` as baseline. Default sizes S=10, A=4, H=10, I=1.
@@ -63,14 +65,17 @@ class Benchmark(NamedTuple):
 
 
 def _numpy_cmdp(transitions: np.ndarray, cost: np.ndarray, constraint_cost: np.ndarray,
-                threshold: float, initial_state: int) -> CMDP:
-  """A float64 CMDP with NumPy fields (for the LP reference) and one constraint."""
+                threshold: float, initial_state: int, next_states: np.ndarray | None = None
+                ) -> CMDP:
+  """A float64 CMDP with NumPy fields (for the LP reference) and one constraint (sparse
+  layout when `next_states` is given)."""
   return validate_cmdp(CMDP(
       transitions=np.asarray(transitions, np.float64),
       cost=np.asarray(cost, np.float64),
       constraint_costs=np.asarray(constraint_cost, np.float64)[None],
       thresholds=np.array([threshold], np.float64),
       initial_state=np.asarray(initial_state, np.int32),
+      next_states=None if next_states is None else np.asarray(next_states, np.int32),
   ))
 
 
@@ -83,6 +88,8 @@ def _finish(model: CMDP, baseline: np.ndarray, dtype) -> Benchmark:
       constraint_costs=jnp.asarray(model.constraint_costs, dtype=dtype),
       thresholds=jnp.asarray(model.thresholds, dtype=dtype),
       initial_state=jnp.asarray(model.initial_state, dtype=jnp.int32),
+      next_states=(None if model.next_states is None
+                   else jnp.asarray(model.next_states, dtype=jnp.int32)),
   ))
   policy = jnp.asarray(baseline, dtype=dtype)
   return Benchmark(cmdp=cmdp, safe_policy=policy, slack=check_safe_policy(cmdp, policy))
@@ -93,16 +100,21 @@ def _lp_baseline(model: CMDP) -> np.ndarray:
   return solve_lp(model._replace(thresholds=model.thresholds / 5.0)).policy
 
 
-def _min_cost_policy(cost: np.ndarray, transitions: np.ndarray) -> np.ndarray:
+def _min_cost_policy(cost: np.ndarray, transitions: np.ndarray,
+                     next_states: np.ndarray | None = None) -> np.ndarray:
   """Deterministic policy `[H, S, A]` minimising `V^pi(cost, p)` (float64 backward induction).
 
-  Ties go to the lowest action index, as in `planning.optimal_policy`.
+  Ties go to the lowest action index, as in `planning.optimal_policy`. Sparse layout when
+  `next_states` is given.
   """
   horizon, num_states, num_actions = cost.shape
   policy = np.zeros((horizon, num_states, num_actions))
   value = np.zeros(num_states)
   for h in reversed(range(horizon)):
-    q_values = cost[h] + transitions[h] @ value
+    if next_states is None:
+      q_values = cost[h] + transitions[h] @ value
+    else:
+      q_values = cost[h] + np.sum(transitions[h] * value[np.maximum(next_states[h], 0)], -1)
     actions = np.argmin(q_values, axis=-1)
     policy[h, np.arange(num_states), actions] = 1.0
     value = q_values[np.arange(num_states), actions]
@@ -220,27 +232,64 @@ def default_hazards(size: int) -> tuple[tuple[int, int], ...]:
   return tuple(band) + ((size - 1, size - 2),)
 
 
+def sparse_rows(targets: np.ndarray, probs: np.ndarray, width: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+  """The sparse layout of rows given as candidate moves: `(next_states, probabilities)`.
+
+  `targets [..., M]` (int) and `probs [..., M]` list each row's possible moves (repeats
+  and zero probabilities allowed); the result merges repeats, drops zeros and sorts each
+  row's next states, in `width` slots (default: the largest row), -1 in empty slots.
+  """
+  targets, probs = np.asarray(targets), np.asarray(probs, np.float64)
+  rows = targets.reshape(-1, targets.shape[-1])
+  weights = probs.reshape(rows.shape)
+  merged = [{} for _ in range(rows.shape[0])]
+  for i in range(rows.shape[0]):
+    for t, w in zip(rows[i].tolist(), weights[i].tolist()):
+      if w > 0:
+        merged[i][t] = merged[i].get(t, 0.0) + w
+  widest = max(len(m) for m in merged)
+  width = widest if width is None else width
+  if width < widest:
+    raise ValueError(f"width: {width} slots, but a row has {widest} next states")
+  next_states = np.full((rows.shape[0], width), -1, np.int32)
+  out = np.zeros((rows.shape[0], width))
+  for i, m in enumerate(merged):
+    for j, t in enumerate(sorted(m)):
+      next_states[i, j], out[i, j] = t, m[t]
+  shape = targets.shape[:-1] + (width,)
+  return next_states.reshape(shape), out.reshape(shape)
+
+
 def _grid_model(size: int, slip: float, hazards: Iterable[tuple[int, int]],
-                horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Transitions `[H, S, A, S']`, cost `[H, S, A]`, hazard cost `[H, S, A]` of the grid."""
+                horizon: int, sparse: bool = False):
+  """Transitions `[H, S, A, S']` (or `[H, S, A, 5]` slots and their next states when
+  `sparse`), cost `[H, S, A]`, hazard cost `[H, S, A]` of the grid.
+
+  Returns `(p, cost, hazard, next_states)`; `next_states` is `None` unless `sparse`.
+  """
   num_states = size * size
   goal = num_states - 1
-
-  def move(s: int, a: int) -> int:
-    row, col = divmod(s, size)
-    dr, dc = GRID_MOVES[a]
-    r, c = row + dr, col + dc
-    return r * size + c if 0 <= r < size and 0 <= c < size else s
-
-  p = np.zeros((num_states, 4, num_states))
-  for s in range(num_states):
-    for a in range(4):
-      if s == goal:
-        p[s, a, s] = 1.0
-        continue
-      p[s, a, move(s, a)] += 1.0 - slip
-      for b in range(4):
-        p[s, a, move(s, b)] += slip / 4.0
+  rows, cols = np.divmod(np.arange(num_states), size)
+  moves = np.array(GRID_MOVES)
+  r = rows[:, None] + moves[None, :, 0]
+  c = cols[:, None] + moves[None, :, 1]
+  inside = (r >= 0) & (r < size) & (c >= 0) & (c < size)
+  dest = np.where(inside, r * size + c, np.arange(num_states)[:, None])  # [S, 4]
+  dest[goal] = goal
+  # Candidate moves of (s, a): the intended one (1 - slip), each direction (slip / 4).
+  targets = np.concatenate([np.broadcast_to(dest[:, :, None], (num_states, 4, 1)),
+                            np.broadcast_to(dest[:, None, :], (num_states, 4, 4))], axis=-1)
+  weights = np.broadcast_to(np.array([1.0 - slip] + [slip / 4.0] * 4),
+                            (num_states, 4, 5)).copy()
+  next_states = None
+  if sparse:
+    next_states, p = sparse_rows(targets, weights, width=5)
+  else:
+    p = np.zeros((num_states, 4, num_states))
+    s_idx, a_idx = np.meshgrid(np.arange(num_states), np.arange(4), indexing="ij")
+    for m in range(5):
+      np.add.at(p, (s_idx, a_idx, targets[..., m]), weights[..., m])
   cost = np.ones((num_states, 4))
   cost[goal] = 0.0
   hazard = np.zeros((num_states, 4))
@@ -249,13 +298,14 @@ def _grid_model(size: int, slip: float, hazards: Iterable[tuple[int, int]],
   def tile(x: np.ndarray) -> np.ndarray:
     return np.broadcast_to(x, (horizon,) + x.shape)
 
-  return tile(p), tile(cost), tile(hazard)
+  return tile(p), tile(cost), tile(hazard), None if next_states is None else tile(next_states)
 
 
 @register_benchmark("gridworld")
 def gridworld(size: int = 5, *, slip: float = 0.1,
               hazards: Iterable[tuple[int, int]] | None = None, horizon: int | None = None,
-              budget: float | None = None, dtype=None) -> Benchmark:
+              budget: float | None = None, sparse: bool | None = None,
+              dtype=None) -> Benchmark:
   """Slippery race-track grid: reach the far corner fast, with few hazard visits.
 
   States are the cells of a `size x size` grid, index `row * size + col`; the start is
@@ -281,6 +331,10 @@ def gridworld(size: int = 5, *, slip: float = 0.1,
       `default_hazards(size)`.
     horizon: `H`; default `3 * size`.
     budget: the threshold (expected hazard visits allowed), in `[0, H]`; default above.
+    sparse: the transitions' layout: `True` the sparse one (`CMDP.next_states`, 5 slots
+      per row: a cell reaches itself and its 4 neighbours), `False` dense `[H, S, A, S]`;
+      `None` (default): sparse when `size > 10` (S > 100), where the dense array would
+      grow with `S^2` (3.75e9 entries at size 50).
     dtype: float dtype of the arrays (default: JAX's default float).
 
   Returns:
@@ -304,20 +358,98 @@ def gridworld(size: int = 5, *, slip: float = 0.1,
     if cell in ((0, 0), (size - 1, size - 1)):
       raise ValueError(f"hazards: cell {cell} is the start or the goal")
 
-  p, cost, hazard = _grid_model(size, slip, hazards, horizon)
+  sparse = size > 10 if sparse is None else bool(sparse)
+  p, cost, hazard, ns = _grid_model(size, slip, hazards, horizon, sparse)
   if budget is None:
-    unconstrained = _numpy_cmdp(p, cost, hazard, float(horizon), 0)
+    unconstrained = _numpy_cmdp(p, cost, hazard, float(horizon), 0, ns)
     best = solve_lp(unconstrained).value
     # Least hazard visits among the cost-optimal policies: minimise the hazard cost
     # subject to the objective cost at most its optimum (roles of the costs swapped).
-    swapped = _numpy_cmdp(p, hazard, cost, min(best + 1e-7, float(horizon)), 0)
+    swapped = _numpy_cmdp(p, hazard, cost, min(best + 1e-7, float(horizon)), 0, ns)
     visits = solve_lp(swapped).value
     budget = visits / 2.0 if visits > 1e-9 else 1.0
-  model = _numpy_cmdp(p, cost, hazard, float(budget), 0)
+  model = _numpy_cmdp(p, cost, hazard, float(budget), 0, ns)
   try:
     baseline = _lp_baseline(model)
   except ValueError:  # budget / 5 infeasible: fall back on the least hazardous policy
-    baseline = _min_cost_policy(hazard, p)
+    baseline = _min_cost_policy(hazard, p, None if ns is None else ns)
+  return _finish(model, baseline, dtype)
+
+
+# Service rates of `queue`'s actions (slow, medium, fast) and their energy costs.
+QUEUE_RATES = (0.2, 0.5, 0.8)
+QUEUE_ENERGY = (0.0, 0.5, 1.0)
+
+
+@register_benchmark("queue")
+def queue(*, capacity: int = 199, arrival: float = 0.5, horizon: int = 50,
+          initial_length: int | None = None, budget_fraction: float = 0.3,
+          sparse: bool | None = None, dtype=None) -> Benchmark:
+  """A single-server queue with service-rate control: short queues on an energy budget.
+
+  States are the queue lengths `0..capacity` (`S = capacity + 1`). Each step one job
+  arrives with probability `arrival` (dropped at capacity) and, if the queue is not empty,
+  one job leaves with the probability of the chosen service rate (actions 0, 1, 2: rates
+  `QUEUE_RATES` = 0.2, 0.5, 0.8). The length goes up by one (an arrival, no departure),
+  down by one (a departure, no arrival) or stays: at most 3 next states per row, the
+  sparse shape of a birth-death chain (where `gridworld` has 5 in two dimensions).
+  Objective cost: the holding cost `length / capacity` in `[0, 1]`. Constraint cost: the
+  energy of the rate, `QUEUE_ENERGY` = 0, 0.5, 1 per step. Threshold: `budget_fraction *
+  H`; the unconstrained optimum serves fast whenever the queue is not empty (energy about
+  `H`), so the constraint binds. The start is `initial_length` (default: half full).
+  Baseline: always the slow rate (energy 0, slack = the threshold).
+
+  Args:
+    capacity: the largest queue length (`>= 1`).
+    arrival: arrival probability in `[0, 1]`.
+    horizon: `H`.
+    initial_length: the queue length at the start; default `capacity // 2`.
+    budget_fraction: the threshold as a fraction of `H`, in `(0, 1]`.
+    sparse: the layout (`True`: 3 slots per row; `False` dense; `None`: sparse when
+      `capacity >= 100`).
+    dtype: float dtype of the arrays (default: JAX's default float).
+
+  Returns:
+    `Benchmark(cmdp, safe_policy [H, S, 3], slack)`.
+  """
+  if int(capacity) != capacity or capacity < 1:
+    raise ValueError(f"capacity: must be an integer >= 1, got {capacity}")
+  if not 0.0 <= arrival <= 1.0:
+    raise ValueError(f"arrival: must lie in [0, 1], got {arrival}")
+  if int(horizon) != horizon or horizon < 1:
+    raise ValueError(f"horizon: must be an integer >= 1, got {horizon}")
+  if not 0.0 < budget_fraction <= 1.0:
+    raise ValueError(f"budget_fraction: must lie in (0, 1], got {budget_fraction}")
+  capacity, horizon = int(capacity), int(horizon)
+  start = capacity // 2 if initial_length is None else int(initial_length)
+  if not 0 <= start <= capacity:
+    raise ValueError(f"initial_length: must lie in [0, {capacity}], got {initial_length}")
+  sparse = capacity >= 100 if sparse is None else bool(sparse)
+  num_states = capacity + 1
+  length = np.arange(num_states)[:, None]  # [S, 1]
+  rate = np.asarray(QUEUE_RATES)[None, :]  # [1, 3]
+  arrive = np.where(length < capacity, arrival, 0.0)
+  leave = np.where(length > 0, rate, 0.0)
+  up, down = arrive * (1.0 - leave), leave * (1.0 - arrive)
+  shape = (num_states, len(QUEUE_RATES))
+  targets = np.stack([np.broadcast_to(np.minimum(length + 1, capacity), shape),
+                      np.broadcast_to(np.maximum(length - 1, 0), shape),
+                      np.broadcast_to(length, shape)], axis=-1)
+  weights = np.stack([up, down, 1.0 - up - down], axis=-1)
+  if sparse:
+    ns, p = sparse_rows(targets, weights, width=3)
+  else:
+    ns, p = None, np.zeros(shape + (num_states,))
+    s_idx, a_idx = np.meshgrid(np.arange(num_states), np.arange(shape[1]), indexing="ij")
+    for m in range(3):
+      np.add.at(p, (s_idx, a_idx, targets[..., m]), weights[..., m])
+  cost = np.broadcast_to(length / capacity, shape)
+  energy = np.broadcast_to(np.asarray(QUEUE_ENERGY)[None, :], shape)
+  tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
+  model = _numpy_cmdp(tile(p), tile(cost), tile(energy), budget_fraction * horizon, start,
+                      None if ns is None else tile(ns))
+  baseline = np.zeros((horizon, num_states, len(QUEUE_RATES)))
+  baseline[..., 0] = 1.0
   return _finish(model, baseline, dtype)
 
 

@@ -1,0 +1,338 @@
+"""The sparse transitions layout (`CMDP.next_states`, an int `Setting.support`) against the
+dense layout on the same problems, against HiGHS, and against Monte Carlo.
+
+Independent references: the dense kernels (themselves tested against NumPy loops and the
+HiGHS extended LP), `scipy`'s HiGHS on the occupancy LP, and sampled frequencies.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import optaug_jax as oj
+from optaug_jax import lp as oj_lp
+from optaug_jax._src import estimates
+from optaug_jax._src.agents import base
+from optaug_jax._src.env import Trajectory
+
+
+def _sparse_random(key, *, num_states=7, num_actions=3, horizon=4, num_constraints=2,
+                   keep=0.35):
+  """A random dense CMDP whose rows have a few possible next states (and its sparse form)."""
+  m = oj.random_cmdp(jax.random.PRNGKey(key), num_states=num_states, num_actions=num_actions,
+                     horizon=horizon, num_constraints=num_constraints)
+  rng = np.random.default_rng(key)
+  p = np.asarray(m.transitions)
+  mask = rng.uniform(size=p.shape) < keep
+  mask[..., 0] |= ~mask.any(-1)  # every row keeps a next state
+  p = np.where(mask, p, 0.0)
+  p /= p.sum(-1, keepdims=True)
+  dense = m._replace(transitions=jnp.asarray(p))
+  return dense, oj.to_sparse(dense)
+
+
+def _bench(cmdp):
+  """A `Benchmark` of `cmdp` with its safe policy (what `make_agent` reads)."""
+  policy, slack = oj.safe_policy(cmdp)
+  return oj.benchmarks.Benchmark(cmdp, policy, float(slack))
+
+
+def _slots(dense_values, next_states):
+  """Dense `[..., S']` values read at the slots of `next_states` (0 in empty slots)."""
+  ns = np.asarray(next_states)
+  taken = np.take_along_axis(np.asarray(dense_values), np.maximum(ns, 0), axis=-1)
+  return np.where(ns >= 0, taken, 0.0)
+
+
+def _box(dense, radius, key):
+  """A random box around the dense transitions, zero off their support, in both layouts."""
+  rng = np.random.default_rng(key)
+  p = np.asarray(dense.transitions)
+  support = p > 0
+  lower = np.where(support, np.clip(p - radius * rng.uniform(size=p.shape), 0, 1), 0.0)
+  upper = np.where(support, np.clip(p + radius * rng.uniform(size=p.shape), 0, 1), 0.0)
+  return lower, upper
+
+
+def test_round_trip_and_validation():
+  dense, sparse = _sparse_random(0)
+  assert sparse.is_sparse and not dense.is_sparse
+  np.testing.assert_array_equal(np.asarray(oj.to_dense(sparse).transitions),
+                                np.asarray(dense.transitions))
+  oj.validate_cmdp(sparse)
+  ns = np.asarray(sparse.next_states)
+  assert ns.shape == sparse.transitions.shape and ns.max() < dense.num_states
+  with pytest.raises(ValueError, match="max_next_states"):
+    oj.to_sparse(dense, max_next_states=1)
+
+
+@pytest.mark.parametrize("fault, message", [
+    (lambda m: m._replace(next_states=m.next_states[..., :1]), "next_states: expected shape"),
+    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 0].set(99)),
+     "next_states: 99"),
+    (lambda m: m._replace(next_states=m.next_states.astype(jnp.float32)),
+     "next_states: expected integer"),
+    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 1].set(
+        m.next_states[0, 0, 0, 0])), "names a next state twice"),
+    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 0].set(-1)),
+     "empty slot"),
+])
+def test_bad_sparse_cmdp_is_named(fault, message):
+  _, sparse = _sparse_random(1, keep=0.9)
+  with pytest.raises(ValueError, match=message):
+    oj.validate_cmdp(fault(sparse))
+
+
+def test_bad_sparse_support_is_named():
+  _, sparse = _sparse_random(2, keep=0.9)
+  ns = np.asarray(sparse.next_states)
+  with pytest.raises(ValueError, match="names a next state twice"):
+    oj.Setting(support=np.concatenate([ns[..., :1], ns[..., :1]], axis=-1))
+  with pytest.raises(ValueError, match="at least one possible next state"):
+    oj.Setting(support=np.full_like(ns, -1))
+  with pytest.raises(ValueError, match="next states must lie in"):
+    oj.Setting(support=np.full_like(ns, 1000))
+  agent = oj.agents.make_agent("optdual", _bench(sparse), num_episodes=5, setting=oj.Setting(
+      support=ns[..., :, :1, :]))
+  with pytest.raises(ValueError, match="setting.support"):
+    agent.init(sparse.thresholds, 0, num_states=sparse.num_states,
+               num_actions=sparse.num_actions, horizon=sparse.horizon)
+  with pytest.raises(ValueError, match="no sparse layout"):
+    oj.agents.make_agent("optcmdp", _bench(sparse), num_episodes=5, setting=oj.Setting(support=ns))
+
+
+@pytest.mark.parametrize("key", [0, 1, 2])
+def test_kernels_agree_with_dense(key):
+  dense, sparse = _sparse_random(key)
+  ns = sparse.next_states
+  rng = np.random.default_rng(key)
+  # Integer rewards and values: many ties, broken by next-state index in both layouts.
+  reward = jnp.asarray(rng.integers(-2, 3, size=dense.cost.shape).astype(np.float64))
+  lower, upper = _box(dense, 0.3, key)
+  lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
+  lower, upper = jnp.asarray(lower), jnp.asarray(upper)
+
+  a = oj.extended_lmo(reward, lower, upper, 0)
+  b = oj.extended_lmo(reward, lo_s, up_s, 0, next_states=ns)
+  np.testing.assert_allclose(b.value, a.value, atol=1e-12)
+  np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-12)
+  np.testing.assert_array_equal(b.actions, a.actions)
+  greedy_dense = oj.to_dense(sparse._replace(
+      transitions=b.greedy_transitions[:, :, None, :],
+      next_states=b.greedy_next_states[:, :, None, :])).transitions[:, :, 0]
+  np.testing.assert_allclose(greedy_dense, a.greedy_transitions, atol=1e-12)
+
+  ev_a = oj.extended_value_iteration(reward, lower, upper, 0)
+  ev_b = oj.extended_value_iteration(reward, lo_s, up_s, 0, next_states=ns)
+  np.testing.assert_allclose(ev_b.value, ev_a.value, atol=1e-12)
+  np.testing.assert_allclose(oj.to_dense(sparse._replace(transitions=ev_b.transitions))
+                             .transitions, ev_a.transitions, atol=1e-12)
+
+  policy = jax.nn.softmax(jnp.asarray(rng.normal(size=dense.cost.shape)))
+  ope_a = oj.kernels.optimistic_policy_evaluation(reward, policy, lower, upper)
+  ope_b = oj.kernels.optimistic_policy_evaluation(reward, policy, lo_s, up_s, next_states=ns)
+  np.testing.assert_allclose(ope_b[1], ope_a[1], atol=1e-12)
+  np.testing.assert_array_equal(
+      oj.kernels.optimal_policy(reward, sparse.transitions, next_states=ns),
+      oj.kernels.optimal_policy(reward, dense.transitions))
+  np.testing.assert_allclose(oj.occupancy(sparse.transitions, policy, 0, next_states=ns),
+                             oj.occupancy(dense.transitions, policy, 0), atol=1e-12)
+  for x, y in zip(oj.policy_values(sparse, policy), oj.policy_values(dense, policy)):
+    np.testing.assert_allclose(x, y, atol=1e-12)
+
+
+def test_sparse_lmo_matches_the_highs_extended_lp():
+  dense, sparse = _sparse_random(3, num_states=6, horizon=3)
+  rng = np.random.default_rng(3)
+  reward = rng.uniform(0, 1, size=dense.cost.shape)
+  lower, upper = _box(dense, 0.2, 3)
+  ns = sparse.next_states
+  b = oj.extended_lmo(jnp.asarray(reward), jnp.asarray(_slots(lower, ns)),
+                      jnp.asarray(_slots(upper, ns)), 0, next_states=ns)
+  # HiGHS on the extended LP with a constraint that cannot bind (zero constraint cost).
+  q, feasible = oj_lp.solve_extended_lp(reward, np.zeros((1,) + reward.shape), lower, upper,
+                                        0, np.array([1.0]))
+  assert feasible
+  np.testing.assert_allclose(float(b.value), float(np.sum(reward * q)), atol=1e-7)
+
+
+def test_stationary_bounds_agree_with_tiled_ones():
+  dense, sparse = _sparse_random(4)
+  ns = sparse.next_states[:1]  # one support for every step
+  first = oj.to_dense(sparse._replace(transitions=sparse.transitions[:1], next_states=ns))
+  lower, upper = _box(first, 0.3, 4)
+  lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
+  reward = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, size=dense.cost.shape))
+  horizon = dense.horizon
+  tile = lambda x: jnp.broadcast_to(x, (horizon,) + x.shape[1:])
+  a = oj.extended_lmo(reward, tile(lo_s), tile(up_s), 0, next_states=tile(ns))
+  b = oj.extended_lmo(reward, lo_s, up_s, 0, next_states=ns)
+  c = oj.extended_lmo(reward, jnp.asarray(lower), jnp.asarray(upper), 0)  # dense, [1, ...]
+  np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-12)
+  np.testing.assert_allclose(c.occupancy, a.occupancy, atol=1e-12)
+
+
+def test_sparse_lmo_under_jit_and_vmap():
+  dense, sparse = _sparse_random(5)
+  ns = sparse.next_states
+  lower, upper = _box(dense, 0.3, 5)
+  lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
+  rewards = jnp.asarray(np.random.default_rng(5).uniform(-1, 1, (4,) + dense.cost.shape))
+  fn = lambda r: oj.extended_lmo(r, lo_s, up_s, 0, next_states=ns).occupancy
+  batched = jax.jit(jax.vmap(fn))(rewards)
+  for i in range(4):
+    np.testing.assert_allclose(batched[i], fn(rewards[i]), atol=1e-12)
+
+
+def test_sparse_inner_solve_and_gradient_agree_with_dense():
+  dense, sparse = _sparse_random(6)
+  ns = sparse.next_states
+  lower, upper = _box(dense, 0.2, 6)
+  lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
+  args = (dense.cost, dense.constraint_costs)
+  tail = (0, dense.thresholds, jnp.array([0.5, 0.0]), 30.0)
+  solve = functools.partial(oj.solve_inner, method="dual", tol=0.0)
+  a = solve(*args, jnp.asarray(lower), jnp.asarray(upper), *tail)
+  b = solve(*args, lo_s, up_s, *tail, next_states=ns)
+  assert bool(a.certified) and bool(b.certified)
+  np.testing.assert_allclose(b.objective, a.objective, atol=1e-10)
+  np.testing.assert_allclose(oj.to_dense(sparse._replace(transitions=b.transitions))
+                             .transitions, a.transitions, atol=1e-6)
+  # d objective / d cost = q* (envelope), against central finite differences.
+  f = lambda c: solve(c, dense.constraint_costs, lo_s, up_s, *tail, next_states=ns,
+                      gradient="envelope").objective
+  grad = jax.grad(f)(dense.cost)
+  direction = jnp.asarray(np.random.default_rng(6).normal(size=dense.cost.shape))
+  eps = 1e-6
+  fd = (f(dense.cost + eps * direction) - f(dense.cost - eps * direction)) / (2 * eps)
+  np.testing.assert_allclose(jnp.sum(grad * direction), fd, rtol=1e-5, atol=1e-7)
+
+
+def _trajectories(cmdp, num, key):
+  """`num` episodes of a random policy, sampled in the dense layout."""
+  policy = jnp.full(cmdp.cost.shape, 1.0 / cmdp.num_actions)
+  keys = jax.random.split(jax.random.PRNGKey(key), num)
+  batch = jax.jit(jax.vmap(lambda k: oj.sample_episode(k, cmdp, policy)))(keys)
+  return [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(num)]
+
+
+@pytest.mark.parametrize("stationary", [False, True])
+def test_counts_and_models_agree_with_dense(stationary):
+  dense, sparse = _sparse_random(7, keep=0.5)
+  ns = np.asarray(sparse.next_states)
+  if stationary:  # one support for every step: the union of the steps' supports
+    union = oj.to_dense(sparse).transitions.sum(0) > 0
+    stationary_sparse = oj.to_sparse(dense._replace(
+        transitions=jnp.broadcast_to(union / union.sum(-1, keepdims=True),
+                                     dense.transitions.shape)))
+    ns = np.asarray(stationary_sparse.next_states[0])
+    support_dense = np.asarray(union)
+  else:
+    support_dense = np.asarray(dense.transitions) > 0
+  sparse_setting = oj.Setting(support=ns, stationary=stationary)
+  dense_setting = oj.Setting(support=support_dense, stationary=stationary)
+  sizes = dict(num_states=dense.num_states, num_actions=dense.num_actions,
+               horizon=dense.horizon)
+  s_state = base.init_state(dense.thresholds, 0, **sizes, setting=sparse_setting)
+  d_state = base.init_state(dense.thresholds, 0, **sizes, setting=dense_setting)
+  assert s_state.counts.transitions.shape[-1] == ns.shape[-1]
+  assert s_state.counts.transitions.shape[0] == (1 if stationary else dense.horizon)
+  update_s = jax.jit(base.update_fn(sparse_setting))
+  update_d = jax.jit(base.update_fn(dense_setting))
+  for traj in _trajectories(dense, 40, 7):
+    s_state, d_state = update_s(s_state, traj), update_d(d_state, traj)
+  np.testing.assert_array_equal(
+      _slots(d_state.counts.transitions, np.broadcast_to(
+          ns, s_state.counts.transitions.shape)), s_state.counts.transitions)
+  assert int(s_state.counts.off_support) == 0
+  model_s = estimates.optimistic_model(s_state.counts, num_episodes=100,
+                                       setting=sparse_setting)
+  model_d = estimates.optimistic_model(d_state.counts, num_episodes=100,
+                                       setting=dense_setting)
+  ns_b = np.broadcast_to(np.asarray(model_s.next_states), model_s.lower.shape)
+  for field in ("lower", "upper", "transitions"):
+    np.testing.assert_allclose(getattr(model_s, field), _slots(getattr(model_d, field), ns_b),
+                               atol=1e-12, err_msg=field)
+  np.testing.assert_allclose(model_s.cost, model_d.cost, atol=1e-12)
+  # Every agent built on these models plans the same policy in both layouts.
+  for name, extra in (("optaug", {"pretrain_episodes": 0}), ("optdual", {})):
+    kw = dict(num_episodes=100, setting=sparse_setting, **extra)
+    agent_s = oj.agents.make_agent(name, _bench(dense), **kw)
+    agent_d = oj.agents.make_agent(name, _bench(dense), **dict(kw, setting=dense_setting))
+    init_s = agent_s.init(dense.thresholds, 0, **sizes)
+    init_d = agent_d.init(dense.thresholds, 0, **sizes)
+    st_s = init_s._replace(counts=s_state.counts, episode=jnp.asarray(60, jnp.int32))
+    st_d = init_d._replace(counts=d_state.counts, episode=jnp.asarray(60, jnp.int32))
+    pol_s, _, info_s = jax.jit(agent_s.plan)(st_s)
+    pol_d, _, info_d = jax.jit(agent_d.plan)(st_d)
+    np.testing.assert_allclose(pol_s, pol_d, atol=1e-8, err_msg=name)
+    np.testing.assert_allclose(info_s.optimistic_cost_value, info_d.optimistic_cost_value,
+                               atol=1e-8, err_msg=name)
+
+
+def test_off_support_observations_are_counted():
+  dense, sparse = _sparse_random(8, keep=0.5)
+  ns = np.asarray(sparse.next_states)
+  setting = oj.Setting(support=ns)
+  sizes = dict(num_states=dense.num_states, num_actions=dense.num_actions,
+               horizon=dense.horizon)
+  state = base.init_state(dense.thresholds, 0, **sizes, setting=setting)
+  # An episode that moves from 0 to a next state outside (h=0, s=0, a=0)'s slots.
+  outside = next(t for t in range(dense.num_states) if t not in ns[0, 0, 0].tolist())
+  horizon = dense.horizon
+  states = jnp.asarray([0, outside] + [0] * (horizon - 1), jnp.int32)
+  traj = Trajectory(states=states, actions=jnp.zeros((horizon,), jnp.int32),
+                    costs=jnp.zeros((horizon,)), constraint_costs=jnp.zeros((2, horizon)))
+  state = base.update_fn(setting)(state, traj)
+  assert int(state.counts.off_support) >= 1
+  assert int(state.counts.visits[0, 0, 0]) == 1
+  assert int(state.counts.transitions[0, 0, 0].sum()) == 0
+  with pytest.warns(UserWarning, match="outside the declared sparse support"):
+    found = oj.support_violations(state.counts, setting)
+  assert int(found.counts.sum()) == int(state.counts.off_support)
+
+
+def test_sparse_sampling_matches_occupancy():
+  """Monte Carlo: state frequencies of 20,000 sparse episodes against the exact
+  occupancy (4.5 standard errors, per state and step)."""
+  _, sparse = _sparse_random(9)
+  policy = jax.nn.softmax(jnp.asarray(np.random.default_rng(9).normal(size=sparse.cost.shape)))
+  num = 20000
+  keys = jax.random.split(jax.random.PRNGKey(9), num)
+  trajs = jax.jit(jax.vmap(lambda k: oj.sample_episode(k, sparse, policy)))(keys)
+  states = np.asarray(trajs.states[:, :-1])  # [num, H]
+  freq = np.stack([np.bincount(states[:, h], minlength=sparse.num_states) / num
+                   for h in range(sparse.horizon)])
+  exact = np.asarray(oj.occupancy(sparse.transitions, policy, 0,
+                                  next_states=sparse.next_states)).sum(-1)
+  se = np.sqrt(exact * (1 - exact) / num) + 1e-12
+  assert np.all(np.abs(freq - exact) <= 4.5 * se + 1e-9)
+
+
+def test_solve_lp_agrees_across_layouts():
+  dense, sparse = _sparse_random(10)
+  a, b = oj_lp.solve_lp(dense), oj_lp.solve_lp(sparse)
+  np.testing.assert_allclose(b.value, a.value, atol=1e-9)
+  np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-7)
+
+
+def test_sparse_benchmarks_agree_with_dense_and_run():
+  for make in (lambda sp: oj.benchmarks.gridworld(5, sparse=sp),
+               lambda sp: oj.benchmarks.queue(capacity=20, horizon=12, sparse=sp)):
+    d, s = make(False), make(True)
+    np.testing.assert_array_equal(oj.to_dense(s.cmdp).transitions, d.cmdp.transitions)
+    np.testing.assert_allclose(s.cmdp.thresholds, d.cmdp.thresholds)
+    np.testing.assert_allclose(s.slack, d.slack, atol=1e-9)
+    np.testing.assert_allclose(oj_lp.solve_lp(s.cmdp).value, oj_lp.solve_lp(d.cmdp).value,
+                               atol=1e-7)
+    setting = oj.Setting(support=s.cmdp.next_states, stationary=True)
+    agent = oj.agents.make_agent("optaug", s, num_episodes=6, pretrain_episodes=2, setting=setting)
+    state, log = oj.run(agent, jax.random.PRNGKey(0), s.cmdp, num_episodes=6)
+    assert np.all(np.isfinite(np.asarray(log.cost_value)))
+    # Stationary and sparse: no array of the run's state has S' next states per row.
+    for leaf in jax.tree.leaves(state):
+      assert leaf.size <= s.cmdp.horizon * s.cmdp.num_states * s.cmdp.num_actions * 2, (
+          leaf.shape)
