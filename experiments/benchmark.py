@@ -17,6 +17,9 @@ noisy, so compare the ratios printed, which come from the same run):
            OptAug step per inner method at --throughput-seeds against NumPy and 1 seed, and a
            media_streaming slice (default OptAug, 64 seeds) projected to 10^5 episodes;
   sweep    10,000 seeds in bounded memory (`run_sharded`, summary logs, `batch_size`);
+  size     time per seed and memory against S (gridworld 5..50: S = 25..2,500), dense
+           and sparse, for the extended LMO and the default OptAug episode, with fitted
+           slopes, and OptCMDP's LP against S (where the LP baselines stop);
   profile  XLA:CPU op time by kind (from a `jax.profiler` trace) for the LMO in a solver
            loop and the OptAug step per inner method at 256 seeds: where the time goes.
 
@@ -565,6 +568,114 @@ def sweep_section(table, args):
           "mean_weak_cost": float(jnp.mean(summary.weak_cost))}
 
 
+def _tree_bytes(tree) -> int:
+  return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree)))
+
+
+def _fit_slope(xs, ys):
+  """Slope of the least-squares line through `(log x, log y)`."""
+  return float(np.polyfit(np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float)), 1)[0])
+
+
+def _grid_box(cmdp, radius=0.05):
+  """A box of `radius` around the true transitions (zero off their support), in the
+  CMDP's layout; `[H, ...]`."""
+  p = cmdp.transitions
+  support = p > 0 if cmdp.next_states is None else cmdp.next_states >= 0
+  lower = jnp.where(support, jnp.clip(p - radius, 0.0, 1.0), 0.0)
+  upper = jnp.where(support, jnp.clip(p + radius, 0.0, 1.0), 0.0)
+  return lower, upper
+
+
+def size_section(table, args):
+  """Time per seed and memory against S on `gridworld(size)` (A=4, H=3 size), dense and
+  sparse: the extended LMO (one problem), and the default OptAug episode (16 seeds
+  vmapped, past pre-training, counts from 20 pre-training episodes)."""
+  rows = []
+  dense_max = args.size_dense_max
+  for size in args.size_grid:
+    horizon = 3 * size
+    for layout in ("dense", "sparse"):
+      if layout == "dense" and size > dense_max:
+        num = horizon * size**2 * 4 * size**2
+        rows.append({"size": size, "S": size**2, "H": horizon, "layout": layout,
+                     "skipped": f"dense transitions [H, S, A, S'] = {num:.3g} entries"
+                                f" ({num * 4 / 2**30:.1f} GiB per array in float32)"})
+        print(f"size     grid {size}x{size} dense: skipped ({rows[-1]['skipped']})", flush=True)
+        continue
+      t0 = time.perf_counter()
+      bench = oj.benchmarks.gridworld(size, sparse=layout == "sparse", dtype=jnp.float32)
+      build_s = time.perf_counter() - t0
+      cmdp = bench.cmdp
+      ns = cmdp.next_states
+      sizes = f"S={size**2} A=4 H={horizon} {layout}"
+      lower, upper = _grid_box(cmdp)
+      reward = jax.random.uniform(jax.random.PRNGKey(0), cmdp.cost.shape, jnp.float32)
+      lmo = jax.jit(lambda r, lo, up, ns=ns: oj.extended_lmo(r, lo, up, 0, next_states=ns).value)
+      lmo_s = _median_time(lambda: lmo(reward, lower, upper), args.reps)
+      table.add("size", "extended LMO, one problem", seeds=1, time_s=lmo_s, sizes=sizes)
+      row = {"size": size, "S": size**2, "H": horizon, "layout": layout,
+             "entries": int(lower.size), "lmo_s": lmo_s, "build_s": build_s}
+      if ns is not None:  # stationary bounds: one [1, S, A, N] box for every step
+        lo1, up1, ns1 = lower[:1], upper[:1], ns[:1]
+        lmo1 = jax.jit(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0, next_states=ns1).value)
+        row["lmo_stationary_s"] = _median_time(lambda: lmo1(reward, lo1, up1), args.reps)
+        table.add("size", "extended LMO, stationary box", seeds=1,
+                  time_s=row["lmo_stationary_s"], sizes=sizes)
+      for stationary in (False, True):
+        support = (np.asarray(cmdp.transitions) > 0 if ns is None else np.asarray(ns))
+        if stationary:
+          support = support[0]
+        setting = oj.Setting(support=support, stationary=stationary,
+                             name="known support" + (", stationary" if stationary else ""))
+        agent = oj.optaug(num_episodes=100_000, safe_policy=bench.safe_policy,
+                          slack=bench.slack, pretrain_episodes=20, setting=setting)
+        n = args.size_seeds
+        keys = jax.random.split(jax.random.PRNGKey(1), n)
+        states = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=20,
+                                                   logs="summary")[0]))(keys)
+        step = jax.jit(jax.vmap(lambda st, k: oj.run(agent, k, cmdp, st, num_episodes=1,
+                                                     logs="summary")[0]))
+        compiled, compile_s = _compile(step, states, keys)
+        episode_s = _median_time(lambda: compiled(states, keys), max(2, args.reps // 2))
+        label = "stationary" if stationary else "per-step"
+        table.add("size", f"OptAug episode, {label} counts", seeds=n, time_s=episode_s,
+                  sizes=sizes, compile_s=compile_s, memory=_memory(compiled))
+        state_bytes = _tree_bytes(jax.tree.map(lambda x: x[0], states))
+        row[f"episode_{label}_s_per_seed"] = episode_s / n
+        row[f"state_{label}_bytes_per_seed"] = state_bytes
+        row[f"state_{label}_bytes_64_seeds"] = 64 * state_bytes
+        print(f"size     state per seed ({label}): {state_bytes / 2**20:.2f} MiB,"
+              f" 64 seeds {64 * state_bytes / 2**30:.3f} GiB", flush=True)
+      rows.append(row)
+  fits = {}
+  for layout in ("dense", "sparse"):
+    done = [r for r in rows if r["layout"] == layout and "lmo_s" in r]
+    if len(done) >= 2:
+      fits[layout] = {
+          "lmo_slope_vs_S": _fit_slope([r["S"] for r in done], [r["lmo_s"] for r in done]),
+          "lmo_slope_vs_entries": _fit_slope([r["entries"] for r in done],
+                                             [r["lmo_s"] for r in done]),
+          "episode_slope_vs_S": _fit_slope(
+              [r["S"] for r in done], [r["episode_per-step_s_per_seed"] for r in done])}
+      print(f"size     {layout}: LMO time ~ S^{fits[layout]['lmo_slope_vs_S']:.2f}"
+            f" (entries^{fits[layout]['lmo_slope_vs_entries']:.2f}), episode ~"
+            f" S^{fits[layout]['episode_slope_vs_S']:.2f}", flush=True)
+  lp_rows = []
+  for size in args.size_lp_grid:  # OptCMDP's episode LP: H S A S' variables
+    bench = oj.benchmarks.gridworld(size, sparse=False)
+    cmdp = bench.cmdp
+    lower, upper = (np.asarray(x, np.float64) for x in _grid_box(cmdp))
+    t0 = time.perf_counter()
+    oj.lp.solve_extended_lp(np.asarray(cmdp.cost), np.asarray(cmdp.constraint_costs), lower,
+                            upper, 0, np.asarray(cmdp.thresholds))
+    lp_s = time.perf_counter() - t0
+    lp_rows.append({"size": size, "S": size**2, "variables": int(lower.size), "lp_s": lp_s})
+    print(f"size     OptCMDP episode LP, grid {size}x{size}: {lower.size:.3g} variables,"
+          f" {lp_s:.2f} s", flush=True)
+  return {"rows": rows, "fits": fits, "lp": lp_rows}
+
+
 def hardware():
   cpu = platform.processor()
   try:
@@ -608,6 +719,13 @@ def parse_args(argv):
   p.add_argument("--sweep-seeds", type=int, default=10_000)
   p.add_argument("--sweep-episodes", type=int, default=2)
   p.add_argument("--sweep-batch", type=int, default=500)
+  p.add_argument("--size-grid", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[5, 10, 20, 35, 50], help="grid sides of --sections size")
+  p.add_argument("--size-dense-max", type=int, default=20,
+                 help="largest grid side run in the dense layout")
+  p.add_argument("--size-seeds", type=int, default=16)
+  p.add_argument("--size-lp-grid", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[3, 5, 7], help="grid sides at which OptCMDP's LP is timed")
   p.add_argument("--out", default="results/benchmark.json")
   args = p.parse_args(argv)
   if args.quick:
@@ -618,6 +736,8 @@ def parse_args(argv):
     args.memory_seeds, args.memory_episodes = 2, [10, 100]
     args.sweep_seeds, args.sweep_episodes, args.sweep_batch = 50, 1, 16
     args.slice_seeds, args.slice_episodes = 2, 5
+    args.size_grid, args.size_dense_max, args.size_seeds = [3, 5], 5, 2
+    args.size_lp_grid = [3]
   return args
 
 

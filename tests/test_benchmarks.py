@@ -13,7 +13,7 @@ import references as ref
 
 matplotlib.use("Agg")
 
-NAMES = ["media_streaming", "factored", "gridworld", "random"]
+NAMES = ["media_streaming", "factored", "gridworld", "random", "queue"]
 
 
 @functools.lru_cache(maxsize=None)

@@ -301,6 +301,32 @@ def _grid_model(size: int, slip: float, hazards: Iterable[tuple[int, int]],
   return tile(p), tile(cost), tile(hazard), None if next_states is None else tile(next_states)
 
 
+# `gridworld` computes its default budget and baseline by LP (HiGHS) up to this many
+# occupancy variables (H S A; size 11 at the default horizon), by dynamic programming above:
+# the budget is then half the hazard visits of the fastest policy, ties between equally
+# fast actions broken towards fewer hazards (a cost of `_GRID_TIE_WEIGHT` per hazard step),
+# and the baseline the policy of fewest hazard visits.
+GRID_LP_MAX_VARIABLES = 20_000
+_GRID_TIE_WEIGHT = 1e-6
+
+
+def _policy_value(cost: np.ndarray, transitions: np.ndarray, next_states, policy) -> float:
+  """`V^pi(cost, p)` from state 0 (float64 forward pass; sparse when `next_states`)."""
+  horizon, num_states, _ = cost.shape
+  d = np.zeros(num_states)
+  d[0] = 1.0
+  total = 0.0
+  for h in range(horizon):
+    q = d[:, None] * policy[h]
+    total += float(np.sum(q * cost[h]))
+    if next_states is None:
+      d = np.einsum("sa,sat->t", q, transitions[h])
+    else:
+      d = np.bincount(np.maximum(next_states[h], 0).ravel(),
+                      weights=(q[..., None] * transitions[h]).ravel(), minlength=num_states)
+  return total
+
+
 @register_benchmark("gridworld")
 def gridworld(size: int = 5, *, slip: float = 0.1,
               hazards: Iterable[tuple[int, int]] | None = None, horizon: int | None = None,
@@ -322,7 +348,10 @@ def gridworld(size: int = 5, *, slip: float = 0.1,
   the unconstrained optimum (the least among the cost-optimal policies), so the
   constraint binds; if that optimum visits no hazard, budget 1 (the constraint cannot
   bind). Baseline: the LP-optimal policy for `budget / 5` if that is feasible, else the
-  policy minimising the expected hazard visits (backward induction).
+  policy minimising the expected hazard visits (backward induction). Above
+  `GRID_LP_MAX_VARIABLES` occupancy variables (size > 11 at the default horizon) both come
+  from dynamic programming instead of LPs: the budget from the fastest policy (ties
+  towards fewer hazards), the baseline the policy of fewest hazard visits.
 
   Args:
     size: side of the grid (`>= 2`; `>= 3` with the default hazards).
@@ -360,6 +389,14 @@ def gridworld(size: int = 5, *, slip: float = 0.1,
 
   sparse = size > 10 if sparse is None else bool(sparse)
   p, cost, hazard, ns = _grid_model(size, slip, hazards, horizon, sparse)
+  if horizon * size * size * 4 > GRID_LP_MAX_VARIABLES:
+    # Too large for the LPs in seconds (gridworld(20): 92 s each): dynamic programming.
+    fastest = _min_cost_policy(cost + _GRID_TIE_WEIGHT * hazard, p, ns)
+    if budget is None:
+      visits = _policy_value(hazard, p, ns, fastest)
+      budget = visits / 2.0 if visits > 1e-9 else 1.0
+    model = _numpy_cmdp(p, cost, hazard, float(budget), 0, ns)
+    return _finish(model, _min_cost_policy(hazard, p, ns), dtype)
   if budget is None:
     unconstrained = _numpy_cmdp(p, cost, hazard, float(horizon), 0, ns)
     best = solve_lp(unconstrained).value

@@ -56,6 +56,17 @@ def flow_constraints(transitions: np.ndarray, initial_state: int, *,
   return a_eq, b_eq
 
 
+# Above this many variables `solve_lp` runs HiGHS's interior-point method (with its
+# crossover to a vertex) instead of its default simplex: on `gridworld(12)` (20,736
+# variables) the dual simplex took 15.3 s and the interior point 1.8 s, optima within 5e-9
+# of each other; below it the simplex is fast and exact to rounding.
+IPM_MIN_VARIABLES = 20_000
+
+
+def _method(num_variables: int) -> str:
+  return "highs-ipm" if num_variables > IPM_MIN_VARIABLES else "highs"
+
+
 def solve_lp(cmdp: CMDP) -> LPSolution:
   """The exact optimum of the CMDP via its occupancy-measure LP (HiGHS).
 
@@ -83,8 +94,8 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   a_eq, b_eq = flow_constraints(p, int(cmdp.initial_state), next_states=next_states)
   num_constraints = d.shape[0]
   res = scipy.optimize.linprog(
-      c.ravel(), A_ub=sp.csr_matrix(d.reshape(num_constraints, -1)), b_ub=alpha, A_eq=a_eq, b_eq=b_eq,
-      bounds=(0, None), method="highs")
+      c.ravel(), A_ub=sp.csr_matrix(d.reshape(num_constraints, -1)), b_ub=alpha, A_eq=a_eq,
+      b_eq=b_eq, bounds=(0, None), method=_method(c.size))
   if res.status == 2:
     raise ValueError("thresholds: the CMDP is infeasible (no policy meets every constraint)")
   if res.status != 0:
