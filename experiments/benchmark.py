@@ -632,11 +632,14 @@ def size_section(table, args):
                           slack=bench.slack, pretrain_episodes=20, setting=setting)
         n = args.size_seeds
         keys = jax.random.split(jax.random.PRNGKey(1), n)
-        states = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=20,
-                                                   logs="summary")[0]))(keys)
-        step = jax.jit(jax.vmap(lambda st, k: oj.run(agent, k, cmdp, st, num_episodes=1,
+        states = jax.vmap(lambda _: agent.init(
+            cmdp.thresholds, cmdp.initial_state, num_states=cmdp.num_states,
+            num_actions=cmdp.num_actions, horizon=cmdp.horizon))(keys)
+        step = jax.jit(jax.vmap(lambda st, k: oj.run(agent, k, cmdp, state=st, num_episodes=1,
                                                      logs="summary")[0]))
         compiled, compile_s = _compile(step, states, keys)
+        for i in range(20):  # pre-training episodes (one compiled step, 20 calls)
+          states = compiled(states, jax.random.split(jax.random.PRNGKey(100 + i), n))
         episode_s = _median_time(lambda: compiled(states, keys), max(2, args.reps // 2))
         label = "stationary" if stationary else "per-step"
         table.add("size", f"OptAug episode, {label} counts", seeds=n, time_s=episode_s,

@@ -52,6 +52,8 @@ def build_problem(args) -> oj.types.Benchmark:
   if args.benchmark == "random":
     kwargs = dict(seed=args.problem_seed, num_states=args.states, num_actions=args.actions,
                   horizon=args.horizon, num_constraints=args.constraints)
+  if args.benchmark == "gridworld" and args.grid_size is not None:
+    kwargs = dict(size=args.grid_size)
   return oj.benchmarks.make_benchmark(args.benchmark, **kwargs)
 
 
@@ -318,6 +320,9 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
   p.add_argument("--horizon", type=int, default=10)
   p.add_argument("--constraints", type=int, default=1)
   p.add_argument("--problem-seed", type=int, default=0)
+  p.add_argument("--grid-size", type=int, default=None,
+                 help="side of --benchmark gridworld (default 5; sparse layout above 10: with"
+                      " --setting bura2022 the agents count in its 5 slots per row)")
   return p
 
 
@@ -344,6 +349,8 @@ def setup(args, script: str, outputs):
   ignored = {"resume", "max_chunks", "out"}
   if args.benchmark != "random":  # the size flags describe the random family only
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
+  if args.benchmark != "gridworld" or args.grid_size is None:
+    ignored |= {"grid_size"}
   config = {k: v for k, v in vars(args).items() if k not in ignored}
   config.update(agents=",".join(args.agents), eta=common.eta_flag(args.eta),
                 dual_eta=common.eta_flag(args.dual_eta))

@@ -104,7 +104,8 @@ def test_bad_sparse_support_is_named():
     oj.agents.make_agent("optcmdp", _bench(sparse), num_episodes=5, setting=oj.Setting(support=ns))
 
 
-@pytest.mark.parametrize("key", [0, 1, 2])
+@pytest.mark.parametrize("key", [0, pytest.param(1, marks=pytest.mark.slow),
+                                 pytest.param(2, marks=pytest.mark.slow)])
 def test_kernels_agree_with_dense(key):
   dense, sparse = _sparse_random(key)
   ns = sparse.next_states
@@ -219,7 +220,7 @@ def _trajectories(cmdp, num, key):
   return [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(num)]
 
 
-@pytest.mark.parametrize("stationary", [False, True])
+@pytest.mark.parametrize("stationary", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_counts_and_models_agree_with_dense(stationary):
   dense, sparse = _sparse_random(7, keep=0.5)
   ns = np.asarray(sparse.next_states)
@@ -319,6 +320,7 @@ def test_solve_lp_agrees_across_layouts():
   np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_sparse_benchmarks_agree_with_dense_and_run():
   for make in (lambda sp: oj.benchmarks.gridworld(5, sparse=sp),
                lambda sp: oj.benchmarks.queue(capacity=20, horizon=12, sparse=sp)):
