@@ -679,6 +679,35 @@ def size_section(table, args):
   return {"rows": rows, "fits": fits, "lp": lp_rows}
 
 
+def plot_size(size: dict, path: str) -> None:
+  """Log-log figure of `size_section`'s times per seed against S, dense and sparse."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  series = (("lmo_s", "extended LMO, one problem", axes[0]),
+            ("lmo_stationary_s", "extended LMO, stationary box", axes[0]),
+            ("episode_per-step_s_per_seed", "OptAug episode, per-step counts", axes[1]),
+            ("episode_stationary_s_per_seed", "OptAug episode, stationary counts", axes[1]))
+  for layout, marker in (("dense", "s-"), ("sparse", "o-")):
+    done = [r for r in size["rows"] if r["layout"] == layout and "lmo_s" in r]
+    for key, label, ax in series:
+      pts = [(r["S"], r[key]) for r in done if key in r]
+      if pts:
+        ax.plot(*zip(*pts), marker, label=f"{layout}: {label}")
+  for ax, title in zip(axes, ("extended LMO (one problem)", "default OptAug episode, per seed")):
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("states S (gridworld, A = 4, H = 3 sqrt(S))")
+    ax.set_ylabel("seconds")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  common.save_figure(fig, path)
+  plt.close(fig)
+
+
 def hardware():
   cpu = platform.processor()
   try:
@@ -730,6 +759,8 @@ def parse_args(argv):
   p.add_argument("--size-lp-grid", type=lambda s: [int(x) for x in s.split(",")],
                  default=[3, 5, 7], help="grid sides at which OptCMDP's LP is timed")
   p.add_argument("--out", default="results/benchmark.json")
+  p.add_argument("--replot", default=None,
+                 help="only draw the size figure of a saved report (JSON), next to it")
   args = p.parse_args(argv)
   if args.quick:
     args.seeds, args.fw_iters, args.kernel_seeds, args.seed_by_seed = 8, 5, 8, 2
@@ -746,6 +777,10 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
+  if args.replot:  # the size figure of a saved report, next to it
+    with open(args.replot) as f:
+      plot_size(json.load(f)["size"], os.path.splitext(args.replot)[0] + ".png")
+    return None
   sections = args.sections.split(",")
   hw = hardware()
   print(f"optaug-jax {oj.__version__} benchmark: {hw['cpu']} ({hw['cpu_count']} cores),"
@@ -779,6 +814,8 @@ def main(argv=None):
           " (target 3600 s)")
   if args.out:  # one file, written whole or not at all
     common.write_report(args.out, results)
+    if "size" in results:
+      plot_size(results["size"], os.path.splitext(args.out)[0] + ".png")
   return results
 
 
