@@ -43,7 +43,8 @@ def test_valid_and_rows_sum_to_one(name):
 def test_safe_policy_strictly_feasible(name):
   """The recorded slack against the baseline's constraint value by a NumPy loop."""
   b = _benchmark(name)
-  q = ref.occupancy_loop(b.cmdp.transitions, b.safe_policy, int(b.cmdp.initial_state))
+  dense = oj.to_dense(b.cmdp)  # the NumPy loop reads the dense layout
+  q = ref.occupancy_loop(dense.transitions, b.safe_policy, int(b.cmdp.initial_state))
   value = float(np.sum(np.asarray(b.cmdp.constraint_costs)[0] * q))
   assert b.slack == pytest.approx(float(b.cmdp.thresholds[0]) - value, abs=1e-10)
   assert b.slack > 0
@@ -169,6 +170,29 @@ def test_dtype_argument():
   assert b.cmdp.transitions.dtype == jnp.float32
   assert b.safe_policy.dtype == jnp.float32
   assert b.slack > 0
+
+
+def test_queue_is_the_documented_birth_death_chain():
+  b = benchmarks.queue(capacity=9, arrival=0.5, horizon=6, sparse=False)
+  p = np.asarray(b.cmdp.transitions)[0]  # [S, A, S']
+  rates = benchmarks.QUEUE_RATES
+  for length in range(10):
+    for a, mu in enumerate(rates):
+      arrive = 0.5 if length < 9 else 0.0
+      leave = mu if length > 0 else 0.0
+      expected = np.zeros(10)
+      expected[min(length + 1, 9)] += arrive * (1 - leave)
+      expected[max(length - 1, 0)] += leave * (1 - arrive)
+      expected[length] += 1 - arrive * (1 - leave) - leave * (1 - arrive)
+      np.testing.assert_allclose(p[length, a], expected, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(b.cmdp.cost)[0, :, 0], np.arange(10) / 9)
+  assert float(b.cmdp.thresholds[0]) == pytest.approx(0.3 * 6)
+  assert b.slack == pytest.approx(0.3 * 6)  # the slow rate uses no energy
+  assert int(b.cmdp.initial_state) == 4
+  sparse = benchmarks.queue()
+  assert sparse.cmdp.is_sparse and sparse.cmdp.transitions.shape == (50, 200, 3, 3)
+  with pytest.raises(ValueError, match="budget_fraction"):
+    benchmarks.queue(budget_fraction=0.0)
 
 
 def test_registry_holds_the_documented_benchmarks():

@@ -76,7 +76,7 @@ def alm_known_model(
     sol = inner.solve_inner(
         cmdp.cost, cmdp.constraint_costs, p, p, cmdp.initial_state, cmdp.thresholds,
         multipliers, eta_n, method=inner_method, num_iters=inner_iters, step_rule=step_rule,
-        gradient=gradient)
+        gradient=gradient, next_states=cmdp.next_states)
     next_multipliers = inner.dual_step(
         sol.occupancy, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
     cost_value, constraint_values = _values(cmdp, sol.occupancy)
@@ -108,8 +108,9 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int
 
   def step(multipliers, n):
     reward = cmdp.cost + jnp.einsum("i,ihsa->hsa", multipliers, cmdp.constraint_costs)
-    policy = planning.optimal_policy(reward, cmdp.transitions)
-    q = planning.occupancy(cmdp.transitions, policy, cmdp.initial_state)
+    policy = planning.optimal_policy(reward, cmdp.transitions, next_states=cmdp.next_states)
+    q = planning.occupancy(cmdp.transitions, policy, cmdp.initial_state,
+                           next_states=cmdp.next_states)
     eta_n = jnp.asarray(eta_fn(n), dtype)
     next_multipliers = inner.dual_step(
         q, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
@@ -156,5 +157,6 @@ def optimal_value_estimate(
   p = cmdp.transitions
   sol = inner.solve_inner(cmdp.cost, cmdp.constraint_costs, p, p, cmdp.initial_state,
                           cmdp.thresholds, lam, eta, method=inner_method,
-                          num_iters=inner_iters, gradient="envelope", with_transitions=False)
+                          num_iters=inner_iters, gradient="envelope", with_transitions=False,
+                          next_states=cmdp.next_states)
   return sol.objective - jnp.sum(lam**2) / (2.0 * eta)
