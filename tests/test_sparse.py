@@ -188,6 +188,7 @@ def test_sparse_lmo_under_jit_and_vmap():
     np.testing.assert_allclose(batched[i], fn(rewards[i]), atol=1e-12)
 
 
+@pytest.mark.slow
 def test_sparse_inner_solve_and_gradient_agree_with_dense():
   dense, sparse = _sparse_random(6)
   ns = sparse.next_states
@@ -220,7 +221,8 @@ def _trajectories(cmdp, num, key):
   return [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(num)]
 
 
-@pytest.mark.parametrize("stationary", [pytest.param(False, marks=pytest.mark.slow), True])
+@pytest.mark.slow
+@pytest.mark.parametrize("stationary", [False, True])
 def test_counts_and_models_agree_with_dense(stationary):
   dense, sparse = _sparse_random(7, keep=0.5)
   ns = np.asarray(sparse.next_states)
