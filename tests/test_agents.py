@@ -188,6 +188,7 @@ def test_no_retracing_across_calls():
   assert oj.run._cache_size() - before <= 1
 
 
+@pytest.mark.slow  # 18-31 s (2-core CPU): in the slow suite to keep the default under 10 min
 def test_resume_equals_uninterrupted_run():
   m = _cmdp(6)
   agent = _optaug(m, num_episodes=20, pretrain=5, fw_iters=10)
@@ -200,6 +201,7 @@ def test_resume_equals_uninterrupted_run():
   chex.assert_trees_all_equal(state, full_state)
 
 
+@pytest.mark.slow  # 18-31 s (2-core CPU): in the slow suite to keep the default under 10 min
 def test_float32_default_run_is_finite():
   m = _cmdp(7, dtype=jnp.float32)
   pi, slack = oj.safe_policy(m)

@@ -88,6 +88,7 @@ def test_optaug_batched_state_in_pretraining_runs_no_inner_solve(monkeypatch):
   assert not bool(jnp.any(log.pretraining)) and len(solves) == 6
 
 
+@pytest.mark.slow  # 18-31 s (2-core CPU): in the slow suite to keep the default under 10 min
 def test_optaug_batch_split_between_phases_matches_single_runs():
   """Seeds resumed at different episodes (one pre-training, one exploring) in one vmapped
   run: every seed's log equals its own unbatched run; a batch all in pre-training equals
