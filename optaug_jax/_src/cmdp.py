@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import planning
+from . import planning, validation
 
 
 class CMDP(NamedTuple):
@@ -215,10 +215,9 @@ def _check_next_states(ns: np.ndarray, p: np.ndarray, num_states: int) -> None:
     where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
     raise ValueError(f"transitions: empty slot {_at(where)} (next_states -1) has probability"
                      f" {float(p[where]):.6g}; empty slots must hold 0")
-  ordered = np.sort(np.where(ns < 0, -1 - np.arange(ns.shape[-1]), ns), axis=-1)
-  dup = np.argwhere(np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1))
-  if dup.size:
-    raise ValueError(f"next_states: row {_at(dup[0])} [.., h, s, a] names a next state twice")
+  dup = validation.repeated_next_state_row(ns)
+  if dup is not None:
+    raise ValueError(f"next_states: row {dup} [.., h, s, a] names a next state twice")
 
 
 def to_sparse(cmdp: CMDP, *, max_next_states: int | None = None) -> CMDP:

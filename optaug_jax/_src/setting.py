@@ -111,12 +111,9 @@ class Setting:
         if support.min() < -1 or support.max() >= num_states:
           raise ValueError(f"support: next states must lie in [0, {num_states}) or be -1"
                            f" (an empty slot); found {int(support.min())}..{int(support.max())}")
-        ordered = np.sort(np.where(support < 0, -1 - np.arange(support.shape[-1]), support),
-                          axis=-1)
-        dup = np.argwhere(np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1))
-        if dup.size:
-          raise ValueError(f"support: row {tuple(int(i) for i in dup[0])} names a next state"
-                           " twice")
+        dup = validation.repeated_next_state_row(support)
+        if dup is not None:
+          raise ValueError(f"support: row {dup} names a next state twice")
 
   @property
   def sparse(self) -> bool:

@@ -92,3 +92,13 @@ def check_policy(name: str, policy) -> None:
     raise ValueError(
         f"{name}: expected an [H, S, A] array of probability rows (>= 0, summing to 1),"
         f" got shape {pi.shape} and dtype {pi.dtype}")
+
+
+def repeated_next_state_row(next_states) -> tuple[int, ...] | None:
+  """The first row `[..., N]` of a sparse layout's next states that names a state twice
+  (empty slots, -1, never count as repeats), or `None`."""
+  ns = np.asarray(next_states)
+  # Empty slots get distinct negative keys, so only real next states can collide.
+  ordered = np.sort(np.where(ns < 0, -1 - np.arange(ns.shape[-1]), ns), axis=-1)
+  rows = np.argwhere(np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1))
+  return tuple(int(i) for i in rows[0]) if rows.size else None
