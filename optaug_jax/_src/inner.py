@@ -241,7 +241,7 @@ def _transitions_from_z(z, q, lower, upper, fill=planning.DEFAULT_FILL, next_sta
     _, fallback = planning.box_minimize(jnp.arange(num_states, dtype=z.dtype), lower, upper,
                                         method=fill)
   else:
-    _, fallback = planning._row_fill(next_states.astype(z.dtype), next_states, lower, upper)
+    _, fallback = planning._row_fill(next_states.astype(z.dtype), lower, upper)
   total = jnp.sum(z, axis=-1, keepdims=True)
   tiny = jnp.finfo(z.dtype).tiny
   safe_total = jnp.where(total > tiny, total, 1.0)

@@ -6,6 +6,7 @@ Every function here is written for ONE problem; callers `jax.vmap`. Array axes f
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -92,24 +93,38 @@ def _slot_states(next_states: jax.Array) -> jax.Array:
   return jnp.maximum(next_states, 0)
 
 
-def _row_fill(values: jax.Array, keys: jax.Array, lower: jax.Array, upper: jax.Array
-              ) -> tuple[jax.Array, jax.Array]:
-  """The greedy fill of every row over its own `N` slots: `(minimum [...], p [..., N])`.
+def _slot_fill(values: jax.Array, lower: jax.Array, upper: jax.Array
+               ) -> tuple[jax.Array, jax.Array]:
+  """The greedy fill of every row over its own `N` slots, slot axis FIRST: `values`,
+  `lower`, `upper` are `[N, ...]`; returns `(minimum [...], p [N, ...])`.
 
-  `values [..., N]` are the slots' values, `keys [..., N]` their next states (ties go to
-  the lower next state, as in the dense layout's `(value, index)` order). The capacity
-  before each slot is a sum over the `N` slots (an `N x N` comparison per row, unrolled
-  into elementwise operations that XLA fuses into one pass over the rows).
+  Slots are filled in increasing value, ties to the earlier slot (the lower next state when
+  a row's slots are in increasing next-state order, as `to_sparse`, `sparse_rows` and the
+  benchmarks build them: then the dense layout's `(value, index)` order). The capacity
+  before each slot is a sum over the other slots, one comparison per pair of slots
+  (`N (N - 1) / 2`), each an elementwise operation over `[...]`-sized vectors: with the
+  slot axis first those are contiguous, which is what lets XLA:CPU vectorise the fill (on
+  `[..., N]` rows the minor axis is 5 wide). Empty slots have capacity 0 and take no mass.
   """
+  n = values.shape[0]
   capacity = upper - lower
-  free = 1.0 - jnp.sum(lower, axis=-1)
-  before = jnp.zeros_like(capacity)
-  for k in range(values.shape[-1]):
-    v_k, key_k = values[..., k:k + 1], keys[..., k:k + 1]
-    ahead = (v_k < values) | ((v_k == values) & (key_k < keys))
-    before = before + jnp.where(ahead, capacity[..., k:k + 1], 0.0)
-  p = lower + jnp.clip(free[..., None] - before, 0.0, capacity)
-  return jnp.sum(p * values, axis=-1), p
+  free = 1.0 - functools.reduce(jnp.add, [lower[j] for j in range(n)])
+  before = [jnp.zeros_like(free) for _ in range(n)]
+  for j in range(n):
+    for k in range(j + 1, n):
+      j_first = values[j] <= values[k]
+      before[k] = before[k] + jnp.where(j_first, capacity[j], 0.0)
+      before[j] = before[j] + jnp.where(j_first, 0.0, capacity[k])
+  p = [lower[j] + jnp.clip(free - before[j], 0.0, capacity[j]) for j in range(n)]
+  return functools.reduce(jnp.add, [p[j] * values[j] for j in range(n)]), jnp.stack(p)
+
+
+def _row_fill(values: jax.Array, lower: jax.Array, upper: jax.Array
+              ) -> tuple[jax.Array, jax.Array]:
+  """`_slot_fill` of `[..., N]` rows (slot axis last): `(minimum [...], p [..., N])`."""
+  first = lambda x: jnp.moveaxis(x, -1, 0)
+  minimum, p = _slot_fill(first(values), first(lower), first(upper))
+  return minimum, jnp.moveaxis(p, 0, -1)
 
 
 def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: bool = False):
@@ -117,23 +132,29 @@ def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: boo
 
   `p` is `[H, S, N]` (the greedy rows) or, with `full_transitions`, `[H, S, A, N]`; the
   next states are `[H, S, N]` (greedy rows) or `None` (the caller's `next_states`).
+
+  Each step moves its `[S, A, N]` slices to slot-major `[N, S, A]` (`_slot_fill`) in
+  cache; a stationary (`[1, ...]`) array is moved once, before the scan.
   """
   horizon, num_states = reward.shape[:2]
+  boxes = (lower, upper, next_states)
+  fixed = tuple(x.shape[0] == 1 and horizon > 1 for x in boxes)
+  boxes = tuple(jnp.moveaxis(x, -1, 1) if f else x for x, f in zip(boxes, fixed))
 
   def step(v_next, xs):
-    r_h, lower_h, upper_h, ns_h = xs
-    index = _slot_states(ns_h)
-    expected, p = _row_fill(v_next[index], ns_h, lower_h, upper_h)  # [S, A], [S, A, N]
+    r_h, *slices = xs
+    lower_h, upper_h, ns_h = (x if f else jnp.moveaxis(x, -1, 0)
+                              for x, f in zip(slices, fixed))  # [N, S, A]
+    expected, p = _slot_fill(v_next[_slot_states(ns_h)], lower_h, upper_h)
     q_values = r_h + expected
     actions = jnp.argmin(q_values, axis=-1)  # first index on ties
     if full_transitions:
-      return jnp.min(q_values, axis=-1), (actions, p, None)
-    rows = lambda x: jnp.take_along_axis(x, actions[:, None, None], axis=1)[:, 0]
+      return jnp.min(q_values, axis=-1), (actions, jnp.moveaxis(p, 0, -1), None)
+    rows = lambda x: jnp.take_along_axis(x, actions[None, :, None], axis=2)[..., 0].T
     return jnp.min(q_values, axis=-1), (actions, rows(p), rows(ns_h))
 
   v0 = jnp.zeros((num_states,), reward.dtype)
-  v1, (actions, p, ns) = _horizon_scan(step, v0, (reward, lower, upper, next_states), horizon,
-                                       reverse=True)
+  v1, (actions, p, ns) = _horizon_scan(step, v0, (reward,) + boxes, horizon, reverse=True)
   return v1, actions, p, ns
 
 
@@ -543,7 +564,7 @@ def extended_lmo(
     upper: same shape as `lower`; each row needs `sum(lower) <= 1 <= sum(upper)`.
     initial_state: integer scalar.
     fill: the greedy-fill formulation of the dense layout (`FILL_METHODS`); the sparse
-      layout fills each row over its own `N` slots (`_row_fill`) whatever `fill` is.
+      layout fills each row over its own `N` slots (`_slot_fill`) whatever `fill` is.
     next_states: `None` (dense) or the sparse layout's `[H, S, A, N]` (or `[1, S, A, N]`)
       int next state of each slot (-1: empty, with bounds 0).
 
@@ -645,7 +666,7 @@ def optimistic_policy_evaluation(
     if ns_h is None:
       expected = _box_expectation(v_next, lower_h, upper_h, fill)
     else:
-      expected, _ = _row_fill(v_next[_slot_states(ns_h)], ns_h, lower_h, upper_h)
+      expected, _ = _row_fill(v_next[_slot_states(ns_h)], lower_h, upper_h)
     q_values = r_h + expected
     v = jnp.sum(pi_h * q_values, axis=-1)
     return v, (v, q_values)
