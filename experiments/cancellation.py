@@ -72,7 +72,7 @@ def agent_options(args) -> dict:
   return {"setting": args.setting, "delta": args.delta, "bonus_scale": args.bonus_scale,
           "pretrain_episodes": {"optaug": args.pretrain}, "nu": args.nu,
           "fw_iters": args.fw_iters, "step_rule": args.step_rule, "inner_method": args.inner,
-          "eta": eta}
+          "unreached": args.unreached, "eta": eta}
 
 
 _progress = common.progress
@@ -310,6 +310,10 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
   p.add_argument("--inner", default="auto", choices=["auto"] + sorted(oj.kernels.INNER_METHODS),
                  help="OptAug's inner solver: the exact 'dual' or the paper's 'frank_wolfe'"
                       " (--fw-iters steps of --step-rule)")
+  p.add_argument("--unreached", default="greedy", choices=oj.kernels.UNREACHED,
+                 help="OptAug's policy where its inner solution's occupancy is 0: the"
+                      " extended DP's action on the gradient there ('greedy'), or uniform"
+                      " (the choice of results committed before 2026-11-24)")
   p.add_argument("--dual-eta", default=None, type=common.parse_eta,
                  help="the step of OptDual and its variants (" + ", ".join(DUAL_AGENTS[1:])
                       + "): a positive float or 'paper' (default)")

@@ -29,8 +29,9 @@ def optimistic_model(visits, transition_counts, cost_sums, constraint_sums, *, n
           lower, upper)
 
 
-def extended_lmo(reward, lower, upper, initial_state):
-  """Extended DP: returns (value, occupancy [H, S, A]) of the optimal deterministic policy."""
+def extended_lmo(reward, lower, upper, initial_state, *, return_actions=False):
+  """Extended DP: returns (value, occupancy [H, S, A]) of the optimal deterministic policy
+  (and its actions [H, S] at every state, reached or not, with `return_actions`)."""
   horizon, num_states, num_actions = reward.shape
   v = np.zeros(num_states)
   actions = np.zeros((horizon, num_states), int)
@@ -53,7 +54,26 @@ def extended_lmo(reward, lower, upper, initial_state):
   for h in range(horizon):
     q[h, np.arange(num_states), actions[h]] = d
     d = d @ greedy_p[h]
+  if return_actions:
+    return v[initial_state], q, actions
   return v[initial_state], q
+
+
+def policy_from_occupancy(q, fallback_actions=None):
+  """Eq. (retrieve-pi); where `q_h(s) = 0`, the one-hot of `fallback_actions [H, S]` (the
+  agent's "greedy" choice) or, without them, uniform."""
+  total = q.sum(-1, keepdims=True)
+  if fallback_actions is None:
+    fallback = np.full_like(q, 1.0 / q.shape[-1])
+  else:
+    fallback = np.eye(q.shape[-1])[fallback_actions]
+  return np.where(total > 0, q / np.where(total > 0, total, 1.0), fallback)
+
+
+def greedy_fallback(q, cost, constraint_costs, lower, upper, initial_state, new_multipliers):
+  """The actions of the extended DP on the gradient at `q`: `c + D^T lambda+` [H, S]."""
+  grad = cost + np.einsum("i,ihsa->hsa", new_multipliers, constraint_costs)
+  return extended_lmo(grad, lower, upper, initial_state, return_actions=True)[2]
 
 
 def line_search(g, a, b, eta):
@@ -102,7 +122,7 @@ def frank_wolfe(cost, constraint_costs, lower, upper, initial_state, thresholds,
 
 def optaug_step(rng, transitions, cost, constraint_costs, thresholds, initial_state, counts,
                 multipliers, eta, *, num_episodes, delta, bonus_scale, num_iters,
-                step_rule="linesearch"):
+                step_rule="linesearch", unreached="greedy"):
   """One exploration episode of OptAug-CMDP: plan, dual step, play, update counts.
 
   `counts` is a tuple (visits, transition_counts, cost_sums, constraint_sums), updated in
@@ -114,8 +134,9 @@ def optaug_step(rng, transitions, cost, constraint_costs, thresholds, initial_st
                        num_iters=num_iters, step_rule=step_rule)
   d_flat = d_t.reshape(d_t.shape[0], -1)
   new_multipliers = np.maximum(multipliers + eta * (d_flat @ q.ravel() - thresholds), 0.0)
-  total = q.sum(-1, keepdims=True)
-  policy = np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / q.shape[-1])
+  fallback = (greedy_fallback(q, c_t, d_t, lower, upper, initial_state, new_multipliers)
+              if unreached == "greedy" else None)
+  policy = policy_from_occupancy(q, fallback)
   visits, transition_counts, cost_sums, constraint_sums = counts
   horizon, num_states, num_actions = cost.shape
   s = initial_state

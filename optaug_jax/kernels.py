@@ -8,8 +8,8 @@ also accepts such a function directly.
 
 from optaug_jax._src.batching import batch_cond
 from optaug_jax._src.estimates import empirical_means, log_factors
-from optaug_jax._src.inner import (GRADIENTS, INNER_METHODS, STEP_RULES, InnerProblem,
-                                   MethodResult, certified_tolerance, dual, frank_wolfe)
+from optaug_jax._src.inner import (GRADIENTS, INNER_METHODS, STEP_RULES, UNREACHED,
+                                   InnerProblem, MethodResult, certified_tolerance, dual, frank_wolfe)
 from optaug_jax._src.planning import (AUTO_BLOCKED_MIN_STATES, DEFAULT_FILL, FILL_METHODS,
                                       UNROLL_HORIZON, UNROLL_MAX_ELEMENTS, box_minimize,
                                       optimal_policy, optimistic_policy_evaluation,
@@ -22,6 +22,7 @@ __all__ = (
     "GRADIENTS",
     "INNER_METHODS",
     "STEP_RULES",
+    "UNREACHED",
     "UNROLL_HORIZON",
     "UNROLL_MAX_ELEMENTS",
     "InnerProblem",

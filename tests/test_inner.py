@@ -148,6 +148,50 @@ def test_nan_occupancy_is_not_hidden_by_the_policy():
   np.testing.assert_allclose(pi[1, 0], [0.0, 1.0])
 
 
+def test_policy_fallback_where_unreached():
+  q = jnp.zeros((1, 3, 2)).at[0, 0].set(jnp.asarray([1.0, 3.0]))
+  fallback = jax.nn.one_hot(jnp.asarray([[1, 0, 1]]), 2)
+  np.testing.assert_allclose(oj.policy_from_occupancy(q, fallback)[0],
+                             [[0.25, 0.75], [1.0, 0.0], [0.0, 1.0]])
+
+
+@pytest.mark.parametrize("method", ["dual", "frank_wolfe"])
+def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
+  """Where the inner solution never goes (`q_h(s) = 0`), the policy is the action of the
+  extended DP on `c + D^T lambda+` at the solution (NumPy loop); "uniform" is uniform; the
+  reached rows are eq. (retrieve-pi) in both."""
+  npr = ref.load_experiment_module("numpy_reference")
+  m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=5, num_actions=3, horizon=4,
+                     num_constraints=2)
+  p = np.asarray(m.transitions)
+  lower = np.clip(p - 0.4, 0, 1)  # wide boxes: the optimistic plan reaches few states
+  upper = np.clip(p + 0.4, 0, 1)
+  lam = jnp.asarray([0.4, 0.1])
+  args = (m.cost, m.constraint_costs, jnp.asarray(lower), jnp.asarray(upper), 0, m.thresholds,
+          lam, 5.0)
+  kwargs = dict(method=method, num_iters=200 if method == "frank_wolfe" else None)
+  greedy = oj.solve_inner(*args, **kwargs)
+  uniform = oj.solve_inner(*args, **kwargs, unreached="uniform")
+  q = np.asarray(greedy.occupancy)
+  np.testing.assert_array_equal(q, uniform.occupancy)
+  unreached = q.sum(-1) == 0
+  assert unreached.sum() >= 3 and (~unreached).sum() >= 3
+  lam_plus = np.maximum(np.asarray(lam) + 5.0 * (
+      np.einsum("ihsa,hsa->i", np.asarray(m.constraint_costs), q) - np.asarray(m.thresholds)), 0)
+  actions = npr.greedy_fallback(q, np.asarray(m.cost), np.asarray(m.constraint_costs),
+                                lower, upper, 0, lam_plus)
+  np.testing.assert_allclose(greedy.policy, npr.policy_from_occupancy(q, actions), atol=1e-12)
+  np.testing.assert_allclose(uniform.policy, npr.policy_from_occupancy(q), atol=1e-12)
+  assert int(greedy.dp_calls) == int(uniform.dp_calls) + 1
+  jitted = jax.jit(lambda lam: oj.solve_inner(*args[:6], lam, 5.0, **kwargs).policy)
+  np.testing.assert_allclose(jitted(lam), greedy.policy, atol=1e-12)
+  batched = jax.vmap(lambda lam: oj.solve_inner(*args[:6], lam, 5.0, **kwargs).policy)(
+      jnp.stack([lam, lam]))
+  np.testing.assert_allclose(batched[1], greedy.policy, atol=1e-12)
+  with pytest.raises(ValueError, match="unreached"):
+    oj.solve_inner(*args, unreached="random")
+
+
 def test_bad_step_rule():
   m, lower, upper = _instance()
   with pytest.raises(ValueError, match="step_rule"):

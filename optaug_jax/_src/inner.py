@@ -41,7 +41,7 @@ class InnerSolution(NamedTuple):
   """Approximate minimiser of eq. (primal-step) and its certificate."""
 
   occupancy: jax.Array  # [H, S, A] q = sum_s' z
-  policy: jax.Array  # [H, S, A] eq. (retrieve-pi), uniform where q_h(s) = 0
+  policy: jax.Array  # [H, S, A] eq. (retrieve-pi); where q_h(s) = 0 see `unreached`
   transitions: jax.Array | None  # [H, S, A, S'] eq. (retrieve-p), in the box (None if not asked)
   objective: jax.Array  # [] augmented Lagrangian at the returned point
   fw_gap: jax.Array  # [] certificate: objective - optimum <= fw_gap (the method's own bound)
@@ -805,6 +805,9 @@ def dual(
 # The inner-solver slot: every method has `frank_wolfe`'s signature,
 # `(problem: InnerProblem, *, num_iters, step_rule, tol, with_transitions, fill) ->
 # MethodResult`, and `solve_inner(method=name)` (or `method=callable`) dispatches to it.
+# The policy where q_h(s) = 0 (`solve_inner(unreached=...)`).
+UNREACHED = ("greedy", "uniform")
+
 INNER_METHODS: dict[str, Callable[..., MethodResult]] = {"frank_wolfe": frank_wolfe,
                                                           "dual": dual}
 
@@ -828,6 +831,7 @@ def solve_inner(
     with_transitions: bool = True,
     check: bool = False,
     next_states: jax.Array | None = None,
+    unreached: str = "greedy",
 ) -> InnerSolution:
   """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
 
@@ -874,6 +878,14 @@ def solve_inner(
       that only need the policy pass `False` (then `transitions` is `None`).
     next_states: `None` (dense) or the sparse layout's `[H or 1, S, A, N]` int next
       states of the slots of `lower` and `upper` (`extended_lmo`).
+    unreached: the policy at the `(h, s)` that `q` never reaches, where eq. (retrieve-pi) is
+      0/0 and any choice leaves `q` (and the objective) unchanged. `"greedy"` (default):
+      the action of the extended DP on the gradient at the solution, `c + D^T lambda+`
+      (one more DP; the Lagrangian-optimistic action, which is what the dual-based agents
+      play everywhere); the true dynamics reach states the optimistic plan does not, and
+      there a uniform policy random-walks (on a 20 x 20 grid it never reaches the goal).
+      `"uniform"`: the uniform policy (the choice of every result committed before
+      2026-11-24).
     check: also check traced arguments (an empty box, an initial state out of range,
       non-finite or negative costs and multipliers, non-finite thresholds, an eta that is
       not positive and finite) through `checkify`; wrap the outer function in `oj.checked` to get a `ValueError`.
@@ -895,6 +907,8 @@ def solve_inner(
     raise ValueError(f"step_rule: expected one of {STEP_RULES}, got {step_rule!r}")
   if gradient not in GRADIENTS:
     raise ValueError(f"gradient: expected one of {GRADIENTS}, got {gradient!r}")
+  if unreached not in UNREACHED:
+    raise ValueError(f"unreached: expected one of {UNREACHED}, got {unreached!r}")
   planning.check_fill(fill)
   validation.check_positive("eta", eta, allow_none=False)
   if num_iters is not None and (int(num_iters) != num_iters or num_iters < 0):
@@ -921,22 +935,27 @@ def solve_inner(
                      with_transitions=with_transitions, fill=fill)
   q = result.occupancy
   objective = augmented_lagrangian(q, cost, constraint_costs, thresholds, multipliers, eta)
-  if gradient == "envelope":
-    # Box sensitivity: the linearised problem at q* has the same optimal KKT multipliers.
+  fallback = None
+  if gradient == "envelope" or unreached == "greedy":
+    # The gradient at q*: the linearised problem there has the same optimal KKT
+    # multipliers (box sensitivity), and its extended DP acts at every (h, s).
     grad = lax.stop_gradient(
         cost + jnp.einsum("i,ihsa->hsa",
                           dual_step(q, constraint_costs, thresholds, multipliers, eta),
                           constraint_costs))
-    linear_value = planning.extended_lmo(grad, lower, upper, initial_state, fill=fill,
-                                         next_states=next_states).value
-    objective = objective + (linear_value - lax.stop_gradient(linear_value))
+    linear = planning.extended_lmo(grad, lower, upper, initial_state, fill=fill,
+                                   next_states=next_states)
+    if gradient == "envelope":
+      objective = objective + (linear.value - lax.stop_gradient(linear.value))
+    if unreached == "greedy":
+      fallback = jax.nn.one_hot(linear.actions, cost.shape[-1], dtype=q.dtype)
   return InnerSolution(
       occupancy=q,
-      policy=planning.policy_from_occupancy(q),
+      policy=planning.policy_from_occupancy(q, lax.stop_gradient(fallback)),
       transitions=result.transitions,
       objective=objective,
       fw_gap=result.gap,
       num_iters=result.num_iters,
-      dp_calls=result.dp_calls,
+      dp_calls=result.dp_calls + (unreached == "greedy" or gradient == "envelope"),
       certified=result.gap <= certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective)),
   )

@@ -705,12 +705,15 @@ def optimal_policy(reward: jax.Array, transitions: jax.Array, *,
   return jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
 
 
-def policy_from_occupancy(q: jax.Array) -> jax.Array:
-  """Paper's eq. (retrieve-pi): `pi_h(a|s) = q_h(s,a) / sum_a' q_h(s,a')`, uniform where 0.
+def policy_from_occupancy(q: jax.Array, fallback: jax.Array | None = None) -> jax.Array:
+  """Paper's eq. (retrieve-pi): `pi_h(a|s) = q_h(s,a) / sum_a' q_h(s,a')` where state `s` is
+  reached at step `h`; there the ratio is 0/0 and the paper leaves the policy free (it does
+  not change `q`): `fallback [H, S, A]` where given, else uniform.
 
-  A NaN in `q` propagates to the policy (it is never hidden behind the uniform fallback).
+  A NaN in `q` propagates to the policy (it is never hidden behind the fallback).
   """
   total = jnp.sum(q, axis=-1, keepdims=True)
-  uniform = jnp.full_like(q, 1.0 / q.shape[-1])
   unreached = total == 0
-  return jnp.where(unreached, uniform, q / jnp.where(unreached, 1.0, total))
+  if fallback is None:
+    fallback = jnp.full_like(q, 1.0 / q.shape[-1])
+  return jnp.where(unreached, fallback.astype(q.dtype), q / jnp.where(unreached, 1.0, total))

@@ -68,6 +68,7 @@ def optaug(
     inner_iters: int | None = None,
     inner_tol: float | None = 0.0,
     fill: str = planning.DEFAULT_FILL,
+    unreached: str = "greedy",
 ) -> base.Agent:
   """OptAug-CMDP: pre-training with a safe policy, then optimistic augmented-Lagrangian steps.
 
@@ -112,6 +113,9 @@ def optaug(
       exact dual method stop as soon as its dual is solved (5-12 DPs instead of its full
       budget; `kernels.dual`); `None` runs the whole budget.
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
+    unreached: the policy where the inner solution's occupancy is 0 (`solve_inner`):
+      `"greedy"` (default; the extended DP's action on the gradient at the solution) or
+      `"uniform"` (the choice of every result committed before 2026-11-24).
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of
@@ -124,6 +128,7 @@ def optaug(
   validation.check_choice("step_rule", step_rule, inner.STEP_RULES)
   validation.check_choice("inner_method", inner_method, ("auto",) + tuple(inner.INNER_METHODS))
   validation.check_choice("fill", fill, planning.FILL_METHODS)
+  validation.check_choice("unreached", unreached, inner.UNREACHED)
   if inner_iters is not None:
     validation.check_int("inner_iters", inner_iters, low=0)
   validation.check_real("fw_tol", fw_tol, low=0.0, allow_none=True)
@@ -167,7 +172,8 @@ def optaug(
           model.cost, model.constraint_costs, model.lower, model.upper,
           state.initial_state, state.thresholds, state.multipliers, eta_k,
           method=method, num_iters=num_iters, step_rule=step_rule, tol=tol,
-          fill=fill, with_transitions=False, next_states=model.next_states)
+          fill=fill, with_transitions=False, next_states=model.next_states,
+          unreached=unreached)
       multipliers = inner.dual_step(
           sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
       return (sol.policy, multipliers, sol.occupancy, sol.fw_gap,
