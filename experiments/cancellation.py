@@ -218,7 +218,15 @@ SUMMARY_COLUMNS = {
 }
 
 
-def plot(curves, logs, thresholds, run_dir):
+def run_title(args) -> str:
+  """A figure's identity line: problem, setting, radii, seeds and episodes."""
+  problem = args.benchmark + (f" {args.grid_size}x{args.grid_size}"
+                              if args.benchmark == "gridworld" and args.grid_size else "")
+  return (f"{problem}, {args.setting} setting (bonus scale {args.bonus_scale:g}),"
+          f" {args.seeds} seeds x {args.episodes} episodes")
+
+
+def plot(curves, logs, thresholds, run_dir, title=""):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -237,16 +245,19 @@ def plot(curves, logs, thresholds, run_dir):
   for ax in axes.ravel():
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, lw=0.4)
+  fig.suptitle(title)
   fig.tight_layout()
   run_dir.save_figure(fig, "regrets.png", dpi=110)
   plt.close(fig)
 
-  fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 3.6), squeeze=False)
+  fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 4.0), squeeze=False,
+                           sharey=True)
   for ax, (name, lg) in zip(axes[0], logs.items()):
     gap = lg["constraint_values"] - np.asarray(thresholds)  # [seeds, K, I]
     last = slice(max(0, gap.shape[1] - 200), gap.shape[1])
     k = np.arange(gap.shape[1])[last] + 1
     common.oscillation_panel(ax, k, gap[:, last], f"{name}: last {k.size} episodes")
+  fig.suptitle(title)
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
@@ -264,6 +275,7 @@ def plot(curves, logs, thresholds, run_dir):
     ax.set_ylabel(f"multiplier lambda_{i + 1} (median, 10-90% band)")
     ax.grid(alpha=0.3, lw=0.4)
     ax.legend(fontsize=8)
+  fig.suptitle(title)
   fig.tight_layout()
   run_dir.save_figure(fig, "multipliers.png", dpi=110)
   plt.close(fig)
@@ -271,16 +283,18 @@ def plot(curves, logs, thresholds, run_dir):
 
 def build_parser(description=__doc__) -> argparse.ArgumentParser:
   """The flags of the experiment (shared with `headline.py`, which changes defaults)."""
-  p = argparse.ArgumentParser(description=description,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = argparse.ArgumentParser(description=description, formatter_class=common.HelpFormatter)
   p.add_argument("--benchmark", default="media_streaming",
-                 choices=sorted(oj.benchmarks.BENCHMARKS))
+                 choices=sorted(oj.benchmarks.BENCHMARKS), help="the CMDP")
   p.add_argument("--agents", default="optaug,optdual,optprimaldual", type=common.agent_list,
-                 help=f"comma-separated subset of {','.join(sorted(oj.agents.AGENTS))}"
+                 help=f"comma-separated subset of: {', '.join(sorted(oj.agents.AGENTS))}"
                       " (optcmdp is slow: one HiGHS LP per seed and episode, sequential)")
-  p.add_argument("--seeds", type=int, default=32)
-  p.add_argument("--episodes", type=int, default=3000)
-  p.add_argument("--chunk", type=int, default=250, help="episodes per jitted chunk")
+  p.add_argument("--seeds", type=common.positive_int, default=32,
+                 help="independent runs per agent (vmapped)")
+  p.add_argument("--episodes", type=common.positive_int, default=3000,
+                 help="episodes per run (K)")
+  p.add_argument("--chunk", type=common.positive_int, default=250,
+                 help="episodes per jitted chunk (a checkpoint after each)")
   p.add_argument("--out", default="results/cancellation",
                  help="the run's directory (DIR): one run's files and manifest.json; a fresh"
                       " run of other settings removes the previous run's outputs first; a"
@@ -288,8 +302,9 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
   p.add_argument("--resume", action="store_true",
                  help="continue from DIR's checkpoints (same settings only; a refused resume"
                       " leaves DIR as it was)")
-  p.add_argument("--max-chunks", type=int, default=None,
-                 help="stop each agent after this many chunks (simulates an interruption)")
+  p.add_argument("--max-chunks", type=common.positive_int, default=None,
+                 help="stop each agent after this many chunks (simulates an interruption);"
+                      " default: run to the end")
   p.add_argument("--seed", type=int, default=0, help="seed of the episode keys")
   p.add_argument("--setting", default="paper", choices=oj.SETTINGS,
                  help="what the agents know and their confidence convention: 'paper' (learned"
@@ -297,37 +312,56 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
                       " delta 0.1) or 'bura2022' (Bura et al. 2022's experiments: known costs"
                       " and next-state support, counts pooled over steps, log(6S^2HK/delta),"
                       " delta 0.01)")
-  p.add_argument("--delta", type=float, default=None, help="default: the setting's")
+  p.add_argument("--delta", type=float, default=None,
+                 help="confidence parameter; default: the setting's (0.1 paper, 0.01"
+                      " bura2022)")
   p.add_argument("--bonus-scale", type=float, default=None,
-                 help="multiplier of every radius; default 0.1 in the paper setting, 1.0 in"
-                      " bura2022 (the published radii)")
-  p.add_argument("--pretrain", type=int, default=300, help="OptAug's K'")
+                 help="multiplier of every confidence radius; default: 0.1 in the paper"
+                      " setting, 1.0 (the published radii) in bura2022")
+  p.add_argument("--pretrain", type=common.non_negative_int, default=300,
+                 help="OptAug's pre-training episodes K' (its safe baseline)")
   p.add_argument("--eta", default=100.0, type=common.parse_eta,
-                 help="OptAug's eta: a positive float or 'paper' (needs --x64)")
-  p.add_argument("--nu", type=float, default=0.5)
-  p.add_argument("--fw-iters", type=int, default=50)
-  p.add_argument("--step-rule", default="linesearch", choices=oj.kernels.STEP_RULES)
+                 help="OptAug's eta: a positive float or 'paper' (the paper's schedule,"
+                      " which needs --x64)")
+  p.add_argument("--nu", type=float, default=0.5, help="nu of the paper's eta schedule")
+  p.add_argument("--fw-iters", type=common.positive_int, default=50,
+                 help="Frank-Wolfe steps (with --inner frank_wolfe)")
+  p.add_argument("--step-rule", default="linesearch", choices=oj.kernels.STEP_RULES,
+                 help="Frank-Wolfe's step (with --inner frank_wolfe)")
   p.add_argument("--inner", default="auto", choices=["auto"] + sorted(oj.kernels.INNER_METHODS),
-                 help="OptAug's inner solver: the exact 'dual' or the paper's 'frank_wolfe'"
-                      " (--fw-iters steps of --step-rule)")
+                 help="OptAug's inner solver: the exact 'dual' ('auto') or the paper's"
+                      " 'frank_wolfe' (--fw-iters steps of --step-rule)")
   p.add_argument("--unreached", default="greedy", choices=oj.kernels.UNREACHED,
                  help="OptAug's policy where its inner solution's occupancy is 0: the"
                       " extended DP's action on the gradient there ('greedy'), or uniform"
                       " (the choice of results committed before 2026-11-24)")
   p.add_argument("--dual-eta", default=None, type=common.parse_eta,
                  help="the step of OptDual and its variants (" + ", ".join(DUAL_AGENTS[1:])
-                      + "): a positive float or 'paper' (default)")
-  p.add_argument("--x64", action="store_true", help="float64 (needed for eta='paper')")
+                      + "): a positive float or 'paper'; default: 'paper'")
+  p.add_argument("--x64", action="store_true", help="float64 (needed for --eta paper)")
   # random benchmark
-  p.add_argument("--states", type=int, default=10)
-  p.add_argument("--actions", type=int, default=4)
-  p.add_argument("--horizon", type=int, default=10)
-  p.add_argument("--constraints", type=int, default=1)
-  p.add_argument("--problem-seed", type=int, default=0)
-  p.add_argument("--grid-size", type=int, default=None,
+  p.add_argument("--states", type=common.positive_int, default=10,
+                 help="S of --benchmark random")
+  p.add_argument("--actions", type=common.positive_int, default=4,
+                 help="A of --benchmark random")
+  p.add_argument("--horizon", type=common.positive_int, default=10,
+                 help="H of --benchmark random")
+  p.add_argument("--constraints", type=common.positive_int, default=1,
+                 help="I of --benchmark random")
+  p.add_argument("--problem-seed", type=int, default=0, help="seed of --benchmark random")
+  p.add_argument("--grid-size", type=common.positive_int, default=None,
                  help="side of --benchmark gridworld (default 5; sparse layout above 10: with"
                       " --setting bura2022 the agents count in its 5 slots per row)")
   return p
+
+
+def check_args(parser, args):
+  """Refuses flag combinations that cannot work (argparse's error: usage and one line)."""
+  if args.eta is None and not args.x64:
+    parser.error("--eta paper: the paper's schedule reaches eta = 1e7 and more, which"
+                 " float32 does not resolve; add --x64, or give a constant eta (e.g."
+                 " --eta 100)")
+  return args
 
 
 def resolve_defaults(args):
@@ -340,7 +374,8 @@ def resolve_defaults(args):
 
 
 def parse_args(argv=None):
-  return build_parser().parse_args(argv)
+  parser = build_parser()
+  return check_args(parser, parser.parse_args(argv))
 
 
 def setup(args, script: str, outputs):
@@ -409,7 +444,7 @@ def main(argv=None):
     run_dir.write_npz("results.npz",
                       {f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()})
     run_dir.write_json("summary.json", {"columns": SUMMARY_COLUMNS, "agents": summary})
-    plot(curves, logs, cmdp.thresholds, run_dir)
+    plot(curves, logs, cmdp.thresholds, run_dir, run_title(args))
     run_dir.complete()
   print_table(summary, args)
   return summary

@@ -124,15 +124,48 @@ def final_regrets(log, lp_value, thresholds) -> dict:
           for field in reg._fields}
 
 
-def progress(name, done, total, started, seeds):
-  """One overwritten line: episodes done, rate and time left."""
+def progress(name, done, total, started, seeds, stream=None):
+  """Episodes done, rate and time left: one overwritten line on a terminal, one line per
+  report otherwise (a log file, a pipe)."""
+  stream = sys.stdout if stream is None else stream
   elapsed = time.perf_counter() - started
   rate = done / max(elapsed, 1e-9)
   eta_s = (total - done) / max(rate, 1e-9)
   bar = "#" * int(30 * done / total)
-  sys.stdout.write(f"\r{name:18s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
-                   f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s ")
-  sys.stdout.flush()
+  line = (f"{name:18s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
+          f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s")
+  if stream.isatty():
+    stream.write(f"\r{line} ")
+  else:
+    stream.write(line + "\n")
+  stream.flush()
+
+
+def positive_int(text: str) -> int:
+  """An argparse type: an integer >= 1."""
+  try:
+    value = int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+  return value
+
+
+def non_negative_int(text: str) -> int:
+  """An argparse type: an integer >= 0."""
+  try:
+    value = int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+  if value < 0:
+    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+  return value
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                    argparse.ArgumentDefaultsHelpFormatter):
+  """The scripts' `--help`: the module docstring as written, every option's default."""
 
 
 class CheckpointError(ValueError):

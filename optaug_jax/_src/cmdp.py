@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import chex
@@ -268,6 +269,30 @@ def dense_rows(values, next_states, num_states: int) -> np.ndarray:
   return flat.reshape(out.shape)[..., :num_states]
 
 
+def check_cmdp(cmdp: CMDP, where: str) -> None:
+  """The host check of an entry point (`run`, `run_sharded`, `episode_step`, `safe_policy`,
+  `make_agent`): `validate_cmdp`, its message prefixed by `where`, when every field is
+  concrete (under an outer `jit` or `vmap` nothing can be read: use `check=True` there);
+  and a warning when float64 arrays meet a JAX without x64 (JAX would truncate them to
+  float32 with only its generic warning)."""
+  if not isinstance(cmdp, CMDP):
+    raise ValueError(f"{where}: cmdp: expected an optaug_jax.CMDP, got {type(cmdp).__name__}")
+  leaves = jax.tree.leaves(cmdp)
+  if any(isinstance(x, jax.core.Tracer) for x in leaves):
+    return
+  try:
+    validate_cmdp(cmdp)
+  except ValueError as e:
+    raise ValueError(f"{where}: {e}") from None
+  if not jax.config.jax_enable_x64 and any(
+      getattr(x, "dtype", None) == np.float64 for x in leaves):
+    warnings.warn(
+        f"{where}: the CMDP has float64 arrays but JAX's x64 mode is off, so they are"
+        " computed in float32. For float64, call jax.config.update('jax_enable_x64', True)"
+        " before building any array; otherwise build the CMDP in float32.",
+        UserWarning, stacklevel=3)
+
+
 def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
   """A policy minimising the summed constraint costs, and its slack.
 
@@ -281,7 +306,12 @@ def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
 
   Returns:
     `(policy [H, S, A], slack [])`.
+
+  Raises:
+    ValueError: a concrete (not traced) `cmdp` that `validate_cmdp` refuses (a threshold
+      outside `[0, H]`, rows not summing to 1, ...), named.
   """
+  check_cmdp(cmdp, "safe_policy")
   policy = planning.optimal_policy(jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions,
                                    next_states=cmdp.next_states)
   _, values = planning.policy_values(cmdp, policy)

@@ -12,7 +12,7 @@ from jax import lax
 from . import checks, planning, validation
 from .estimates import MAX_EPISODES
 from .agents.base import Agent, AgentState
-from .cmdp import CMDP, assert_cmdp_shapes
+from .cmdp import CMDP, assert_cmdp_shapes, check_cmdp
 from .env import sample_episode
 from .metrics import EpisodeLog, RunSummary, summarize_episode
 
@@ -72,6 +72,7 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
   that would reach it).
   """
   _check_run_length(1, state, where="episode_step")
+  check_cmdp(cmdp, "episode_step")
   policy, state, info = agent.plan(state)
   trajectory = sample_episode(key, cmdp, policy)
   state = agent.update(state, trajectory)
@@ -184,17 +185,31 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
     `(final state, EpisodeLog or RunSummary)`.
 
   Raises:
-    ValueError: `num_episodes` beyond `MAX_EPISODES = 2^31 - 1`, or, for a concrete `state`
+    ValueError: a concrete `cmdp` that `validate_cmdp` refuses (named: `run: cost: expected
+      shape ...`, a threshold outside `[0, H]`, ...); `check=True` outside `oj.checked`;
+      `num_episodes` beyond `MAX_EPISODES = 2^31 - 1`, or, for a concrete `state`
       (not under an outer `jit`/`vmap`; reading it waits for the run that produced it),
       `state.episode + num_episodes` beyond it: the int32 episode counter and visit counts
       hold no more.
   """
   _check_logs(logs)
   _check_run_length(num_episodes, state)
+  check_cmdp(cmdp, "run")
   if progress is not None:
     validation.check_int("progress", progress, low=1)
-  return _run_jit(agent, key, cmdp, num_episodes=num_episodes, state=state, logs=logs,
-                  optimal_value=optimal_value, check=check, progress=progress)
+  try:
+    return _run_jit(agent, key, cmdp, num_episodes=num_episodes, state=state, logs=logs,
+                    optimal_value=optimal_value, check=check, progress=progress)
+  except Exception as e:
+    if check and "functionalized" in str(e):
+      raise ValueError(_CHECK_OUTSIDE_CHECKED.format(where="run")) from None
+    raise
+
+
+_CHECK_OUTSIDE_CHECKED = (
+    "{where}(check=True): the in-program checks need checkify around the call:"
+    " oj.checked(lambda key, m: oj.{where}(agent, key, m, num_episodes=K, check=True))(key,"
+    " cmdp); a concrete CMDP is checked on the host without it")
 
 
 run._cache_size = _run_jit._cache_size  # the compiled-program cache (retracing tests)
@@ -239,6 +254,7 @@ def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
   """
   _check_logs(logs)
   _check_run_length(num_episodes, state, where="run_sharded")
+  check_cmdp(cmdp, "run_sharded")
   if mesh is None:
     mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
                          axis_types=(jax.sharding.AxisType.Auto,))

@@ -167,7 +167,8 @@ def resolve(setting: "Setting | None") -> Setting:
 
 
 def named_setting(name: str, cmdp=None) -> Setting:
-  """The setting `name` (one of `SETTINGS`) for `cmdp`.
+  """The setting `name` (one of `SETTINGS`) for `cmdp` (a `CMDP`, or a `Benchmark`: its
+  `cmdp` is read).
 
   `"paper"` needs no model. `"bura2022"` reads the known costs and the next-state support
   (`transitions > 0`) from `cmdp`: it is model knowledge the agents of Bura et al. (2022)
@@ -179,6 +180,10 @@ def named_setting(name: str, cmdp=None) -> Setting:
   if cmdp is None:
     raise ValueError("cmdp: the 'bura2022' setting reads the known costs and support from"
                      " the CMDP; pass it")
+  if not hasattr(cmdp, "transitions") and hasattr(cmdp, "cmdp"):
+    cmdp = cmdp.cmdp  # a Benchmark
+  if not all(hasattr(cmdp, f) for f in ("transitions", "cost", "constraint_costs")):
+    raise ValueError(f"cmdp: expected a CMDP or a Benchmark, got {type(cmdp).__name__}")
   support = (np.asarray(cmdp.transitions) > 0 if getattr(cmdp, "next_states", None) is None
              else np.asarray(cmdp.next_states))
   return Setting(log_factor="bura2022", stationary=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,10 @@ import jax.numpy as jnp
 from .. import batching, estimates, inner, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
+
+
+# `optaug(pretrain_episodes=None)`: min(this, K // 10).
+DEFAULT_PRETRAIN_EPISODES = 300
 
 
 def paper_eta_schedule(horizon: int, slack, nu) -> base.Schedule:
@@ -53,7 +58,7 @@ def pretrain_episodes_bound(
 def optaug(
     num_episodes: int,
     safe_policy: jax.Array,
-    pretrain_episodes: int,
+    pretrain_episodes: int | None = None,
     slack: jax.typing.ArrayLike | None = None,
     nu: jax.typing.ArrayLike = 0.5,
     delta: jax.typing.ArrayLike | None = None,
@@ -89,7 +94,9 @@ def optaug(
   Args:
     num_episodes: `K` (enters the confidence radii).
     safe_policy: `[H, S, A]` strictly feasible baseline policy `pi-bar`.
-    pretrain_episodes: `K'` (see `pretrain_episodes_bound` for the paper's value).
+    pretrain_episodes: `K'`; `None` (default): `min(300, K // 10)`, the length of this
+      library's experiments (the paper's `pretrain_episodes_bound` is far longer: 10^7 and
+      more episodes even on small problems).
     slack: `gamma`, the baseline's slack (or a lower bound); needed for the default eta.
     nu: `nu in (0, 1)` of the paper's schedule.
     delta: confidence parameter; `None` (default): the setting's (0.1 in the paper's).
@@ -123,6 +130,8 @@ def optaug(
     `InnerSolution.certified` (True in pre-training).
   """
   validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
+  if pretrain_episodes is None:
+    pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
   validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
   validation.check_int("fw_iters", fw_iters, low=0)
   validation.check_choice("step_rule", step_rule, inner.STEP_RULES)
@@ -154,6 +163,12 @@ def optaug(
     if pi_bar.shape != counts.visits.shape:
       raise ValueError(f"safe_policy: expected shape {counts.visits.shape} [H, S, A] of the"
                        f" CMDP, got {pi_bar.shape}")
+    if eta is None and jnp.finfo(dtype).bits < 64:
+      warnings.warn(
+          "optaug: the paper's eta schedule ((2 + 3k) H / (nu gamma))^2.5 reaches 1e7 and"
+          " more, beyond what float32 resolves in the augmented Lagrangian: enable x64"
+          " (jax.config.update('jax_enable_x64', True), float64 thresholds), or pass a"
+          " constant eta (e.g. eta=100.0).", UserWarning, stacklevel=2)
     eta_fn = (paper_eta_schedule(horizon, slack, nu) if eta is None
               else base.as_schedule(eta))
     model = optimistic_model(counts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, NamedTuple
 
+from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
 from .base import Agent
 
@@ -75,6 +76,11 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
     The `Agent`.
   """
   spec = _spec(name)
+  if not hasattr(benchmark, "cmdp"):
+    raise ValueError(f"benchmark: expected a Benchmark (cmdp, safe_policy, slack), got"
+                     f" {type(benchmark).__name__}; oj.benchmarks.make_benchmark(name) builds"
+                     " one, oj.benchmarks.Benchmark(cmdp, *oj.safe_policy(cmdp)) wraps a CMDP")
+  cmdp_lib.check_cmdp(benchmark.cmdp, "make_agent")
   accepted = set(agent_options(name))
   unknown = sorted(set(options) - accepted)
   if unknown:
