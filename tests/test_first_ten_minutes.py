@@ -202,3 +202,11 @@ def test_figures_carry_the_runs_identity_and_share_axes(scripts, tmp_path):
     assert fig._suptitle is not None and "factored" in fig._suptitle.get_text()
   axes = figures["oscillation.png"].axes
   assert axes[0].get_shared_y_axes().joined(axes[0], axes[1])
+
+
+def test_readme_says_how_to_run_the_notebooks():
+  import tomllib
+  extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+      "optional-dependencies"]
+  assert any(r.startswith("jupyterlab") for r in extras["notebooks"])
+  assert '".[notebooks]"' in README and "jupyter lab notebooks/" in README
