@@ -340,14 +340,10 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
                       + "): a positive float or 'paper'; default: 'paper'")
   p.add_argument("--x64", action="store_true", help="float64 (needed for --eta paper)")
   # random benchmark
-  p.add_argument("--states", type=common.positive_int, default=10,
-                 help="S of --benchmark random")
-  p.add_argument("--actions", type=common.positive_int, default=4,
-                 help="A of --benchmark random")
-  p.add_argument("--horizon", type=common.positive_int, default=10,
-                 help="H of --benchmark random")
-  p.add_argument("--constraints", type=common.positive_int, default=1,
-                 help="I of --benchmark random")
+  for flag, default, symbol in (("--states", 10, "S"), ("--actions", 4, "A"),
+                                ("--horizon", 10, "H"), ("--constraints", 1, "I")):
+    p.add_argument(flag, type=common.positive_int, default=default,
+                   help=f"{symbol} of --benchmark random")
   p.add_argument("--problem-seed", type=int, default=0, help="seed of --benchmark random")
   p.add_argument("--grid-size", type=common.positive_int, default=None,
                  help="side of --benchmark gridworld (default 5; sparse layout above 10: with"

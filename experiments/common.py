@@ -141,26 +141,23 @@ def progress(name, done, total, started, seeds, stream=None):
   stream.flush()
 
 
-def positive_int(text: str) -> int:
-  """An argparse type: an integer >= 1."""
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-  if value < 1:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-  return value
+def _int_at_least(low: int, words: str):
+  """An argparse type: an integer >= `low` (`words` names the range in the error)."""
+
+  def parse(text: str) -> int:
+    try:
+      value = int(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}")
+    if value < low:
+      raise argparse.ArgumentTypeError(f"expected {words}, got {value}")
+    return value
+
+  return parse
 
 
-def non_negative_int(text: str) -> int:
-  """An argparse type: an integer >= 0."""
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-  if value < 0:
-    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-  return value
+positive_int = _int_at_least(1, "a positive integer")
+non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter,
