@@ -25,6 +25,7 @@ def _optaug(m, num_episodes=30, pretrain=10, **kw):
                    slack=slack, **kw)
 
 
+@pytest.mark.slow  # 18-21 s; in the slow suite to keep the default under 10 minutes
 def test_log_shapes_and_pretraining_phase():
   m = _cmdp()
   agent = _optaug(m)
@@ -47,6 +48,7 @@ def test_log_shapes_and_pretraining_phase():
   assert np.all(np.isfinite(np.asarray(log.cost_value)))
 
 
+@pytest.mark.slow  # 19 s; slow suite (default suite under 10 minutes; test_optaug_plan_matches_numpy_reference stays)
 def test_optaug_dual_steps_follow_the_schedule_against_numpy():
   """Each optimistic episode's lambda_{k+1} against the NumPy step (its own optimistic
   model, Frank-Wolfe and dual step) from the agent's counts, with eta_fn(count), count =
@@ -125,6 +127,7 @@ def test_optdual_dual_steps_and_default_eta_against_numpy():
   assert positive >= 1
 
 
+@pytest.mark.slow  # 18-21 s; in the slow suite to keep the default under 10 minutes
 def test_run_vmapped_over_64_seeds_matches_single_runs():
   m = _cmdp(3)
   agent = _optaug(m, num_episodes=12, pretrain=4, fw_iters=10)
@@ -166,6 +169,7 @@ def test_run_vmapped_over_a_batch_of_cmdps():
   chex.assert_shape(log.multipliers, (6, 10, I))
 
 
+@pytest.mark.slow  # 13 s; slow suite (default suite under 10 minutes)
 def test_no_retracing_across_calls():
   m = _cmdp(4)
   agent = _optaug(m, num_episodes=8, pretrain=2, fw_iters=5)

@@ -110,6 +110,7 @@ def test_solve_extended_lp_unconstrained_is_extended_value_iteration():
   assert np.sum(cost * q) == pytest.approx(float(sol.value), abs=1e-9)
 
 
+@pytest.mark.slow  # 14 s; slow suite (default suite under 10 minutes)
 def test_baselines_vmap_over_seeds():
   m = _tiny(4)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)

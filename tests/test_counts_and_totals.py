@@ -241,6 +241,7 @@ def test_summary_keeps_the_largest_off_support_count(wrong_support):
   assert int(summary.off_support_transitions) == int(np.max(log.off_support_transitions)) > 0
 
 
+@pytest.mark.slow  # 15 s; slow suite (default suite under 10 minutes)
 def test_uncertified_inner_solves_are_logged_and_counted():
   """`InnerSolution.certified` reaches the log: one Frank-Wolfe step cannot certify, the
   exact dual method does; pre-training (no inner solve) counts as certified."""

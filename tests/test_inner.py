@@ -155,7 +155,9 @@ def test_policy_fallback_where_unreached():
                              [[0.25, 0.75], [1.0, 0.0], [0.0, 1.0]])
 
 
-@pytest.mark.parametrize("method", ["dual", "frank_wolfe"])
+@pytest.mark.parametrize("method", [
+    pytest.param("dual", marks=pytest.mark.slow),  # 56 s (the dual solver compiles 4 times)
+    "frank_wolfe"])
 def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
   """Where the inner solution never goes (`q_h(s) = 0`), the policy is the action of the
   extended DP on `c + D^T lambda+` at the solution (NumPy loop); "uniform" is uniform; the

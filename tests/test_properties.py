@@ -31,6 +31,7 @@ def _run(key, bonus_scale, eta, inner_flag):
                          (state_dual, log_dual))
 
 
+@pytest.mark.slow  # 15 s; slow suite (default suite under 10 minutes)
 @SETTINGS
 @given(seed=st.integers(0, 2**31 - 1), bonus_scale=st.floats(0.0, 2.0),
        log_eta=st.floats(-3.0, 4.0), dual=st.booleans())

@@ -156,6 +156,7 @@ def test_headline_refuses_a_cancellation_directory(copy_of_finished, headline,
   assert md5s(out) == before
 
 
+@pytest.mark.slow  # 16 s; slow suite (default suite under 10 minutes)
 def test_a_full_disk_keeps_the_previous_summary(tmp_path, headline, monkeypatch):
   """summary.json's write fails midway (ENOSPC): the previous run's file (same settings) is
   intact, no temporary file is left, and the directory does not claim to be complete."""

@@ -77,7 +77,7 @@ def test_run_rejects_unknown_logs(setup):
     oj.run(agent, keys[0], cmdp, num_episodes=2, logs="none")
 
 
-@pytest.mark.parametrize("batch_size", [None, 2, 5])
+@pytest.mark.parametrize("batch_size", [None, pytest.param(2, marks=pytest.mark.slow), 5])
 def test_run_sharded_equals_vmapped_run(setup, batch_size):
   cmdp, agent, keys, state, log = setup
   st, lg = oj.run_sharded(agent, keys, cmdp, num_episodes=K, batch_size=batch_size)
@@ -154,6 +154,7 @@ def test_run_sharded_on_4_cpu_devices_in_a_subprocess():
   assert "sharded ok" in out.stdout
 
 
+@pytest.mark.slow  # 12 s; slow suite (default suite under 10 minutes)
 def test_progress_reports_once_per_interval_under_vmap_and_changes_nothing(capfd):
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3)
   agent = oj.optdual(20, eta=0.1)
