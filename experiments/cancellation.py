@@ -17,7 +17,7 @@ when its settings differed, the previous run's outputs, before it writes anythin
 writes into a directory holding another script's outputs (e.g. headline.py's): choose
 another --out.
 
-  python experiments/cancellation.py                          # media_streaming, ~3 min, 2 cores
+  python experiments/cancellation.py       # media_streaming, 40 s on 2 idle cores (2026-11-24)
   python experiments/cancellation.py --benchmark random --agents optaug,optdual --seeds 64 \\
       --episodes 5000 --out results/random
   python experiments/cancellation.py --out results/ms --resume  # continue an interrupted run

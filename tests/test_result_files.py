@@ -118,6 +118,7 @@ def test_a_damaged_checkpoint_refuses_before_any_agent_runs(tmp_path, cancellati
   assert md5s(out) == before
 
 
+@pytest.mark.slow  # 12 s; slow suite (default suite under 10 minutes)
 def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(copy_of_finished,
                                                                       cancellation):
   """A fresh run of other settings cut short: the previous run's results are gone (not
