@@ -802,12 +802,12 @@ def dual(
                          with_transitions=with_transitions, fill=fill)
 
 
-# The inner-solver slot: every method has `frank_wolfe`'s signature,
-# `(problem: InnerProblem, *, num_iters, step_rule, tol, with_transitions, fill) ->
-# MethodResult`, and `solve_inner(method=name)` (or `method=callable`) dispatches to it.
 # The policy where q_h(s) = 0 (`solve_inner(unreached=...)`).
 UNREACHED = ("greedy", "uniform")
 
+# The inner-solver slot: every method has `frank_wolfe`'s signature,
+# `(problem: InnerProblem, *, num_iters, step_rule, tol, with_transitions, fill) ->
+# MethodResult`, and `solve_inner(method=name)` (or `method=callable`) dispatches to it.
 INNER_METHODS: dict[str, Callable[..., MethodResult]] = {"frank_wolfe": frank_wolfe,
                                                           "dual": dual}
 
@@ -951,7 +951,7 @@ def solve_inner(
       fallback = jax.nn.one_hot(linear.actions, cost.shape[-1], dtype=q.dtype)
   return InnerSolution(
       occupancy=q,
-      policy=planning.policy_from_occupancy(q, lax.stop_gradient(fallback)),
+      policy=planning.policy_from_occupancy(q, fallback),  # integer actions: no gradient
       transitions=result.transitions,
       objective=objective,
       fw_gap=result.gap,
