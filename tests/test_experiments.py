@@ -154,7 +154,7 @@ def _headline_args(out, *extra):
   return ["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon", "3",
           "--seeds", "3", "--episodes", "60", "--chunk", "25", "--pretrain", "5",
           "--agents", "optaug,optdual", "--trace-points", "12", "--tail", "30",
-          "--out", str(out), *extra]
+          "--bonus-scale", "0.1", "--out", str(out), *extra]
 
 
 @pytest.mark.slow
@@ -174,7 +174,8 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
   cancellation = _load("cancellation")
   cancellation.main(["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon",
                      "3", "--seeds", "3", "--episodes", "60", "--chunk", "60", "--pretrain",
-                     "5", "--agents", "optaug,optdual", "--out", str(tmp_path / "ref")])
+                     "5", "--agents", "optaug,optdual", "--bonus-scale", "0.1",
+                     "--out", str(tmp_path / "ref")])
   ref = np.load(tmp_path / "ref" / "results.npz")
   config = json.loads((tmp_path / "full" / "config.json").read_text())
   lp_value, alpha = config["problem"]["lp_value"], np.array(config["problem"]["thresholds"])
