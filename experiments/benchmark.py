@@ -189,9 +189,9 @@ def step_section(table, args):
   s, a, h, i, t_fw, n = 10, 4, 10, 2, args.fw_iters, args.seeds
   cmdp, policy, slack = _problem(s, a, h, i)
   make = lambda fill: oj.optaug(
-      inner_method="frank_wolfe", num_episodes=1000, safe_policy=policy,
+      num_episodes=1000, safe_policy=policy,
       pretrain_episodes=20,
-      slack=slack, fw_iters=t_fw, eta=100.0, fill=fill)
+      slack=slack, inner=oj.inner.frank_wolfe(num_iters=t_fw), eta=100.0, fill=fill)
   agent = make(DEFAULT_FILL)
   state = _warm_state(agent, cmdp)
   sizes = f"S={s} A={a} H={h} I={i} T={t_fw}"
@@ -260,8 +260,8 @@ def inner_section(table, args):
   s, a, h, i, n = 10, 4, 10, 2, args.seeds
   cmdp, policy, slack = _problem(s, a, h, i)
   out = {}
-  methods = {"frank_wolfe": dict(inner_method="frank_wolfe", fw_iters=100),
-             "dual": dict(inner_method="dual")}
+  methods = {"frank_wolfe": dict(inner=oj.inner.frank_wolfe(num_iters=100)),
+             "dual": dict(inner=oj.inner.exact())}
   keys = jax.random.split(jax.random.PRNGKey(2), n)
   for name, kw in methods.items():
     agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
@@ -336,8 +336,8 @@ def throughput_section(table, args):
       "through", "sample_episode", seeds=256, time_s=t, sizes=sizes,
       compile_s=c)["time_per_seed_s"] * 1e6
   # The OptAug step per inner method and number of seeds.
-  methods = {"frank_wolfe": dict(inner_method="frank_wolfe", fw_iters=args.fw_iters),
-             "dual": dict(inner_method="dual")}
+  methods = {"frank_wolfe": dict(inner=oj.inner.frank_wolfe(num_iters=args.fw_iters)),
+             "dual": dict(inner=oj.inner.exact())}
   out["step_us_per_seed"] = {}
   for name, kw in methods.items():
     agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
@@ -361,7 +361,7 @@ def throughput_section(table, args):
                                                   cmdp.constraint_costs, cmdp.thresholds)]
   np_cmdp[0] = np_cmdp[0] / np_cmdp[0].sum(-1, keepdims=True)
   agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
-                    slack=slack, eta=100.0, inner_method="frank_wolfe", fw_iters=args.fw_iters)
+                    slack=slack, eta=100.0, inner=oj.inner.frank_wolfe(num_iters=args.fw_iters))
   counts = tuple(np.array(x, np.float64) for x in _warm_state(agent, cmdp, warm=25).counts[:4])
   np_rng = np.random.default_rng(0)
   t_np = _median_time(lambda: npr.optaug_step(
@@ -447,9 +447,9 @@ def profile_section(table, args):
   jobs = {f"{LOOP_LMOS} LMOs in a solver loop": (jax.jit(jax.vmap(_lmos_in_a_loop)),
                                                  _lmo_inputs(n, s, a, h))}
   cmdp, policy, slack = _problem(s, a, h, i)
-  for name, kw in {"step, frank_wolfe": dict(inner_method="frank_wolfe",
-                                             fw_iters=args.fw_iters),
-                   "step, dual": dict(inner_method="dual")}.items():
+  for name, kw in {"step, frank_wolfe": dict(
+                       inner=oj.inner.frank_wolfe(num_iters=args.fw_iters)),
+                   "step, dual": dict(inner=oj.inner.exact())}.items():
     agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
                       slack=slack, eta=100.0, **kw)
     _, batched = _step_fns(agent, cmdp)
@@ -478,9 +478,9 @@ def scaling_section(table, args):
       cfg = dict(base, **{axis: v})
       cmdp, policy, slack = _problem(cfg["S"], cfg["A"], cfg["H"], cfg["I"])
       agent = oj.optaug(
-      inner_method="frank_wolfe", num_episodes=1000, safe_policy=policy,
+      num_episodes=1000, safe_policy=policy,
       pretrain_episodes=20,
-      slack=slack, fw_iters=cfg["T"], eta=100.0)
+      slack=slack, inner=oj.inner.frank_wolfe(num_iters=cfg["T"]), eta=100.0)
       state = _warm_state(agent, cmdp)
       sizes = f"S={cfg['S']} A={cfg['A']} H={cfg['H']} I={cfg['I']} T={cfg['T']}"
       row = _time_step(table, f"scaling in {axis}", agent, cmdp, state, cfg["N"],
@@ -504,9 +504,9 @@ def compile_section(table, args):
   """Compile time of the jitted run: independent of K and of the number of seeds."""
   cmdp, policy, slack = _problem(10, 4, 10, 2)
   agent = oj.optaug(
-      inner_method="frank_wolfe", num_episodes=10_000, safe_policy=policy,
+      num_episodes=10_000, safe_policy=policy,
       pretrain_episodes=20,
-      slack=slack, fw_iters=args.fw_iters, eta=100.0)
+      slack=slack, inner=oj.inner.frank_wolfe(num_iters=args.fw_iters), eta=100.0)
   out = []
   for k, n in [(10, 16), (1000, 16), (100, 16), (100, args.seeds), (100, 4 * args.seeds)]:
     fn = jax.jit(jax.vmap(lambda key, k=k: oj.run(agent, key, cmdp, num_episodes=k)))
@@ -523,9 +523,9 @@ def memory_section(table, args):
   """XLA buffer sizes of a vmapped run: logs grow with K, everything else does not."""
   cmdp, policy, slack = _problem(10, 4, 10, 2)
   agent = oj.optaug(
-      inner_method="frank_wolfe", num_episodes=100_000, safe_policy=policy,
+      num_episodes=100_000, safe_policy=policy,
       pretrain_episodes=20,
-      slack=slack, fw_iters=args.fw_iters, eta=100.0)
+      slack=slack, inner=oj.inner.frank_wolfe(num_iters=args.fw_iters), eta=100.0)
   n = args.memory_seeds
   keys = jax.random.split(jax.random.PRNGKey(0), n)
   out = []
@@ -545,9 +545,9 @@ def sweep_section(table, args):
   """Many seeds in bounded memory: run_sharded with summary logs and batch_size."""
   cmdp, policy, slack = _problem(10, 4, 10, 2)
   agent = oj.optaug(
-      inner_method="frank_wolfe", num_episodes=1000, safe_policy=policy,
+      num_episodes=1000, safe_policy=policy,
       pretrain_episodes=0,
-      slack=slack, fw_iters=args.fw_iters, eta=100.0)
+      slack=slack, inner=oj.inner.frank_wolfe(num_iters=args.fw_iters), eta=100.0)
   n, k, bs = args.sweep_seeds, args.sweep_episodes, args.sweep_batch
   keys = jax.random.split(jax.random.PRNGKey(0), n)
   rss0 = _peak_rss_mib()

@@ -42,11 +42,11 @@ import common  # noqa: E402  (this directory's shared helpers)
 EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = ("config.json", "results.npz", "summary.json", "regrets.png", "oscillation.png",
            "multipliers.png")
-LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "fw_gap",
+LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "inner_gap",
               "optimistic_cost_value", "optimistic_constraint_values")
 
 
-def build_problem(args) -> oj.types.Benchmark:
+def build_problem(args) -> oj.benchmarks.Benchmark:
   """The chosen benchmark (the random family takes the size flags)."""
   kwargs = {}
   if args.benchmark == "random":
@@ -69,10 +69,11 @@ def agent_options(args) -> dict:
   """The flags as agent options (each agent takes those its factory accepts)."""
   eta = {name: args.dual_eta for name in DUAL_AGENTS}
   eta["optaug"] = args.eta
+  inner = (oj.inner.exact() if args.inner == "exact"
+           else oj.inner.frank_wolfe(num_iters=args.fw_iters, step_rule=args.step_rule))
   return {"setting": args.setting, "delta": args.delta, "bonus_scale": args.bonus_scale,
           "pretrain_episodes": {"optaug": args.pretrain}, "nu": args.nu,
-          "fw_iters": args.fw_iters, "step_rule": args.step_rule, "inner_method": args.inner,
-          "unreached": args.unreached, "eta": eta}
+          "inner": {"optaug": inner}, "unreached": args.unreached, "eta": eta}
 
 
 _progress = common.progress
@@ -169,7 +170,7 @@ def summarise(logs, lp_value, thresholds, seconds):
       cost_value=jnp.asarray(logs["cost_value"]),
       constraint_values=jnp.asarray(logs["constraint_values"]),
       optimistic_cost_value=None, optimistic_constraint_values=None, multipliers=None,
-      fw_gap=None, pretraining=None, sampled_cost=None, sampled_constraint_costs=None)
+      inner_gap=None, pretraining=None, sampled_cost=None, sampled_constraint_costs=None)
   reg = oj.regrets(log, lp_value, thresholds)
   out = {}
   for field in reg._fields:
@@ -181,7 +182,8 @@ def summarise(logs, lp_value, thresholds, seconds):
   out["unsafe_fraction"] = {str(e): float(np.mean(violation > e)) for e in EPSILONS}
   late = violation[:, violation.shape[1] // 2:]
   out["unsafe_fraction_second_half"] = {str(e): float(np.mean(late > e)) for e in EPSILONS}
-  out["mean_fw_gap_second_half"] = float(np.mean(logs["fw_gap"][:, logs["fw_gap"].shape[1] // 2:]))
+  out["mean_inner_gap_second_half"] = float(
+      np.mean(logs["inner_gap"][:, logs["inner_gap"].shape[1] // 2:]))
   num_episodes = violation.shape[1]
   out["at_episodes"] = {
       str(k): {field: {"mean": float(np.mean(np.asarray(getattr(reg, field))[:, k - 1])),
@@ -210,7 +212,7 @@ SUMMARY_COLUMNS = {
                " first half's regret is large: see headline.py's fits for a better test)",
     "unsafe_fraction": "fraction of (seed, episode) pairs with max_i (V(d_i) - alpha_i) > eps",
     "unsafe_fraction_second_half": "the same over the second half of the episodes",
-    "mean_fw_gap_second_half": "mean certificate of OptAug's inner solve, second half",
+    "mean_inner_gap_second_half": "mean certificate of OptAug's inner solve, second half",
     "at_episodes": "regrets at k = 100, 300, 1000, ...: mean and sd over seeds",
     "late_values": "V(c) and V(d_i) averaged over the last tenth of the episodes, then mean"
                    " and sd over seeds",
@@ -326,12 +328,12 @@ def build_parser(description=__doc__) -> argparse.ArgumentParser:
   p.add_argument("--nu", type=float, default=0.5, help="nu of the paper's eta schedule")
   p.add_argument("--fw-iters", type=common.positive_int, default=50,
                  help="Frank-Wolfe steps (with --inner frank_wolfe)")
-  p.add_argument("--step-rule", default="linesearch", choices=oj.kernels.STEP_RULES,
+  p.add_argument("--step-rule", default="linesearch", choices=oj.inner.STEP_RULES,
                  help="Frank-Wolfe's step (with --inner frank_wolfe)")
-  p.add_argument("--inner", default="auto", choices=["auto"] + sorted(oj.kernels.INNER_METHODS),
-                 help="OptAug's inner solver: the exact 'dual' ('auto') or the paper's"
-                      " 'frank_wolfe' (--fw-iters steps of --step-rule)")
-  p.add_argument("--unreached", default="greedy", choices=oj.kernels.UNREACHED,
+  p.add_argument("--inner", default="exact", choices=("exact", "frank_wolfe"),
+                 help="OptAug's inner solver: oj.inner.exact() or the paper's Frank-Wolfe"
+                      " (oj.inner.frank_wolfe, --fw-iters steps of --step-rule)")
+  p.add_argument("--unreached", default="greedy", choices=oj.inner.UNREACHED,
                  help="OptAug's policy where its inner solution's occupancy is 0: the"
                       " extended DP's action on the gradient there ('greedy'), or uniform"
                       " (the choice of results committed before 2026-11-24)")

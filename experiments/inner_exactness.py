@@ -18,7 +18,8 @@ Two tables:
    certificate above 1e-8 in float64, 1e-4 in float32), the worst one, mean DP calls.
 
 Run from any checkout (`PYTHONPATH=<checkout> python experiments/inner_exactness.py`) to
-compare two versions side by side. Prints a table; writes nothing.
+compare two versions side by side (`exact_solve` calls the exact solver in the API of
+either side of the inner solvers' move to values). Prints a table; writes nothing.
 """
 
 from __future__ import annotations
@@ -27,8 +28,33 @@ import argparse
 import pathlib
 import sys
 import time
+from typing import Any, NamedTuple
 
 import numpy as np
+
+
+class Solved(NamedTuple):
+  """What the tables read of a solve, under the names of either API."""
+
+  objective: Any
+  occupancy: Any
+  dp_calls: Any
+  gap: Any
+
+
+def exact_solve(oj, c, d, lo, up, s0, al, lam, eta):
+  """The exact solver stopping on its proof (`oj.inner.exact()`; before the inner solvers
+  became values, `method="dual", tol=0.0`), without the transitions."""
+  if hasattr(oj, "inner") and hasattr(oj.inner, "exact"):
+    problem = oj.inner.InnerProblem(cost=c, constraint_costs=d, thresholds=al, lower=lo,
+                                    upper=up, initial_state=s0)
+    sol = oj.solve_inner(problem, lam, eta, solver=oj.inner.exact(), gradient=None,
+                         with_transitions=False)
+  else:
+    sol = oj.solve_inner(c, d, lo, up, s0, al, lam, eta, method="dual", tol=0.0,
+                         with_transitions=False)
+  return Solved(sol.objective, sol.occupancy, sol.dp_calls,
+                sol.gap if hasattr(sol, "gap") else sol.fw_gap)
 
 
 def instance(rng, num_constraints, *, radius, lam_scale, horizon=3, num_states=3,
@@ -60,10 +86,7 @@ def main(argv=None):
   sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests"))
   import references as ref
 
-  @jax.jit
-  def solve(c, d, lo, up, s0, al, lam, eta):
-    return oj.solve_inner(c, d, lo, up, s0, al, lam, eta, method="dual", tol=0.0,
-                          with_transitions=False)
+  solve = jax.jit(lambda *a: exact_solve(oj, *a))
 
   print(f"optaug_jax from {pathlib.Path(oj.__file__).parent}")
   if args.table == "larger":
@@ -78,7 +101,7 @@ def main(argv=None):
       for _ in range(60):
         inst = instance(rng, num_constraints, radius=0.3, lam_scale=0.0, threshold_share=0.5)
         sol = solve(*inst, eta)
-        rel = float(sol.fw_gap) / (1.0 + abs(float(sol.objective)))
+        rel = float(sol.gap) / (1.0 + abs(float(sol.objective)))
         misses += rel > 1e-6
         worst = max(worst, rel)
       print(f"| {num_constraints} | {eta:g} | {misses}/60 | {worst:.2g} |", flush=True)
@@ -106,7 +129,7 @@ def main(argv=None):
       value = float(np.sum(c * q) + 0.5 * eta * np.sum(shifted**2))  # in float64
       scale = 1.0 + abs(optimum)
       error = (value - optimum) / scale
-      gap = float(sol.fw_gap) / scale
+      gap = float(sol.gap) / scale
       worst_gap = max(worst_gap, gap)
       certified = getattr(sol, "certified", None)  # older versions: the same test here
       if certified is None:
@@ -139,11 +162,10 @@ def larger(seed, num_states=10, num_actions=4, horizon=10, num_constraints=2, co
   print("|---|---|---|---|---|")
   for dtype in (np.float64, np.float32):
     for eta in (1e2, 1e4, 1e6):
-      solve = jax.jit(jax.vmap(lambda c, d, lo, up, al, lam, eta=eta, dtype=dtype: oj.solve_inner(
-          c, d, lo, up, 0, al, lam, dtype(eta), method="dual", tol=0.0,
-          with_transitions=False)))
+      solve = jax.jit(jax.vmap(lambda c, d, lo, up, al, lam, eta=eta, dtype=dtype: exact_solve(
+          oj, c, d, lo, up, 0, al, lam, dtype(eta))))
       out = solve(*(jnp.asarray(x, dtype) for x in (c, d, lower, upper, alpha, lam)))
-      rel = np.asarray(out.fw_gap, np.float64) / (1 + np.abs(np.asarray(out.objective)))
+      rel = np.asarray(out.gap, np.float64) / (1 + np.abs(np.asarray(out.objective)))
       bad = rel > (1e-8 if dtype == np.float64 else 1e-4)
       print(f"| {np.dtype(dtype).name} | {eta:g} | {int(bad.sum())} | {rel.max():.2g} |"
             f" {np.mean(np.asarray(out.dp_calls)):.1f} |", flush=True)

@@ -58,20 +58,25 @@ def realistic_problem(num_constraints: int, episodes: int, seed: int = 0):
   model = oj.optimistic_model(state.counts, num_episodes=10 * episodes, delta=0.1,
                               bonus_scale=0.1)
   lam = jnp.asarray(state.multipliers)  # the run's own lambda_k
-  return (model.cost, model.constraint_costs, model.lower, model.upper,
-          bench.cmdp.initial_state, bench.cmdp.thresholds, lam, name)
+  problem = oj.inner.InnerProblem.of_model(model, bench.cmdp.thresholds,
+                                           bench.cmdp.initial_state)
+  return problem, lam, name
 
 
-def sweep(problem, eta, method, budgets):
-  """[(dp_calls, error placeholder, certificate, objective)] for each iteration budget."""
-  cost, d, lower, upper, s1, alpha, lam, _ = problem
+SOLVERS = {"frank_wolfe": oj.inner.frank_wolfe, "exact": lambda n: oj.inner.exact(n, tol=None)}
+
+
+def sweep(case, eta, method, budgets):
+  """[(dp_calls, error placeholder, certificate, objective)] for each iteration budget of
+  `SOLVERS[method]` (the exact solver runs its whole budget)."""
+  problem, lam, _ = case
   rows = []
   for n in budgets:
-    solve = jax.jit(lambda c, dd, lo, up, al, la, et, n=n: oj.solve_inner(
-        c, dd, lo, up, s1, al, la, et, method=method, num_iters=n))
-    sol = solve(cost, d, lower, upper, alpha, lam, jnp.asarray(eta))
+    solve = jax.jit(lambda pr, la, et, n=n: oj.solve_inner(
+        pr, la, et, solver=SOLVERS[method](n), gradient="unrolled"))
+    sol = solve(problem, lam, jnp.asarray(eta))
     rows.append({"budget": n, "dp_calls": int(sol.dp_calls),
-                 "objective": float(sol.objective), "certificate": float(sol.fw_gap)})
+                 "objective": float(sol.objective), "certificate": float(sol.gap)})
   return rows
 
 
@@ -106,11 +111,13 @@ def main(argv=None):
   for num_constraints in [int(i) for i in args.constraints.split(",")]:
     problem = realistic_problem(num_constraints, args.episodes)
     dual_budgets = args.dual_budgets_1 if num_constraints == 1 else args.dual_budgets_2
-    budgets["dual"] = [int(t) for t in dual_budgets.split(",")]
+    budgets["exact"] = [int(t) for t in dual_budgets.split(",")]
+    pr, lam, _ = problem
     for eta in etas:
-      optimum, _ = oj.lp.solve_inner_reference(*problem[:7], eta)
+      optimum, _ = oj.lp.solve_inner_reference(pr.cost, pr.constraint_costs, pr.lower, pr.upper,
+                                               pr.initial_state, pr.thresholds, lam, eta)
       scale = max(1.0, abs(optimum))
-      for method in ("frank_wolfe", "dual"):
+      for method in ("frank_wolfe", "exact"):
         rows = sweep(problem, eta, method, budgets[method])
         for r in rows:
           r["error"] = (r["objective"] - optimum) / scale
@@ -138,7 +145,7 @@ def print_table(results):
   etas = sorted({r["eta"] for r in results})
   print(f"{'I':>2s} {'method':12s} " + " ".join(f"{f'eta={e:g}':>14s}" for e in etas))
   for i in sorted({r["constraints"] for r in results}):
-    for method in ("frank_wolfe", "dual"):
+    for method in ("frank_wolfe", "exact"):
       cells = []
       for e in etas:
         r = next(x for x in results if x["constraints"] == i and x["eta"] == e
@@ -163,7 +170,7 @@ def plot(results, etas, run_dir):
       calls = [row["dp_calls"] for row in r["rows"]]
       err = [max(abs(row["error"]), 1e-16) for row in r["rows"]]
       cert = [max(row["certificate"], 1e-16) for row in r["rows"]]
-      style = "-o" if r["method"] == "dual" else "--s"
+      style = "-o" if r["method"] == "exact" else "--s"
       ax.loglog(calls, err, style, color=colors[r["eta"]], ms=3,
                 label=f"{r['method']}, eta={r['eta']:g}")
       ax.loglog(calls, cert, ":", color=colors[r["eta"]], lw=0.8)

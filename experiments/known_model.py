@@ -58,7 +58,8 @@ def main(argv=None):
                  choices=sorted(oj.benchmarks.BENCHMARKS),
                  help="'random' is a fixed 5-state member of the random family")
   p.add_argument("--iters", type=int, default=200)
-  p.add_argument("--inner-iters", type=int, default=500)
+  p.add_argument("--inner-iters", type=int, default=500,
+                 help="budget of the exact inner solver (run in full: oj.inner.exact(tol=None))")
   p.add_argument("--alm-etas", default="1,10,100")
   p.add_argument("--dual-etas", default="0.1,0.5,2")
   p.add_argument("--out", default="results/known_model")
@@ -75,12 +76,13 @@ def main(argv=None):
   results = {"lp_value": lp.value, "lp_multipliers": lp.multipliers.tolist(), "alm": {},
              "dual_descent": {}}
   for eta in map(float, args.alm_etas.split(",")):
+    inner = oj.inner.exact(num_iters=args.inner_iters, tol=None)
     log = jax.jit(lambda e: oj.analysis.alm_known_model(cmdp, e, num_iters=args.iters,
-                                               inner_iters=args.inner_iters))(eta)
+                                                        inner=inner))(eta)
     results["alm"][str(eta)] = {
         "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
         "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist(),
-        "fw_gap": np.asarray(log.fw_gap).tolist()}
+        "inner_gap": np.asarray(log.inner_gap).tolist()}
   for eta in map(float, args.dual_etas.split(",")):
     log = jax.jit(lambda e: oj.analysis.dual_descent_known_model(cmdp, e, num_iters=args.iters))(eta)
     results["dual_descent"][str(eta)] = {

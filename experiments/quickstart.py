@@ -37,7 +37,6 @@ def main(argv=None):
   parser.add_argument("--episodes", type=int, default=2000)
   parser.add_argument("--pretrain", type=int, default=200)
   parser.add_argument("--seeds", type=int, default=16)
-  parser.add_argument("--fw-iters", type=int, default=50)
   parser.add_argument("--eta", type=common.parse_eta, default=20.0,
                       help="OptAug's step size: a positive float or 'paper' (the paper's"
                            " schedule; needs float64)")
@@ -58,11 +57,11 @@ def main(argv=None):
         f" safe-policy slack {slack:.4f}")
 
   k = args.episodes
-  problem = oj.types.Benchmark(cmdp=cmdp, safe_policy=pi_safe, slack=slack)
+  problem = oj.benchmarks.Benchmark(cmdp=cmdp, safe_policy=pi_safe, slack=slack)
   agents = common.make_agents(
       ["optaug", "optdual"], problem, num_episodes=k,
-      options={"pretrain_episodes": args.pretrain, "fw_iters": args.fw_iters,
-               "bonus_scale": args.bonus_scale, "eta": {"optaug": args.eta}})
+      options={"pretrain_episodes": args.pretrain, "bonus_scale": args.bonus_scale,
+               "eta": {"optaug": args.eta}})
   keys = jax.random.split(jax.random.PRNGKey(args.seed + 1), args.seeds)
   run_dir = common.result_dir(args, "quickstart", OUTPUTS)  # refuses another run's directory
   summary, arrays = {}, {}

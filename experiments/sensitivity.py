@@ -40,20 +40,20 @@ import common  # noqa: E402  (this directory's shared helpers)
 OUTPUTS = ("sensitivity.json", "sensitivity.png")
 
 
-def limiting_multiplier(cmdp, alpha, *, eta, num_iters, inner_iters):
+def limiting_multiplier(cmdp, alpha, *, eta, num_iters, inner):
   """Known-model ALM's last multiplier (-> lambda*(alpha)) and last cost value."""
   log = oj.analysis.alm_known_model(cmdp._replace(thresholds=alpha), eta, num_iters=num_iters,
-                           inner_iters=inner_iters)
+                                    inner=inner)
   return log.multipliers[-1], log.cost_value[-1], log.constraint_values[-1]
 
 
-def optimal_value_estimate(cmdp, alpha, *, eta, num_iters, inner_iters):
+def optimal_value_estimate(cmdp, alpha, *, eta, num_iters, inner):
   """`oj.analysis.optimal_value_estimate` at thresholds `alpha` (differentiable in alpha)."""
   return oj.analysis.optimal_value_estimate(cmdp._replace(thresholds=alpha), eta,
-                                            num_iters=num_iters, inner_iters=inner_iters)
+                                            num_iters=num_iters, inner=inner)
 
 
-def price_of_safety(cmdp, alphas, *, eta, num_iters, inner_iters):
+def price_of_safety(cmdp, alphas, *, eta, num_iters, inner):
   """V*, -dV*/dalpha from the LP, from ALM's multiplier, and from jax.grad, over `alphas`."""
   lp_values, lp_duals = [], []
   for a in np.asarray(alphas):
@@ -61,11 +61,11 @@ def price_of_safety(cmdp, alphas, *, eta, num_iters, inner_iters):
     lp_values.append(sol.value)
     lp_duals.append(sol.multipliers[0])
   fn = lambda a: limiting_multiplier(cmdp, jnp.asarray([a]), eta=eta, num_iters=num_iters,
-                                     inner_iters=inner_iters)
+                                     inner=inner)
   alm_lam, alm_values, _ = jax.jit(jax.vmap(fn))(jnp.asarray(alphas))
   value_and_grad = jax.jit(jax.vmap(jax.value_and_grad(
       lambda a: optimal_value_estimate(cmdp, jnp.asarray([a]), eta=eta, num_iters=num_iters,
-                                       inner_iters=inner_iters))))
+                                       inner=inner))))
   est_values, est_grads = value_and_grad(jnp.asarray(alphas))
   return {
       "alpha": np.asarray(alphas).tolist(),
@@ -78,9 +78,9 @@ def price_of_safety(cmdp, alphas, *, eta, num_iters, inner_iters):
   }
 
 
-def last_iterate_error_vs_eta(cmdp, etas, *, num_iters, inner_iters, lp_value):
+def last_iterate_error_vs_eta(cmdp, etas, *, num_iters, inner, lp_value):
   """|V(pi_N) - V*| and [D q_N - alpha]_+ of the known-model ALM after N iterations."""
-  fn = lambda e: oj.analysis.alm_known_model(cmdp, e, num_iters=num_iters, inner_iters=inner_iters)
+  fn = lambda e: oj.analysis.alm_known_model(cmdp, e, num_iters=num_iters, inner=inner)
   logs = jax.jit(jax.vmap(fn))(jnp.asarray(etas))
   gap = np.abs(np.asarray(logs.cost_value) - lp_value)  # [eta, N]
   violation = np.max(np.maximum(np.asarray(logs.constraint_values - cmdp.thresholds), 0), -1)
@@ -88,10 +88,10 @@ def last_iterate_error_vs_eta(cmdp, etas, *, num_iters, inner_iters, lp_value):
           "violation": violation.tolist()}
 
 
-def tune_threshold(cmdp, target, *, eta, num_iters, inner_iters, steps, learning_rate):
+def tune_threshold(cmdp, target, *, eta, num_iters, inner, steps, learning_rate):
   """optax.adam on alpha so that V*(alpha) = target (loss (V*(alpha) - target)^2)."""
   loss = lambda a: (optimal_value_estimate(cmdp, a, eta=eta, num_iters=num_iters,
-                                           inner_iters=inner_iters) - target) ** 2
+                                           inner=inner) - target) ** 2
   opt = optax.adam(learning_rate)
   alpha = cmdp.thresholds
   state = opt.init(alpha)
@@ -113,15 +113,19 @@ def tune_threshold(cmdp, target, *, eta, num_iters, inner_iters, steps, learning
 
 
 def agreement_and_cost(cmdp_big, *, num_iters, reps):
-  """Identity errors and gradient cost relative to a forward solve, per mode."""
+  """Identity errors and gradient cost relative to a forward solve (Frank-Wolfe's
+  `num_iters` steps), per mode (the exact solver with a budget of `num_iters`)."""
   p = cmdp_big.transitions
   lower, upper = jnp.clip(p - 0.1, 0, 1), jnp.clip(p + 0.1, 0, 1)
   lam = jnp.full(cmdp_big.thresholds.shape, 0.5)
-  args = (cmdp_big.cost, cmdp_big.constraint_costs, lower, upper, cmdp_big.thresholds, lam,
-          jnp.asarray(10.0))
+  problem = oj.inner.InnerProblem.of_cmdp(cmdp_big)._replace(lower=lower, upper=upper,
+                                                             initial_state=0)
+  args = (problem, lam, jnp.asarray(10.0))
+  solver = oj.inner.exact(num_iters=num_iters, tol=None)
 
-  def forward(c, d, lo, up, al, la, et):
-    return oj.solve_inner(c, d, lo, up, 0, al, la, et, num_iters=num_iters).objective
+  def forward(problem, la, et):
+    return oj.solve_inner(problem, la, et, solver=oj.inner.frank_wolfe(num_iters=num_iters),
+                          gradient="unrolled").objective
 
   timings = {}
   fwd = jax.jit(forward)
@@ -133,7 +137,7 @@ def agreement_and_cost(cmdp_big, *, num_iters, reps):
   result = {}
   for mode in ["unrolled", "envelope"]:
     sens = jax.jit(lambda *a, mode=mode: oj.analysis.inner_sensitivities(
-        a[0], a[1], a[2], a[3], 0, a[4], a[5], a[6], num_iters=num_iters, gradient=mode))
+        *a, solver=solver, gradient=mode))
     out = jax.block_until_ready(sens(*args))
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -143,7 +147,7 @@ def agreement_and_cost(cmdp_big, *, num_iters, reps):
     lam_plus = np.asarray(out.next_multipliers)
     rel = lambda x, y: float(np.max(np.abs(np.asarray(x) - y)) / max(np.max(np.abs(y)), 1e-300))
     result[mode] = {
-        "fw_gap": float(out.fw_gap),
+        "gap": float(out.gap),
         "rel_err_d_alpha": rel(out.thresholds, -lam_plus),
         "rel_err_d_lambda": rel(out.multipliers, lam_plus / 10.0),
         "rel_err_d_cost": rel(out.cost, q),
@@ -193,8 +197,10 @@ def main(argv=None):
   parser.add_argument("--seed", type=int, default=2)
   args = parser.parse_args(argv)
   run_dir = common.result_dir(args, "sensitivity", OUTPUTS)
-  grid, n_iter, inner, steps, reps = (25, 40, 1000, 150, 5) if not args.quick else (
+  grid, n_iter, inner_iters, steps, reps = (25, 40, 1000, 150, 5) if not args.quick else (
       5, 15, 200, 5, 1)
+  # The exact solver with a fixed budget and no stopping rule beyond its own exact end.
+  inner = oj.inner.exact(num_iters=inner_iters, tol=None)
 
   cmdp = oj.random_cmdp(jax.random.PRNGKey(args.seed), num_states=3, num_actions=2,
                         horizon=3, dtype=jnp.float64)
@@ -210,7 +216,7 @@ def main(argv=None):
                         "jax": jax.__version__, "optaug_jax": oj.__version__}}
   t0 = time.perf_counter()
   results["price_of_safety"] = price_of_safety(cmdp, alphas, eta=5.0, num_iters=n_iter,
-                                               inner_iters=inner)
+                                               inner=inner)
   pos = results["price_of_safety"]
   err_alm = np.abs(np.subtract(pos["alm_multiplier"], pos["lp_dual"]))
   err_grad = np.abs(np.subtract(pos["grad_minus_dV_dalpha"], pos["lp_dual"]))
@@ -230,11 +236,11 @@ def main(argv=None):
                                                               pos["lp_value"])))),
   }
   results["eta_sweep"] = last_iterate_error_vs_eta(
-      cmdp, [0.1, 0.5, 2.0, 10.0, 50.0], num_iters=n_iter, inner_iters=inner,
+      cmdp, [0.1, 0.5, 2.0, 10.0, 50.0], num_iters=n_iter, inner=inner,
       lp_value=lp.value)
   target = 0.5 * (lp.value + oj.solve_lp(cmdp._replace(thresholds=cmdp.thresholds * 1.3)).value)
   results["tune_threshold"] = tune_threshold(cmdp, target, eta=5.0, num_iters=n_iter,
-                                             inner_iters=inner, steps=steps, learning_rate=0.05)
+                                             inner=inner, steps=steps, learning_rate=0.05)
   big = oj.random_cmdp(jax.random.PRNGKey(0), num_states=10, num_actions=4, horizon=10,
                        num_constraints=2, dtype=jnp.float64)
   results["agreement_and_cost"] = agreement_and_cost(big, num_iters=100, reps=reps)
@@ -261,7 +267,7 @@ def main(argv=None):
   for mode, r in ac["identities"].items():
     print(f"{mode:9s}: identities max rel err alpha {r['rel_err_d_alpha']:.1e}, lambda"
           f" {r['rel_err_d_lambda']:.1e}, c {r['rel_err_d_cost']:.1e}, D"
-          f" {r['rel_err_d_constraint_costs']:.1e} (fw gap {r['fw_gap']:.1e}); value_and_grad"
+          f" {r['rel_err_d_constraint_costs']:.1e} (gap {r['gap']:.1e}); value_and_grad"
           f" / forward = {ac['timing'][f'ratio_{mode}']:.2f}x")
   print(f"forward solve {ac['timing']['forward_s'] * 1e3:.2f} ms at {ac['sizes']};"
         f" results in {args.out}/ ({results['seconds']:.0f} s)")

@@ -1,68 +1,105 @@
 """optaug-jax: OptAug-CMDP and Lagrangian baselines for constrained MDPs, in JAX.
 
 The top level holds the algorithm's steps and the objects every user needs. More in the
-namespaces: `agents` (baselines, the registry `AGENTS`), `benchmarks` (problems, the
-registry `BENCHMARKS`), `kernels` (lower-level DP kernels and the inner-solver slot),
-`analysis` (known-model methods, sensitivities), `lp` (host-side HiGHS / cvxpy
-references), `plotting`, `types` (every container).
+namespaces: `inner` (the inner problem and its solvers, as values), `agents` (the
+baselines, the registry `AGENTS`), `benchmarks` (problems, the registry `BENCHMARKS`),
+`kernels` (lower-level DP kernels), `analysis` (known-model methods, sensitivities), `lp`
+(host-side HiGHS / cvxpy references), `plotting`. Every public name has one home: each
+container lives in the namespace of the functions that make it.
 """
 
-from optaug_jax import agents, analysis, benchmarks, kernels, lp, plotting, types
+from optaug_jax import agents, analysis, benchmarks, inner, kernels, lp, plotting
 from optaug_jax._src.agents.base import Agent, AgentState
 from optaug_jax._src.agents.optaug import optaug
 from optaug_jax._src.agents.optdual import optdual
 from optaug_jax._src.checks import checked
-from optaug_jax._src.cmdp import (CMDP, check_safe_policy, random_cmdp, safe_policy, to_dense,
-                                  to_sparse, validate_cmdp)
-from optaug_jax._src.env import sample_episode
-from optaug_jax._src.estimates import (MAX_EPISODES, init_counts, optimistic_model,
-                                       support_violations, update_counts)
-from optaug_jax._src.inner import InnerSolution, augmented_lagrangian, dual_step, solve_inner
+from optaug_jax._src.cmdp import (
+  CMDP,
+  check_safe_policy,
+  random_cmdp,
+  safe_policy,
+  to_dense,
+  to_sparse,
+  validate_cmdp,
+)
+from optaug_jax._src.env import Trajectory, sample_episode
+from optaug_jax._src.estimates import (
+  MAX_EPISODES,
+  Counts,
+  OptimisticModel,
+  init_counts,
+  optimistic_model,
+  support_violations,
+  update_counts,
+)
+from optaug_jax._src.inner import augmented_lagrangian, solve_inner
 from optaug_jax._src.lp import solve_lp
-from optaug_jax._src.metrics import EpisodeLog, RunSummary, regrets
-from optaug_jax._src.planning import (extended_lmo, extended_value_iteration, occupancy,
-                                      policy_from_occupancy, policy_values)
+from optaug_jax._src.metrics import EpisodeLog, Regrets, RunSummary, regrets
+from optaug_jax._src.multiplier_updates import dual_step
+from optaug_jax._src.planning import (
+  ExtendedSolution,
+  LMOSolution,
+  extended_lmo,
+  extended_value_iteration,
+  occupancy,
+  policy_from_occupancy,
+  policy_values,
+)
 from optaug_jax._src.runner import episode_step, run, run_sharded
 from optaug_jax._src.setting import SETTINGS, Setting, named_setting
 
 __version__ = "0.2.0"
 
 __all__ = (
-    "Agent",
-    "AgentState",
-    "CMDP",
-    "EpisodeLog",
-    "InnerSolution",
-    "MAX_EPISODES",
-    "RunSummary",
-    "SETTINGS",
-    "Setting",
-    "augmented_lagrangian",
-    "check_safe_policy",
-    "checked",
-    "dual_step",
-    "episode_step",
-    "extended_lmo",
-    "extended_value_iteration",
-    "init_counts",
-    "named_setting",
-    "occupancy",
-    "optaug",
-    "optdual",
-    "optimistic_model",
-    "policy_from_occupancy",
-    "policy_values",
-    "random_cmdp",
-    "regrets",
-    "run",
-    "run_sharded",
-    "safe_policy",
-    "sample_episode",
-    "solve_inner",
-    "solve_lp",
-    "support_violations",
-    "update_counts",
-    "to_dense",
-    "to_sparse",
-    "validate_cmdp",
+  # namespaces
+  "agents",
+  "analysis",
+  "benchmarks",
+  "inner",
+  "kernels",
+  "lp",
+  "plotting",
+  # names
+  "Agent",
+  "AgentState",
+  "CMDP",
+  "Counts",
+  "EpisodeLog",
+  "ExtendedSolution",
+  "LMOSolution",
+  "MAX_EPISODES",
+  "OptimisticModel",
+  "Regrets",
+  "RunSummary",
+  "SETTINGS",
+  "Setting",
+  "Trajectory",
+  "augmented_lagrangian",
+  "check_safe_policy",
+  "checked",
+  "dual_step",
+  "episode_step",
+  "extended_lmo",
+  "extended_value_iteration",
+  "init_counts",
+  "named_setting",
+  "occupancy",
+  "optaug",
+  "optdual",
+  "optimistic_model",
+  "policy_from_occupancy",
+  "policy_values",
+  "random_cmdp",
+  "regrets",
+  "run",
+  "run_sharded",
+  "safe_policy",
+  "sample_episode",
+  "solve_inner",
+  "solve_lp",
+  "support_violations",
+  "update_counts",
+  "to_dense",
+  "to_sparse",
+  "validate_cmdp",
 )

@@ -18,9 +18,10 @@ def _cmdp(seed=0, dtype=None):
                         num_constraints=I, dtype=dtype)
 
 
-def _optaug(m, num_episodes=30, pretrain=10, **kw):
+def _optaug(m, num_episodes=30, pretrain=10, fw_iters=30, **kw):
+  """OptAug with Frank-Wolfe's `fw_iters` steps as its inner solver."""
   pi, slack = oj.safe_policy(m)
-  kw = {"eta": 20.0, "fw_iters": 30, "inner_method": "frank_wolfe", **kw}
+  kw = {"eta": 20.0, "inner": oj.inner.frank_wolfe(num_iters=fw_iters), **kw}
   return oj.optaug(num_episodes=num_episodes, safe_policy=pi, pretrain_episodes=pretrain,
                    slack=slack, **kw)
 
@@ -30,7 +31,7 @@ def test_log_shapes_and_pretraining_phase():
   m = _cmdp()
   agent = _optaug(m)
   state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=30)
-  chex.assert_shape([log.cost_value, log.fw_gap, log.pretraining, log.sampled_cost], (30,))
+  chex.assert_shape([log.cost_value, log.inner_gap, log.pretraining, log.sampled_cost], (30,))
   chex.assert_shape([log.constraint_values, log.multipliers,
                      log.optimistic_constraint_values, log.sampled_constraint_costs], (30, I))
   assert int(state.episode) == 30
@@ -44,7 +45,7 @@ def test_log_shapes_and_pretraining_phase():
   np.testing.assert_allclose(log.constraint_values[:10], np.broadcast_to(vd, (10, I)),
                              rtol=1e-12)
   np.testing.assert_array_equal(log.multipliers[:10], 0.0)
-  np.testing.assert_array_equal(log.fw_gap[:10], 0.0)
+  np.testing.assert_array_equal(log.inner_gap[:10], 0.0)
   assert np.all(np.isfinite(np.asarray(log.cost_value)))
 
 
@@ -63,7 +64,7 @@ def test_optaug_dual_steps_follow_the_schedule_against_numpy():
   alpha = np.asarray(m.thresholds)
   eta_fn = lambda count: 2.0 + 3.0 * count
   agent = oj.optaug(num_episodes=30, safe_policy=pi, pretrain_episodes=5, slack=1.0,
-                    eta=eta_fn, bonus_scale=0.05, fw_iters=40, inner_method="frank_wolfe")
+                    eta=eta_fn, bonus_scale=0.05, inner=oj.inner.frank_wolfe(num_iters=40))
   key = jax.random.PRNGKey(1)
   state, _ = oj.run(agent, key, m, num_episodes=5)  # pre-training
   plan = jax.jit(agent.plan)
@@ -155,7 +156,7 @@ def test_run_vmapped_over_a_batch_of_cmdps():
   def one(key, m):
     pi, slack = oj.safe_policy(m)
     agent = oj.optaug(num_episodes=10, safe_policy=pi, pretrain_episodes=3, slack=slack,
-                      eta=10.0, fw_iters=10)
+                      eta=10.0)
     return oj.run(agent, key, m, num_episodes=10)
 
   _, log = jax.jit(jax.vmap(one))(keys, cmdps)
@@ -205,8 +206,8 @@ def test_resume_equals_uninterrupted_run():
 def test_float32_default_run_is_finite():
   m = _cmdp(7, dtype=jnp.float32)
   pi, slack = oj.safe_policy(m)
-  agent = oj.optaug(num_episodes=15, safe_policy=pi, pretrain_episodes=5, slack=slack,
-                    fw_iters=20)  # the paper's eta schedule: eta ~ 1e5 and growing
+  # The paper's eta schedule: eta ~ 1e5 and growing.
+  agent = oj.optaug(num_episodes=15, safe_policy=pi, pretrain_episodes=5, slack=slack)
   state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=15)
   assert log.cost_value.dtype == jnp.float32 and state.multipliers.dtype == jnp.float32
   for leaf in jax.tree.leaves(log):
@@ -223,7 +224,7 @@ def test_regret_decomposition_on_a_small_cmdp():
   pi, slack = oj.safe_policy(m)
   k_total = 2000
   agent = oj.optaug(num_episodes=k_total, safe_policy=pi, pretrain_episodes=50, slack=slack,
-                    eta=10.0, fw_iters=100, bonus_scale=0.05)
+                    eta=10.0, bonus_scale=0.05)
   _, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=k_total)
   alpha = float(m.thresholds[0])
   early, late = slice(100, 200), slice(k_total - 100, k_total)
@@ -244,8 +245,7 @@ def test_regret_decomposition_on_a_small_cmdp():
     ({"slack": -1.0}, "slack: must be positive"),
     ({"eta": -2.0}, "eta: must be positive"),
     ({"safe_policy": np.ones((H, S, A))}, "safe_policy"),
-    ({"step_rule": "armijo"}, "step_rule"),
-    ({"fw_iters": 2.5}, "fw_iters"),
+    ({"inner": "frank_wolfe"}, "inner: expected an inner solver"),
 ])
 def test_optaug_rejects_bad_configuration(kwargs, message):
   m = _cmdp()
@@ -271,8 +271,8 @@ def test_optaug_plan_matches_numpy_reference(step_rule):
   m = _cmdp(8)
   pi, slack = oj.safe_policy(m)
   agent = oj.optaug(num_episodes=40, safe_policy=pi, pretrain_episodes=6, slack=slack,
-                    eta=25.0, fw_iters=60, step_rule=step_rule, bonus_scale=0.3,
-                    inner_method="frank_wolfe")
+                    eta=25.0, bonus_scale=0.3,
+                    inner=oj.inner.frank_wolfe(num_iters=60, step_rule=step_rule))
   state, _ = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=8)  # 2 optimistic steps
   policy, new_state, info = jax.jit(agent.plan)(state)
   counts = tuple(np.array(x) for x in state.counts[:4])
@@ -284,7 +284,7 @@ def test_optaug_plan_matches_numpy_reference(step_rule):
   lam = np.maximum(np.asarray(state.multipliers) + 25.0 * (
       np.einsum("ihsa,hsa->i", d_t, q) - np.asarray(m.thresholds)), 0)
   np.testing.assert_allclose(new_state.multipliers, lam, rtol=1e-7, atol=1e-9)
-  np.testing.assert_allclose(info.fw_gap, gap, rtol=1e-6, atol=1e-9)
+  np.testing.assert_allclose(info.inner_gap, gap, rtol=1e-6, atol=1e-9)
   # Where q_h(s) = 0: the extended DP's action on the gradient c + D^T lambda+ (NumPy loop).
   fallback = npr.greedy_fallback(q, c_t, d_t, lower, upper, 0, lam)
   assert np.any(q.sum(-1) == 0)  # the fallback is exercised
@@ -310,6 +310,6 @@ def test_registry_builds_every_agent_and_a_new_module_registers_itself():
   np.testing.assert_allclose(log.constraint_values[:, 0],
                              np.sum(np.asarray(bench.cmdp.constraint_costs)[0] * q), rtol=1e-12)
   with pytest.raises(ValueError, match="does not accept"):
-    oj.agents.make_agent("optdual", bench, num_episodes=10, fw_iters=3)
+    oj.agents.make_agent("optdual", bench, num_episodes=10, inner=oj.inner.exact())
   with pytest.raises(ValueError, match="unknown agent"):
     oj.agents.make_agent("optnothing", bench, num_episodes=10)

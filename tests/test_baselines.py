@@ -49,7 +49,7 @@ def test_optimistic_policy_evaluation_matches_lp_loop_and_exact_values():
 
 def test_optprimaldual_mirror_and_dual_steps():
   m = _tiny(2)
-  agent = oj.agents.optprimaldual(num_episodes=20, bonus_scale=0.3, policy_step=0.7, dual_step=0.4)
+  agent = oj.agents.optprimaldual(num_episodes=20, bonus_scale=0.3, policy_step=0.7, multiplier_step=0.4)
   state, _ = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=5)
   policy, new_state, info = agent.plan(state)
   model = oj.optimistic_model(state.counts, num_episodes=20, delta=0.1, bonus_scale=0.3)

@@ -58,23 +58,23 @@ def test_unbatched_jit_nested_vmap_and_grad():
   np.testing.assert_allclose(g, [-2.0, 12.0])  # d(-2y) = -2, d(y^3) = 3 y^2 = 12
 
 
-def test_optaug_batched_state_in_pretraining_runs_no_inner_solve(monkeypatch):
+def test_optaug_batched_state_in_pretraining_runs_no_inner_solve():
   """A vmapped run from a batched fresh state (the episode counter is then batched, as in
   chunked runs): in pre-training no inner solve runs at all; once every seed explores,
-  they all do. Counted by an inner method that calls back to the host."""
+  they all do. Counted by an inner solver of our own (an `InnerSolver` callable) that wraps
+  the exact one and calls back to the host."""
   solves = []
-  exact = oj.kernels.INNER_METHODS["dual"]
+  exact = oj.inner.exact()
 
-  def counting(problem, **kw):
+  def counting(problem, multipliers, eta, **kw):
     jax.debug.callback(lambda: solves.append(1))
-    return exact(problem, **kw)
+    return exact(problem, multipliers, eta, **kw)
 
-  monkeypatch.setitem(oj.kernels.INNER_METHODS, "counting", counting)
   m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3,
                      num_constraints=1)
   pi, slack = oj.safe_policy(m)
   agent = oj.optaug(num_episodes=20, safe_policy=pi, pretrain_episodes=6, slack=slack,
-                    eta=5.0, inner_method="counting")
+                    eta=5.0, inner=counting)
   keys = jax.random.split(jax.random.PRNGKey(7), 3)
   init = agent.init(m.thresholds, m.initial_state, num_states=m.num_states,
                     num_actions=m.num_actions, horizon=m.horizon)
@@ -97,7 +97,7 @@ def test_optaug_batch_split_between_phases_matches_single_runs():
                      num_constraints=1)
   pi, slack = oj.safe_policy(m)
   agent = oj.optaug(num_episodes=20, safe_policy=pi, pretrain_episodes=6, slack=slack,
-                    eta=5.0, inner_method="frank_wolfe", fw_iters=5)
+                    eta=5.0, inner=oj.inner.frank_wolfe(num_iters=5))
   keys = jax.random.split(jax.random.PRNGKey(7), 2)
   starts = [oj.run(agent, keys[0], m, num_episodes=4)[0],   # 2 pre-training left
             oj.run(agent, keys[1], m, num_episodes=9)[0]]   # exploring

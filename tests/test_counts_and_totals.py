@@ -17,7 +17,7 @@ F32 = jnp.float32
 
 def _trajectory(cost, constraint_cost, horizon=1):
   """An episode through (s=0, a=0) -> s'=1 at every step, with the given observed costs."""
-  return oj.types.Trajectory(
+  return oj.Trajectory(
       states=jnp.asarray([0] + [1] * horizon, jnp.int32),
       actions=jnp.zeros((horizon,), jnp.int32),
       costs=jnp.full((horizon,), cost, F32),
@@ -97,7 +97,7 @@ def _one_episode_summary(value, num_constraints=1):
       constraint_values=jnp.full((num_constraints,), value, F32),
       optimistic_cost_value=jnp.zeros((), F32),
       optimistic_constraint_values=jnp.zeros((num_constraints,), F32),
-      multipliers=jnp.zeros((num_constraints,), F32), fw_gap=jnp.zeros((), F32),
+      multipliers=jnp.zeros((num_constraints,), F32), inner_gap=jnp.zeros((), F32),
       pretraining=jnp.zeros((), bool), sampled_cost=jnp.zeros((), F32),
       sampled_constraint_costs=jnp.zeros((num_constraints,), F32))
   return summarize_episode(log, 0.0, jnp.zeros((num_constraints,), F32))
@@ -113,7 +113,7 @@ def test_run_summary_totals_of_ten_million_episodes_keep_float32_precision():
   def chunk(summary):
     return jax.lax.fori_loop(0, 10**6, lambda _, s: s.merge(one), summary)
 
-  part = chunk(oj.types.RunSummary.zeros(1, F32))
+  part = chunk(oj.RunSummary.zeros(1, F32))
   total = part
   for _ in range(9):
     total = total.merge(part)
@@ -249,12 +249,12 @@ def test_uncertified_inner_solves_are_logged_and_counted():
                      num_constraints=1, dtype=F32)
   pi, slack = oj.safe_policy(m)
   rough = oj.optaug(num_episodes=16, safe_policy=pi, pretrain_episodes=8, slack=slack,
-                    eta=5.0, inner_method="frank_wolfe", fw_iters=1, bonus_scale=0.0)
+                    eta=5.0, inner=oj.inner.frank_wolfe(num_iters=1), bonus_scale=0.0)
   _, log = oj.run(rough, jax.random.PRNGKey(1), m, num_episodes=16)
   certified = np.asarray(log.certified)
   assert certified.dtype == bool and np.all(certified[:8])
   assert 0 < np.sum(~certified) < 8  # some solves of the binding episodes fail to certify
-  assert np.all(np.asarray(log.fw_gap)[~certified] > 1e-3)
+  assert np.all(np.asarray(log.inner_gap)[~certified] > 1e-3)
   _, summary = oj.run(rough, jax.random.PRNGKey(1), m, num_episodes=16, logs="summary")
   assert int(summary.uncertified_episodes) == int(np.sum(~certified))
   exact = oj.optaug(num_episodes=16, safe_policy=pi, pretrain_episodes=8, slack=slack,

@@ -51,7 +51,7 @@ def test_optimistic_model_formulas():
     trans[idx] = rng.multinomial(int(visits[idx]), np.ones(s) / s)
   csum = visits * rng.uniform(size=visits.shape)
   dsum = visits[None] * rng.uniform(size=(i, h, s, a))
-  counts = oj.types.Counts(*(jnp.asarray(x) for x in (visits, trans, csum, dsum)))
+  counts = oj.Counts(*(jnp.asarray(x) for x in (visits, trans, csum, dsum)))
   model = oj.optimistic_model(counts, num_episodes=k_total, delta=delta, bonus_scale=0.7)
   n = np.maximum(visits, 1)
   lp = np.log(6 * s * a * h * k_total / delta)
@@ -179,7 +179,7 @@ def test_jitted_box_has_exact_zero_lower_ends_where_the_radius_is_capped():
   visits = np.full((h, s, a), 3.0)
   trans = np.zeros((h, s, a, s))
   trans[..., 1] = 3.0  # every observed transition went to state 1: p-bar = 1 there
-  counts = oj.types.Counts(jnp.asarray(visits, jnp.float32), jnp.asarray(trans, jnp.float32),
+  counts = oj.Counts(jnp.asarray(visits, jnp.float32), jnp.asarray(trans, jnp.float32),
                            jnp.zeros((h, s, a), jnp.float32),
                            jnp.zeros((1, h, s, a), jnp.float32))
   eager = oj.optimistic_model(counts, num_episodes=100, bonus_scale=0.1)

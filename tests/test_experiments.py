@@ -183,7 +183,7 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
     log = oj.EpisodeLog(cost_value=jax.numpy.asarray(ref[f"{name}/cost_value"]),
                         constraint_values=jax.numpy.asarray(ref[f"{name}/constraint_values"]),
                         optimistic_cost_value=None, optimistic_constraint_values=None,
-                        multipliers=None, fw_gap=None, pretraining=None, sampled_cost=None,
+                        multipliers=None, inner_gap=None, pretraining=None, sampled_cost=None,
                         sampled_constraint_costs=None)
     reg = oj.regrets(log, lp_value, alpha)
     idx = trace - 1

@@ -212,9 +212,7 @@ def test_inner_solver_gradients_match_the_matmul_fill(block_size, gradient):
       np.random.default_rng(3), np.asarray(m.transitions), 0.2))
 
   def grads(fill):
-    f = lambda c, d, lo, up, lam, eta: oj.solve_inner(
-        c, d, lo, up, 0, m.thresholds, lam, eta, num_iters=12, gradient=gradient,
-        method="frank_wolfe", fill=fill).objective
+    f = lambda c, d, lo, up, lam, eta: oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=d, thresholds=m.thresholds, lower=lo, upper=up, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=12), gradient=gradient, fill=fill).objective
     return jax.jit(jax.grad(f, argnums=tuple(range(6))))(
         m.cost, m.constraint_costs, lower, upper, jnp.asarray([0.3, 0.0]), 10.0)
 
@@ -226,9 +224,7 @@ def test_blocked_gradients_are_finite_at_ties(block_size, gradient):
   """All costs 0 and whole-simplex boxes: every action and every next state ties."""
   h, s, a = 3, 5, 2
   zeros = jnp.zeros((h, s, a))
-  f = lambda c, lo, up: oj.solve_inner(
-      c, jnp.zeros((1, h, s, a)), lo, up, 0, jnp.zeros(1), jnp.zeros(1), 1.0, num_iters=10,
-      gradient=gradient, method="frank_wolfe", fill="blocked").objective
+  f = lambda c, lo, up: oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=jnp.zeros((1, h, s, a)), thresholds=jnp.zeros(1), lower=lo, upper=up, initial_state=0), jnp.zeros(1), 1.0, solver=oj.inner.frank_wolfe(num_iters=10), gradient=gradient, fill="blocked").objective
   grads = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(zeros, jnp.zeros((h, s, a, s)),
                                                   jnp.ones((h, s, a, s)))
   for g in grads:

@@ -22,10 +22,17 @@ def _instance(seed=3, radius=0.2, s=3, a=2, h=3):
 LAM = jnp.asarray([0.3, 0.0])
 
 
-def _sens(m, lower, upper, lam=LAM, eta=10.0, **kw):
-  kw = {"num_iters": 2000, "method": "frank_wolfe", **kw}
-  return oj.analysis.inner_sensitivities(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
-                                lam, eta, **kw)
+def _problem(m, lower, upper):
+  return oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs,
+                               thresholds=m.thresholds, lower=lower, upper=upper,
+                               initial_state=0)
+
+
+def _sens(m, lower, upper, lam=LAM, eta=10.0, solver=None, num_iters=2000, **kw):
+  """Sensitivities by Frank-Wolfe (`num_iters` steps) unless a `solver` is given."""
+  solver = oj.inner.frank_wolfe(num_iters=num_iters) if solver is None else solver
+  return oj.analysis.inner_sensitivities(_problem(m, lower, upper), lam, eta, solver=solver,
+                                         **kw)
 
 
 @pytest.mark.parametrize("eta", [1.0, 10.0])
@@ -80,8 +87,8 @@ def test_envelope_matches_finite_differences_of_cvxpy_optimum():
   envelope gradient of the exact dual solve (gap < 1e-10), to 1e-5. Box entries are
   compared where the optimum is differentiable (one-sided differences agree)."""
   m, lower, upper = _instance()
-  s = _sens(m, lower, upper, method="dual", num_iters=None)
-  assert float(s.fw_gap) < 1e-10
+  s = _sens(m, lower, upper, solver=oj.inner.exact())
+  assert float(s.gap) < 1e-10
   checks = [("thresholds", (0,)), ("thresholds", (1,)), ("multipliers", (0,)),
             ("multipliers", (1,)), ("eta", ()), ("cost", (0, 0, 1)), ("cost", (1, 2, 0)),
             ("constraint_costs", (1, 0, 0, 0)), ("constraint_costs", (1, 2, 1, 1))]
@@ -107,8 +114,7 @@ def test_unrolled_gradients_pass_check_grads(step_rule):
   m, lower, upper = _instance(seed=4)
 
   def f(cost, d, lo, up, alpha, lam, eta):
-    return oj.solve_inner(cost, d, lo, up, 0, alpha, lam, eta, num_iters=15,
-                          step_rule=step_rule).objective
+    return oj.solve_inner(oj.inner.InnerProblem(cost=cost, constraint_costs=d, thresholds=alpha, lower=lo, upper=up, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=15, step_rule=step_rule), gradient="unrolled").objective
 
   args = (m.cost, m.constraint_costs, lower, upper, m.thresholds, jnp.asarray([0.5, 0.2]),
           jnp.asarray(3.0))
@@ -123,7 +129,7 @@ def test_unrolled_and_envelope_agree_at_convergence():
   m, lower, upper = _instance()
   env = _sens(m, lower, upper, gradient="envelope", num_iters=500, eta=3.0)
   unr = _sens(m, lower, upper, gradient="unrolled", num_iters=500, eta=3.0)
-  assert abs(float(env.fw_gap)) < 1e-12
+  assert abs(float(env.gap)) < 1e-12
   for field in ["thresholds", "multipliers", "eta", "cost", "constraint_costs"]:
     np.testing.assert_allclose(getattr(unr, field), getattr(env, field), atol=1e-10)
 
@@ -153,7 +159,7 @@ def test_known_model_alm_is_differentiable_end_to_end():
 
   def final(eta, alpha, cost):
     log = oj.analysis.alm_known_model(m._replace(thresholds=alpha, cost=cost), eta, num_iters=4,
-                                      inner_iters=30, inner_method="frank_wolfe")
+                                      inner=oj.inner.frank_wolfe(num_iters=30))
     violation = jnp.sum(jnp.maximum(log.constraint_values[-1] - alpha, 0.0))
     return log.cost_value[-1] + 2.0 * violation + jnp.sum(log.multipliers[-1])
 
@@ -191,7 +197,9 @@ def test_gradients_under_jit_and_vmap():
   eta = jnp.asarray([1.0, 5.0, 20.0])
 
   def sens(c, dd, lo, up, al, et):
-    return oj.analysis.inner_sensitivities(c, dd, lo, up, 0, al, LAM, et)
+    problem = oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo,
+                                    upper=up, initial_state=0)
+    return oj.analysis.inner_sensitivities(problem, LAM, et)
 
   batched = jax.jit(jax.vmap(sens))(cost, d, lower, upper, alpha, eta)
   for j in range(3):
@@ -209,8 +217,7 @@ def test_no_nan_at_kinks(gradient):
   zeros = jnp.zeros((h, s, a))
   d = jnp.zeros((1, h, s, a))
   lower, upper = jnp.zeros((h, s, a, s)), jnp.ones((h, s, a, s))
-  f = lambda c, dd, al, lam, eta, lo, up: oj.solve_inner(
-      c, dd, lo, up, 0, al, lam, eta, num_iters=10, gradient=gradient).objective
+  f = lambda c, dd, al, lam, eta, lo, up: oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=10), gradient=gradient).objective
   grads = jax.jit(jax.grad(f, argnums=tuple(range(7))))(zeros, d, jnp.zeros(1), jnp.zeros(1),
                                                         1.0, lower, upper)
   for g in jax.tree.leaves(grads):
@@ -218,10 +225,30 @@ def test_no_nan_at_kinks(gradient):
   np.testing.assert_allclose(grads[2], 0.0)  # d/dalpha = -lambda+ = 0 at the kink
 
 
-def test_sensitivity_rejects_unrolled_with_tol():
+@pytest.mark.parametrize("solver", [oj.inner.exact(tol=0.0),
+                                    oj.inner.frank_wolfe(num_iters=400, tol=1e-9)])
+def test_unrolled_runs_a_stopping_solver_to_its_budget_with_the_same_numbers(solver):
+  """A solver that stops early (`tol`) under `gradient="unrolled"`: the loop runs its whole
+  budget (reverse-differentiable) and its finished iterate stays put, so every output equals
+  the early-stopping loop's (bit for bit); only the DP count differs. Its reverse-mode
+  derivative then matches the envelope derivative (both solvers converge here)."""
   m, lower, upper = _instance()
-  with pytest.raises(ValueError, match="tol"):
-    _sens(m, lower, upper, gradient="unrolled", tol=1e-3)
+  problem = _problem(m, lower, upper)
+  early = oj.solve_inner(problem, LAM, 3.0, solver=solver, gradient=None)
+  fixed = oj.solve_inner(problem, LAM, 3.0, solver=solver, gradient="unrolled")
+  for field in ("occupancy", "policy", "transitions", "objective", "gap", "num_iters"):
+    np.testing.assert_array_equal(getattr(fixed, field), getattr(early, field), err_msg=field)
+  assert int(fixed.dp_calls) > int(early.dp_calls)
+  unr = oj.analysis.inner_sensitivities(problem, LAM, 3.0, solver=solver, gradient="unrolled")
+  env = oj.analysis.inner_sensitivities(problem, LAM, 3.0, solver=solver)
+  for field in ["thresholds", "multipliers", "eta", "cost", "constraint_costs"]:
+    np.testing.assert_allclose(getattr(unr, field), getattr(env, field), atol=1e-8,
+                               err_msg=field)
+
+
+def test_bad_gradient_mode_is_refused():
+  m, lower, upper = _instance()
   with pytest.raises(ValueError, match="gradient"):
-    oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, LAM, 1.0,
-                   num_iters=2, gradient="implicit")
+    oj.solve_inner(_problem(m, lower, upper), LAM, 1.0, gradient="implicit")
+  with pytest.raises(ValueError, match="gradient"):
+    oj.analysis.inner_sensitivities(_problem(m, lower, upper), LAM, 1.0, gradient=None)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
-from optaug_jax._src import inner  # the private line search is tested directly
+from optaug_jax._src.inner import line_search  # tested directly
 import references as ref
 
 
@@ -40,11 +40,10 @@ def test_solve_inner_matches_cvxpy(eta):
   lam = jnp.asarray([0.3, 0.0])
   optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
                                lam, eta)
-  sol = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta,
-                       num_iters=3000, step_rule="linesearch")
+  sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=3000, step_rule="linesearch"), gradient="unrolled")
   assert abs(float(sol.objective) - optimum) <= 1e-3
   # The gap certifies the error (cvxpy's own accuracy is ~1e-9).
-  assert float(sol.objective) - optimum <= float(sol.fw_gap) + 1e-8
+  assert float(sol.objective) - optimum <= float(sol.gap) + 1e-8
   # The objective is the augmented Lagrangian of the returned occupancy.
   assert float(sol.objective) == pytest.approx(float(oj.augmented_lagrangian(
       sol.occupancy, m.cost, m.constraint_costs, m.thresholds, lam, eta)), rel=1e-12)
@@ -66,10 +65,9 @@ def test_gap_certificate_and_progress(step_rule):
                                lam, eta)
   errors = []
   for t in [10, 100, 1000]:
-    sol = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta,
-                         num_iters=t, step_rule=step_rule)
+    sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=t, step_rule=step_rule), gradient="unrolled")
     err = float(sol.objective) - optimum
-    assert -1e-8 <= err <= float(sol.fw_gap) + 1e-8
+    assert -1e-8 <= err <= float(sol.gap) + 1e-8
     errors.append(err)
   assert errors[-1] < errors[0]
   assert errors[-1] < 5e-3
@@ -83,7 +81,7 @@ def test_exact_line_search_matches_grid():
     b = jnp.asarray(rng.normal(size=num) * 2)
     g = float(rng.normal())
     eta = float(rng.uniform(0.1, 10))
-    t = float(inner._exact_line_search(g, a, b, eta))
+    t = float(line_search.exact_line_search(g, a, b, eta))
     grid = np.linspace(0, 1, 200001)
     phi = grid * g + 0.5 * eta * np.sum(
         np.maximum(np.asarray(a) + grid[:, None] * np.asarray(b), 0) ** 2, 1)
@@ -95,9 +93,8 @@ def test_exact_line_search_matches_grid():
 def test_tol_stops_early_with_certificate():
   m, lower, upper = _instance()
   lam = jnp.asarray([0.3, 0.0])
-  sol = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, 100.0,
-                       num_iters=5000, tol=1e-2)
-  assert float(sol.fw_gap) <= 1e-2
+  sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, 100.0, solver=oj.inner.frank_wolfe(num_iters=5000, tol=1e-2))
+  assert float(sol.gap) <= 1e-2
   assert 0 < int(sol.num_iters) < 5000
 
 
@@ -115,14 +112,13 @@ def test_solve_inner_jit_vmap_parity_and_no_retrace():
   @jax.jit
   @chex.assert_max_traces(n=1)
   def solve(c, dd, lo, up, al, la, et):
-    return oj.solve_inner(c, dd, lo, up, 0, al, la, et, num_iters=50)
+    return oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0), la, et, solver=oj.inner.frank_wolfe(num_iters=50), gradient="unrolled")
 
   batched = jax.vmap(solve)(cost, d, lower, upper, alpha, lam, eta)
   for j in range(3):
     args = (cost[j], d[j], lower[j], upper[j], alpha[j], lam[j], eta[j])
     single = solve(*args)
-    eager = oj.solve_inner(cost[j], d[j], lower[j], upper[j], 0, alpha[j], lam[j], eta[j],
-                           num_iters=50)
+    eager = oj.solve_inner(oj.inner.InnerProblem(cost=cost[j], constraint_costs=d[j], thresholds=alpha[j], lower=lower[j], upper=upper[j], initial_state=0), lam[j], eta[j], solver=oj.inner.frank_wolfe(num_iters=50), gradient="unrolled")
     chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), atol=1e-10)
     chex.assert_trees_all_close(single, eager, atol=1e-10)
 
@@ -133,10 +129,8 @@ def test_float32_large_eta_stays_finite(eta):
   solve must stay finite (accuracy at such eta needs x64, see README)."""
   m, lower, upper = _instance()
   f32 = lambda x: jnp.asarray(x, jnp.float32)
-  sol = oj.solve_inner(f32(m.cost), f32(m.constraint_costs), f32(lower), f32(upper), 0,
-                       f32(m.thresholds), f32(jnp.asarray([1e3, 0.0])), jnp.float32(eta),
-                       num_iters=20)
-  for leaf in [sol.objective, sol.fw_gap, sol.occupancy, sol.policy]:
+  sol = oj.solve_inner(oj.inner.InnerProblem(cost=f32(m.cost), constraint_costs=f32(m.constraint_costs), thresholds=f32(m.thresholds), lower=f32(lower), upper=f32(upper), initial_state=0), f32(jnp.asarray([1e3, 0.0])), jnp.float32(eta), solver=oj.inner.frank_wolfe(num_iters=20), gradient="unrolled")
+  for leaf in [sol.objective, sol.gap, sol.occupancy, sol.policy]:
     assert np.all(np.isfinite(np.asarray(leaf)))
 
 
@@ -169,11 +163,13 @@ def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
   lower = np.clip(p - 0.4, 0, 1)  # wide boxes: the optimistic plan reaches few states
   upper = np.clip(p + 0.4, 0, 1)
   lam = jnp.asarray([0.4, 0.1])
-  args = (m.cost, m.constraint_costs, jnp.asarray(lower), jnp.asarray(upper), 0, m.thresholds,
-          lam, 5.0)
-  kwargs = dict(method=method, num_iters=200 if method == "frank_wolfe" else None)
-  greedy = oj.solve_inner(*args, **kwargs)
-  uniform = oj.solve_inner(*args, **kwargs, unreached="uniform")
+  problem = oj.inner.InnerProblem(
+      cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds,
+      lower=jnp.asarray(lower), upper=jnp.asarray(upper), initial_state=0)
+  kwargs = dict(solver=(oj.inner.frank_wolfe(num_iters=200) if method == "frank_wolfe"
+                        else oj.inner.exact()), gradient=None)
+  greedy = oj.solve_inner(problem, lam, 5.0, **kwargs)
+  uniform = oj.solve_inner(problem, lam, 5.0, **kwargs, unreached="uniform")
   q = np.asarray(greedy.occupancy)
   np.testing.assert_array_equal(q, uniform.occupancy)
   unreached = q.sum(-1) == 0
@@ -185,20 +181,19 @@ def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
   np.testing.assert_allclose(greedy.policy, npr.policy_from_occupancy(q, actions), atol=1e-12)
   np.testing.assert_allclose(uniform.policy, npr.policy_from_occupancy(q), atol=1e-12)
   assert int(greedy.dp_calls) == int(uniform.dp_calls) + 1
-  jitted = jax.jit(lambda lam: oj.solve_inner(*args[:6], lam, 5.0, **kwargs).policy)
+  jitted = jax.jit(lambda lam: oj.solve_inner(problem, lam, 5.0, **kwargs).policy)
   np.testing.assert_allclose(jitted(lam), greedy.policy, atol=1e-12)
-  batched = jax.vmap(lambda lam: oj.solve_inner(*args[:6], lam, 5.0, **kwargs).policy)(
+  batched = jax.vmap(lambda lam: oj.solve_inner(problem, lam, 5.0, **kwargs).policy)(
       jnp.stack([lam, lam]))
   np.testing.assert_allclose(batched[1], greedy.policy, atol=1e-12)
   with pytest.raises(ValueError, match="unreached"):
-    oj.solve_inner(*args, unreached="random")
+    oj.solve_inner(problem, lam, 5.0, unreached="random")
 
 
 def test_bad_step_rule():
   m, lower, upper = _instance()
   with pytest.raises(ValueError, match="step_rule"):
-    oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
-                   jnp.zeros(2), 1.0, num_iters=3, step_rule="armijo")
+    oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), jnp.zeros(2), 1.0, solver=oj.inner.frank_wolfe(num_iters=3, step_rule="armijo"), gradient="unrolled")
 
 
 def _binding_cmdp():
@@ -218,7 +213,7 @@ def test_known_model_alm_last_iterate_vs_dual_descent():
   assert abs(float(log.cost_value[-1]) - lp.value) <= 1e-8  # exact inner solves
   assert float(jnp.max(log.constraint_values[-1] - m.thresholds)) <= 1e-8
   assert float(log.multipliers[-1, 0]) == pytest.approx(lp.multipliers[0], abs=1e-7)
-  assert float(jnp.max(log.fw_gap)) <= 1e-9
+  assert float(jnp.max(log.inner_gap)) <= 1e-9
 
   dd = jax.jit(lambda eta: oj.analysis.dual_descent_known_model(m, eta, num_iters=200))(0.5)
   late_v = np.asarray(dd.constraint_values[100:, 0] - m.thresholds[0])

@@ -1,4 +1,4 @@
-"""The exact inner solver (`method="dual"`) against cvxpy/Clarabel, its certificate, its
+"""The exact inner solver (`oj.inner.exact`) against cvxpy/Clarabel, its certificate, its
 primal outputs, batching, degenerate inputs and argument checks."""
 
 import jax
@@ -20,16 +20,22 @@ def _instance(num_constraints, seed=3, s=3, a=2, h=3, radius=0.2):
   return m, jnp.asarray(lower), jnp.asarray(upper)
 
 
-def _solve(m, lower, upper, lam, eta, **kw):
-  return oj.solve_inner(m.cost, m.constraint_costs, lower, upper, m.initial_state,
-                        m.thresholds, jnp.asarray(lam), eta, method="dual", **kw)
+def _problem(m, lower, upper):
+  return oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs,
+                               thresholds=m.thresholds, lower=lower, upper=upper,
+                               initial_state=m.initial_state)
+
+
+def _solve(m, lower, upper, lam, eta, *, num_iters=None, tol=None, **kw):
+  """The exact solver; `tol=None` (its whole budget) unless given."""
+  return oj.solve_inner(_problem(m, lower, upper), jnp.asarray(lam), eta,
+                        solver=oj.inner.exact(num_iters=num_iters, tol=tol), **kw)
 
 
 @jax.jit
 def _jit_solve(cost, constraint_costs, lower, upper, initial_state, thresholds, lam, eta):
   """One compilation per shape and dtype (eta and the data are arguments)."""
-  return oj.solve_inner(cost, constraint_costs, lower, upper, initial_state, thresholds, lam,
-                        eta, method="dual")
+  return oj.solve_inner(oj.inner.InnerProblem(cost=cost, constraint_costs=constraint_costs, thresholds=thresholds, lower=lower, upper=upper, initial_state=initial_state), lam, eta, solver=oj.inner.exact(tol=None), gradient="unrolled")
 
 
 def _check_against_cvxpy(m, lower, upper, lam, eta):
@@ -39,11 +45,11 @@ def _check_against_cvxpy(m, lower, upper, lam, eta):
                    jnp.asarray(lam, m.cost.dtype), eta)
   scale = max(1.0, abs(optimum))
   error = float(sol.objective) - optimum
-  assert abs(error) <= 1e-7 * scale, (error, float(sol.fw_gap))
+  assert abs(error) <= 1e-7 * scale, (error, float(sol.gap))
   # The certificate bounds the true error (up to Clarabel's own accuracy, ~1e-10) and is
   # itself small: the solve is exact, not just certified.
-  assert error <= float(sol.fw_gap) + 1e-9 * scale
-  assert float(sol.fw_gap) <= 1e-7 * scale
+  assert error <= float(sol.gap) + 1e-9 * scale
+  assert float(sol.gap) <= 1e-7 * scale
   return sol, optimum
 
 
@@ -56,13 +62,11 @@ def test_dual_solve_matches_cvxpy(num_constraints, eta):
   # policy where q = 0, `unreached="greedy"`) ...
   assert int(sol.dp_calls) == (62 if num_constraints == 1 else 84)
   # ... and far fewer when the search stops at an exact dual (tol=0), just as exact.
-  early = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, m.initial_state,
-                         m.thresholds, jnp.asarray(LAMBDAS[num_constraints]), eta,
-                         method="dual", tol=0.0)
+  early = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=m.initial_state), jnp.asarray(LAMBDAS[num_constraints]), eta, solver=oj.inner.exact(tol=0.0))
   assert int(early.dp_calls) <= (17 if num_constraints == 1 else 41), int(early.dp_calls)
   scale = max(1.0, abs(float(sol.objective)))
   assert abs(float(early.objective) - float(sol.objective)) <= 1e-9 * scale
-  assert float(early.fw_gap) <= 1e-7 * scale
+  assert float(early.gap) <= 1e-7 * scale
 
 
 def test_multiplier_zero_and_above_lambda_cases():
@@ -185,7 +189,7 @@ def test_jit_and_vmap_parity(num_constraints):
   eta = jnp.asarray([1.0, 1e2, 1e4])
 
   def solve(c, dd, lo, up, al, la, et):
-    return oj.solve_inner(c, dd, lo, up, 0, al, la, et, method="dual")
+    return oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0), la, et, solver=oj.inner.exact(tol=None), gradient="unrolled")
 
   batched = jax.jit(jax.vmap(solve))(cost, d, lower, upper, alpha, lam, eta)
   for j in range(3):
@@ -228,23 +232,25 @@ def test_float32_single_constraint_is_accurate():
   for eta in [1.0, 1e2, 1e4]:
     optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
                                  [0.3], eta)
-    sol = oj.solve_inner(f32(m.cost), f32(m.constraint_costs), f32(lower), f32(upper), 0,
-                         f32(m.thresholds), f32([0.3]), jnp.float32(eta), method="dual")
+    sol = oj.solve_inner(oj.inner.InnerProblem(cost=f32(m.cost), constraint_costs=f32(m.constraint_costs), thresholds=f32(m.thresholds), lower=f32(lower), upper=f32(upper), initial_state=0), f32([0.3]), jnp.float32(eta), solver=oj.inner.exact(tol=None), gradient="unrolled")
     assert sol.objective.dtype == jnp.float32
     assert abs(float(sol.objective) - optimum) <= 1e-5 * max(1.0, abs(optimum))
 
 
 def test_bad_arguments_raise_value_errors():
   m, lower, upper = _instance(1)
-  with pytest.raises(ValueError, match="method"):
-    oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, jnp.zeros(1),
-                   1.0, method="simplex")
+  with pytest.raises(ValueError, match="solver"):
+    oj.solve_inner(_problem(m, lower, upper), jnp.zeros(1), 1.0, solver="simplex")
   for eta in [0.0, -1.0, float("nan")]:
     with pytest.raises(ValueError, match="eta"):
       _solve(m, lower, upper, [0.0], eta)
-  with pytest.raises(ValueError, match="inner_method"):
+  with pytest.raises(ValueError, match="inner"):
     oj.optaug(num_episodes=10, safe_policy=jnp.full((3, 3, 2), 0.5), pretrain_episodes=1,
-              eta=1.0, inner_method="simplex")
+              eta=1.0, inner="simplex")
+  with pytest.raises(ValueError, match="num_iters"):
+    oj.inner.exact(num_iters=-1)
+  with pytest.raises(ValueError, match="tol"):
+    oj.inner.exact(tol=-1.0)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 9])
@@ -252,18 +258,18 @@ def test_small_spd_solve_matches_numpy(n):
   """The master's Newton systems: the unrolled Cholesky (n <= 8) and the LAPACK fallback
   (n = 9) against NumPy's solve, eagerly, under jit and under vmap; a matrix with a
   non-positive pivot gives a finite answer (no NaN to freeze the master's iterate)."""
-  from optaug_jax._src import inner  # pylint: disable=g-import-not-at-top
+  from optaug_jax._src.inner import master  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(n)
   m = rng.normal(size=(4, n, n))
   a = m @ np.swapaxes(m, 1, 2) + 0.1 * np.eye(n)
   b = rng.normal(size=(4, n))
   want = np.linalg.solve(a, b[..., None])[..., 0]
-  np.testing.assert_allclose(inner._spd_solve(jnp.asarray(a[0]), jnp.asarray(b[0])), want[0],
+  np.testing.assert_allclose(master.spd_solve(jnp.asarray(a[0]), jnp.asarray(b[0])), want[0],
                              rtol=1e-9, atol=1e-9)
-  np.testing.assert_allclose(jax.jit(jax.vmap(inner._spd_solve))(jnp.asarray(a),
+  np.testing.assert_allclose(jax.jit(jax.vmap(master.spd_solve))(jnp.asarray(a),
                                                                  jnp.asarray(b)),
                              want, rtol=1e-9, atol=1e-9)
-  if n <= inner._UNROLLED_SOLVE_MAX:
+  if n <= master.UNROLLED_SOLVE_MAX:
     indefinite = np.diag(np.r_[np.ones(n - 1), -1.0])
-    assert np.isfinite(np.asarray(inner._spd_solve(jnp.asarray(indefinite),
+    assert np.isfinite(np.asarray(master.spd_solve(jnp.asarray(indefinite),
                                                    jnp.asarray(b[0])))).all()

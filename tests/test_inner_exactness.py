@@ -1,4 +1,4 @@
-"""The exact inner method (`method="dual"`) on every instance class it accepts, against
+"""The exact inner solver (`oj.inner.exact()`) on every instance class it accepts, against
 Clarabel: I = 1..3, eta from 1e-2 to 1e8, lambda 0 or random over four scales, boxes of
 radius 0 (a point) or 1e-3 to 0.5, float64 and float32 (hypothesis; slow suite).
 
@@ -34,8 +34,7 @@ EXAMPLES = {"float64": 3000, "float32": 1000}
 
 @jax.jit
 def _solve(c, d, lower, upper, s1, alpha, lam, eta):
-  return oj.solve_inner(c, d, lower, upper, s1, alpha, lam, eta, method="dual", tol=0.0,
-                        with_transitions=False)
+  return oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=d, thresholds=alpha, lower=lower, upper=upper, initial_state=s1), lam, eta, solver=oj.inner.exact(tol=0.0), with_transitions=False)
 
 
 def _objective64(inst, eta, q):
@@ -53,7 +52,7 @@ def _check(dtype, seed, num_constraints, log_eta, lam_scale, radius):
   optimum, _ = ref.inner_cvxpy(*inst, eta)
   scale = 1.0 + abs(optimum)
   value = _objective64(inst, eta, np.asarray(sol.occupancy, np.float64))
-  error, gap = (value - optimum) / scale, float(sol.fw_gap) / scale
+  error, gap = (value - optimum) / scale, float(sol.gap) / scale
   context = dict(error=error, gap=gap, certified=bool(sol.certified), eta=eta)
   if dtype == np.float64:
     assert bool(sol.certified) and gap <= 1e-8, context
@@ -63,7 +62,7 @@ def _check(dtype, seed, num_constraints, log_eta, lam_scale, radius):
     assert error <= gap + 3e-8, context
   else:
     if bool(sol.certified):
-      assert error <= oj.kernels.certified_tolerance(np.float32) + 1e-6, context
+      assert error <= oj.inner.certified_tolerance(np.float32) + 1e-6, context
     # The float32 objective's rounding (a few eps of its terms) bounds the understatement.
     assert error <= gap + 1e-5, context
 
@@ -102,6 +101,6 @@ def test_reliability_probe_rows(num_constraints, eta):
   rng = np.random.default_rng(0)
   solutions = [_solve(*instance(rng, num_constraints, radius=0.3, lam_scale=0.0,
                                 threshold_share=0.5), eta) for _ in range(60)]
-  gaps = [float(s.fw_gap) / (1.0 + abs(float(s.objective))) for s in solutions]
+  gaps = [float(s.gap) / (1.0 + abs(float(s.objective))) for s in solutions]
   assert max(gaps) <= 1e-8
   assert all(bool(s.certified) for s in solutions)

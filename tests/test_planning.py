@@ -150,8 +150,7 @@ def test_fill_methods_agree_in_extended_dp_under_jit_and_vmap(method):
 def test_unknown_fill_is_a_value_error():
   reward, lower, upper, _, _ = _problem(0)
   with pytest.raises(ValueError, match="fill"):
-    oj.solve_inner(jnp.asarray(reward), jnp.zeros((1,) + reward.shape), jnp.asarray(lower),
-                   jnp.asarray(upper), 0, jnp.ones(1), jnp.zeros(1), 1.0, fill="bubble")
+    oj.solve_inner(oj.inner.InnerProblem(cost=jnp.asarray(reward), constraint_costs=jnp.zeros((1,) + reward.shape), thresholds=jnp.ones(1), lower=jnp.asarray(lower), upper=jnp.asarray(upper), initial_state=0), jnp.zeros(1), 1.0, solver=oj.inner.frank_wolfe(), fill="bubble", gradient="unrolled")
 
 
 def test_box_minimize_rejects_unknown_method():

@@ -13,6 +13,7 @@ import optaug_jax as oj  # noqa: E402
 
 S, A, H, K = 3, 2, 3, 12
 SETTINGS = settings(max_examples=15, deadline=None, derandomize=True)
+INNER = {"frank_wolfe": oj.inner.frank_wolfe(num_iters=10), "dual": oj.inner.exact()}
 
 
 @jax.jit
@@ -22,7 +23,7 @@ def _run(key, bonus_scale, eta, inner_flag):
 
   def with_method(method):
     agent = oj.optaug(num_episodes=K, safe_policy=pi, pretrain_episodes=3, slack=1.0,
-                      eta=eta, bonus_scale=bonus_scale, inner_method=method, fw_iters=10)
+                      eta=eta, bonus_scale=bonus_scale, inner=INNER[method])
     return oj.run(agent, jax.random.fold_in(key, 1), m, num_episodes=K)
 
   state_fw, log_fw = with_method("frank_wolfe")
@@ -40,7 +41,7 @@ def test_runs_stay_valid(seed, bonus_scale, log_eta, dual):
   for leaf in jax.tree.leaves((state, log)):
     assert np.all(np.isfinite(np.asarray(leaf)))
   assert np.all(np.asarray(log.multipliers) >= 0)
-  assert np.all(np.asarray(log.fw_gap) >= -1e-12)  # a certificate, up to rounding
+  assert np.all(np.asarray(log.inner_gap) >= -1e-12)  # a certificate, up to rounding
   v, vd = np.asarray(log.cost_value), np.asarray(log.constraint_values)
   assert np.all((v >= -1e-9) & (v <= H + 1e-9)) and np.all((vd >= -1e-9) & (vd <= H + 1e-9))
   model = oj.optimistic_model(state.counts, num_episodes=K, delta=0.1,
@@ -57,10 +58,8 @@ def _inner(key, eta, radius):
   lower = jnp.clip(m.transitions - radius, 0.0, 1.0)
   upper = jnp.clip(m.transitions + radius, 0.0, 1.0)
   lam = jax.random.uniform(jax.random.fold_in(key, 2), (2,)) * 2.0
-  sol = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta,
-                       method="dual")
-  fw = oj.solve_inner(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta,
-                      num_iters=30)
+  sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.exact(tol=None), gradient="unrolled")
+  fw = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=30), gradient="unrolled")
   return sol, fw, lower, upper
 
 
@@ -75,11 +74,11 @@ def test_inner_solutions_are_valid_and_certified(seed, log_eta, radius):
     np.testing.assert_allclose(q.sum((1, 2)), 1.0, atol=1e-9)
     p = np.asarray(s.transitions)
     assert np.all(p >= np.asarray(lower) - 1e-9) and np.all(p <= np.asarray(upper) + 1e-9)
-    assert float(s.fw_gap) >= -1e-12
+    assert float(s.gap) >= -1e-12
   # Both certificates bound the distance to the same optimum: the two objectives agree
   # within the sum of the certificates (the exact one is ~0).
   scale = max(1.0, abs(float(sol.objective)))
   if log_eta < 4.0:  # measured: exact below eta = 1e4; above, a few % of instances stop
-    assert float(sol.fw_gap) <= 1e-6 * scale  # with a certificate up to ~3e-2 (README)
+    assert float(sol.gap) <= 1e-6 * scale  # with a certificate up to ~3e-2 (README)
   assert float(sol.objective) <= float(fw.objective) + 1e-9 * scale
-  assert float(fw.objective) - float(sol.objective) <= float(fw.fw_gap) + 1e-6 * scale
+  assert float(fw.objective) - float(sol.objective) <= float(fw.gap) + 1e-6 * scale

@@ -129,7 +129,7 @@ def test_counts_never_saturate_in_low_precision():
   counts = oj.init_counts(num_states=2, num_actions=1, horizon=1, num_constraints=1,
                           dtype=jnp.bfloat16)
   assert counts.visits.dtype == jnp.int32 and counts.cost_sums.dtype == jnp.float32
-  trajectory = oj.types.Trajectory(states=jnp.asarray([0, 1]), actions=jnp.asarray([0]),
+  trajectory = oj.Trajectory(states=jnp.asarray([0, 1]), actions=jnp.asarray([0]),
                                    costs=jnp.ones(1), constraint_costs=jnp.ones((1, 1)))
   counts = jax.lax.fori_loop(0, 3000, lambda _, c: oj.update_counts(c, trajectory), counts)
   assert float(counts.visits[0, 0, 0]) == 3000.0  # bfloat16 stops at 256, float16 at 2048
@@ -150,7 +150,8 @@ def _cmdp():
     (lambda pi: oj.optaug(10, pi, 2, eta=1.0, delta=1e-40), "delta"),
     (lambda pi: oj.optdual(10, eta=1.0, bonus_scale=-1.0), "bonus_scale"),
     (lambda pi: oj.agents.optcmdp(10, bonus_scale=-1.0), "bonus_scale"),
-    (lambda pi: oj.optaug(10, pi, 2, eta=1.0, fw_tol=float("nan")), "fw_tol"),
+    (lambda pi: oj.optaug(10, pi, 2, eta=1.0, inner=oj.inner.frank_wolfe(tol=float("nan"))),
+     "tol"),
     (lambda pi: oj.optaug(10, pi, 2, eta=1.0, nu=float("inf")), "nu"),
     (lambda pi: oj.optaug(10, pi, 2, eta=float("nan")), "eta"),
     (lambda pi: oj.agents.optprimaldual(10, policy_step=0.0), "policy_step"),
@@ -206,7 +207,7 @@ def test_kernels_refuse_invalid_arguments(case):
   else:
     alpha, match = jnp.ones(2), "thresholds"
   with pytest.raises(ValueError, match=match):
-    oj.solve_inner(m.cost, m.constraint_costs, lower, upper, s1, alpha, jnp.zeros(1), 1.0)
+    oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=alpha, lower=lower, upper=upper, initial_state=s1), jnp.zeros(1), 1.0, solver=oj.inner.frank_wolfe(), gradient="unrolled")
   if case != "thresholds_shape":
     with pytest.raises(ValueError, match=match):
       oj.extended_value_iteration(m.cost, lower, upper, s1)
@@ -220,12 +221,10 @@ def test_checked_kernels_under_jit():
   @oj.checked
   @jax.jit
   def solve(lower, upper, s1):
-    return oj.solve_inner(m.cost, m.constraint_costs, lower, upper, s1, m.thresholds,
-                          jnp.zeros(1), 1.0, method="dual", check=True).objective
+    return oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=s1), jnp.zeros(1), 1.0, solver=oj.inner.exact(tol=None), check=True, gradient="unrolled").objective
 
   value = solve(m.transitions, m.transitions, 0)
-  want = oj.solve_inner(m.cost, m.constraint_costs, m.transitions, m.transitions, 0,
-                        m.thresholds, jnp.zeros(1), 1.0, method="dual").objective
+  want = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=m.transitions, upper=m.transitions, initial_state=0), jnp.zeros(1), 1.0, solver=oj.inner.exact(tol=None), gradient="unrolled").objective
   assert float(value) == pytest.approx(float(want), abs=1e-12)
   with pytest.raises(ValueError, match="initial_state"):
     solve(m.transitions, m.transitions, 5)
@@ -237,8 +236,7 @@ def test_checked_kernels_under_jit():
 @jax.jit
 def _checked_solve(transitions, cost, constraint_costs, thresholds, multipliers, eta):
   """One compilation for every case below (the checks depend on values, not shapes)."""
-  return oj.solve_inner(cost, constraint_costs, transitions, transitions, 0, thresholds,
-                        multipliers, eta, method="dual", check=True).objective
+  return oj.solve_inner(oj.inner.InnerProblem(cost=cost, constraint_costs=constraint_costs, thresholds=thresholds, lower=transitions, upper=transitions, initial_state=0), multipliers, eta, solver=oj.inner.exact(tol=None), check=True, gradient="unrolled").objective
 
 
 @pytest.mark.parametrize("field,bad", [("multipliers", np.nan), ("multipliers", -1.0),
@@ -259,5 +257,4 @@ def test_checked_inner_solve_refuses_bad_numbers_under_jit(field, bad):
     _checked_solve(m.transitions, **args)
   # Eagerly (concrete arrays) the same arguments are refused without check=True.
   with pytest.raises(ValueError, match=field):
-    oj.solve_inner(args["cost"], args["constraint_costs"], m.transitions, m.transitions, 0,
-                   args["thresholds"], args["multipliers"], args["eta"], method="dual")
+    oj.solve_inner(oj.inner.InnerProblem(cost=args["cost"], constraint_costs=args["constraint_costs"], thresholds=args["thresholds"], lower=m.transitions, upper=m.transitions, initial_state=0), args["multipliers"], args["eta"], solver=oj.inner.exact(tol=None), gradient="unrolled")

@@ -23,8 +23,8 @@ def setup():
                         num_constraints=2)
   policy, slack = oj.safe_policy(cmdp)
   agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4, slack=slack,
-                    eta=10.0, fw_iters=8, bonus_scale=0.1,
-                    inner_method="frank_wolfe")
+                    eta=10.0, bonus_scale=0.1,
+                    inner=oj.inner.frank_wolfe(num_iters=8))
   keys = jax.random.split(jax.random.PRNGKey(1), 5)
   state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=K))(keys)
   return cmdp, agent, keys, state, log
@@ -38,7 +38,7 @@ def _numpy_summary(log, optimal_value, thresholds):
           "absolute_cost": np.abs(gap).sum(-1),
           "strong_constraint": np.maximum(viol, 0).sum(-2), "weak_constraint": viol.sum(-2),
           "max_violation": viol.max(-2), "violating_episodes": (viol > 0).sum(-2),
-          "max_fw_gap": np.asarray(log.fw_gap).max(-1),
+          "max_inner_gap": np.asarray(log.inner_gap).max(-1),
           "multipliers": np.asarray(log.multipliers)[:, -1]}
 
 
@@ -123,8 +123,8 @@ _SUBPROCESS = textwrap.dedent("""
                           num_constraints=2)
     policy, slack = oj.safe_policy(cmdp)
     agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4,
-                      slack=slack, eta=10.0, fw_iters=8, bonus_scale=0.1,
-                    inner_method="frank_wolfe")
+                      slack=slack, eta=10.0, bonus_scale=0.1,
+                      inner=oj.inner.frank_wolfe(num_iters=8))
     keys = jax.random.split(jax.random.PRNGKey(1), 10)  # not a multiple of 4: padded
     state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=12))(keys)
     st, lg = oj.run_sharded(agent, keys, cmdp, num_episodes=12, batch_size=2)

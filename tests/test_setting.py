@@ -64,8 +64,8 @@ def test_stationary_model_is_the_model_of_hand_pooled_counts():
     trans[idx] = rng.multinomial(int(visits[idx]), [0.5, 0.3, 0.2])
   csum = visits * rng.uniform(size=visits.shape)
   dsum = visits[None] * rng.uniform(size=(i, h, s, a))
-  counts = oj.types.Counts(*(jnp.asarray(x) for x in (visits, trans, csum, dsum)))
-  pooled = oj.types.Counts(
+  counts = oj.Counts(*(jnp.asarray(x) for x in (visits, trans, csum, dsum)))
+  pooled = oj.Counts(
       visits=jnp.asarray(np.repeat(visits.sum(0, keepdims=True), h, 0)),
       transitions=jnp.asarray(np.repeat(trans.sum(0, keepdims=True), h, 0)),
       cost_sums=jnp.asarray(np.repeat(csum.sum(0, keepdims=True), h, 0)),

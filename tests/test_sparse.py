@@ -5,7 +5,6 @@ Independent references: the dense kernels (themselves tested against NumPy loops
 HiGHS extended LP), `scipy`'s HiGHS on the occupancy LP, and sampled frequencies.
 """
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -194,18 +193,20 @@ def test_sparse_inner_solve_and_gradient_agree_with_dense():
   ns = sparse.next_states
   lower, upper = _box(dense, 0.2, 6)
   lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
-  args = (dense.cost, dense.constraint_costs)
-  tail = (0, dense.thresholds, jnp.array([0.5, 0.0]), 30.0)
-  solve = functools.partial(oj.solve_inner, method="dual", tol=0.0)
-  a = solve(*args, jnp.asarray(lower), jnp.asarray(upper), *tail)
-  b = solve(*args, lo_s, up_s, *tail, next_states=ns)
+  problem = oj.inner.InnerProblem(
+      cost=dense.cost, constraint_costs=dense.constraint_costs, thresholds=dense.thresholds,
+      lower=jnp.asarray(lower), upper=jnp.asarray(upper), initial_state=0)
+  sparse_problem = problem._replace(lower=lo_s, upper=up_s, next_states=ns)
+  lam, eta = jnp.array([0.5, 0.0]), 30.0
+  a = oj.solve_inner(problem, lam, eta)
+  b = oj.solve_inner(sparse_problem, lam, eta)
   assert bool(a.certified) and bool(b.certified)
   np.testing.assert_allclose(b.objective, a.objective, atol=1e-10)
   np.testing.assert_allclose(oj.to_dense(sparse._replace(transitions=b.transitions))
                              .transitions, a.transitions, atol=1e-6)
   # d objective / d cost = q* (envelope), against central finite differences.
-  f = lambda c: solve(c, dense.constraint_costs, lo_s, up_s, *tail, next_states=ns,
-                      gradient="envelope").objective
+  f = lambda c: oj.solve_inner(sparse_problem._replace(cost=c), lam, eta,
+                               gradient="envelope").objective
   grad = jax.grad(f)(dense.cost)
   direction = jnp.asarray(np.random.default_rng(6).normal(size=dense.cost.shape))
   eps = 1e-6

@@ -31,7 +31,8 @@ slack is four fifths of the threshold when that smaller constraint binds).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,8 +41,7 @@ import numpy as np
 from .cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
 from .lp import solve_lp
 
-
-BENCHMARKS: dict[str, Callable[..., "Benchmark"]] = {}
+BENCHMARKS: dict[str, Callable[..., Benchmark]] = {}
 
 
 def register_benchmark(name: str) -> Callable:
@@ -64,33 +64,43 @@ class Benchmark(NamedTuple):
   slack: float  # its true slack min_i (alpha_i - V^pi(d_i, p)) > 0
 
 
-def _numpy_cmdp(transitions: np.ndarray, cost: np.ndarray, constraint_cost: np.ndarray,
-                threshold: float, initial_state: int, next_states: np.ndarray | None = None
-                ) -> CMDP:
+def _numpy_cmdp(
+  transitions: np.ndarray,
+  cost: np.ndarray,
+  constraint_cost: np.ndarray,
+  threshold: float,
+  initial_state: int,
+  next_states: np.ndarray | None = None,
+) -> CMDP:
   """A float64 CMDP with NumPy fields (for the LP reference) and one constraint (sparse
   layout when `next_states` is given)."""
-  return validate_cmdp(CMDP(
-      transitions=np.asarray(transitions, np.float64),
-      cost=np.asarray(cost, np.float64),
-      constraint_costs=np.asarray(constraint_cost, np.float64)[None],
-      thresholds=np.array([threshold], np.float64),
-      initial_state=np.asarray(initial_state, np.int32),
-      next_states=None if next_states is None else np.asarray(next_states, np.int32),
-  ))
+  # NumPy fields (the kernels receive JAX arrays; the host code reads these as NumPy).
+  fields: dict[str, Any] = dict(
+    transitions=np.asarray(transitions, np.float64),
+    cost=np.asarray(cost, np.float64),
+    constraint_costs=np.asarray(constraint_cost, np.float64)[None],
+    thresholds=np.array([threshold], np.float64),
+    initial_state=np.asarray(initial_state, np.int32),
+    next_states=None if next_states is None else np.asarray(next_states, np.int32),
+  )
+  return validate_cmdp(CMDP(**fields))
 
 
 def _finish(model: CMDP, baseline: np.ndarray, dtype) -> Benchmark:
   """Converts a float64 NumPy CMDP and baseline to JAX arrays of `dtype`; checks the slack."""
   dtype = dtype or jnp.zeros(()).dtype
-  cmdp = validate_cmdp(CMDP(
+  cmdp = validate_cmdp(
+    CMDP(
       transitions=jnp.asarray(model.transitions, dtype=dtype),
       cost=jnp.asarray(model.cost, dtype=dtype),
       constraint_costs=jnp.asarray(model.constraint_costs, dtype=dtype),
       thresholds=jnp.asarray(model.thresholds, dtype=dtype),
       initial_state=jnp.asarray(model.initial_state, dtype=jnp.int32),
-      next_states=(None if model.next_states is None
-                   else jnp.asarray(model.next_states, dtype=jnp.int32)),
-  ))
+      next_states=(
+        None if model.next_states is None else jnp.asarray(model.next_states, dtype=jnp.int32)
+      ),
+    )
+  )
   policy = jnp.asarray(baseline, dtype=dtype)
   return Benchmark(cmdp=cmdp, safe_policy=policy, slack=check_safe_policy(cmdp, policy))
 
@@ -100,8 +110,9 @@ def _lp_baseline(model: CMDP) -> np.ndarray:
   return solve_lp(model._replace(thresholds=model.thresholds / 5.0)).policy
 
 
-def _min_cost_policy(cost: np.ndarray, transitions: np.ndarray,
-                     next_states: np.ndarray | None = None) -> np.ndarray:
+def _min_cost_policy(
+  cost: np.ndarray, transitions: np.ndarray, next_states: np.ndarray | None = None
+) -> np.ndarray:
   """Deterministic policy `[H, S, A]` minimising `V^pi(cost, p)` (float64 backward induction).
 
   Ties go to the lowest action index, as in `planning.optimal_policy`. Sparse layout when
@@ -158,8 +169,12 @@ def media_streaming(*, horizon: int = 10, dtype=None) -> Benchmark:
   constraint = np.zeros((num_states, 2))
   constraint[:, 0] = 1.0
   model = _numpy_cmdp(
-      np.broadcast_to(p, (horizon,) + p.shape), np.broadcast_to(cost, (horizon,) + cost.shape),
-      np.broadcast_to(constraint, (horizon,) + constraint.shape), horizon / 2.0, 0)
+    np.broadcast_to(p, (horizon,) + p.shape),
+    np.broadcast_to(cost, (horizon,) + cost.shape),
+    np.broadcast_to(constraint, (horizon,) + constraint.shape),
+    horizon / 2.0,
+    0,
+  )
   return _finish(model, _lp_baseline(model), dtype)
 
 
@@ -199,8 +214,12 @@ def factored(*, horizon: int = 6, dtype=None) -> Benchmark:
     cost[s] = [1.0, 1.0 - (s + 1) / num_states]
     constraint[s] = [0.0, 1.0]
   model = _numpy_cmdp(
-      np.broadcast_to(p, (horizon,) + p.shape), np.broadcast_to(cost, (horizon,) + cost.shape),
-      np.broadcast_to(constraint, (horizon,) + constraint.shape), horizon / 2.0, 0)
+    np.broadcast_to(p, (horizon,) + p.shape),
+    np.broadcast_to(cost, (horizon,) + cost.shape),
+    np.broadcast_to(constraint, (horizon,) + constraint.shape),
+    horizon / 2.0,
+    0,
+  )
   return _finish(model, _lp_baseline(model), dtype)
 
 
@@ -232,8 +251,9 @@ def default_hazards(size: int) -> tuple[tuple[int, int], ...]:
   return tuple(band) + ((size - 1, size - 2),)
 
 
-def sparse_rows(targets: np.ndarray, probs: np.ndarray, width: int | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+def sparse_rows(
+  targets: np.ndarray, probs: np.ndarray, width: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
   """The sparse layout of rows given as candidate moves: `(next_states, probabilities)`.
 
   `targets [..., M]` (int) and `probs [..., M]` list each row's possible moves (repeats
@@ -243,7 +263,7 @@ def sparse_rows(targets: np.ndarray, probs: np.ndarray, width: int | None = None
   targets, probs = np.asarray(targets), np.asarray(probs, np.float64)
   rows = targets.reshape(-1, targets.shape[-1])
   weights = probs.reshape(rows.shape)
-  merged = [{} for _ in range(rows.shape[0])]
+  merged: list[dict[int, float]] = [{} for _ in range(rows.shape[0])]
   for i in range(rows.shape[0]):
     for t, w in zip(rows[i].tolist(), weights[i].tolist()):
       if w > 0:
@@ -261,8 +281,9 @@ def sparse_rows(targets: np.ndarray, probs: np.ndarray, width: int | None = None
   return next_states.reshape(shape), out.reshape(shape)
 
 
-def _grid_model(size: int, slip: float, hazards: Iterable[tuple[int, int]],
-                horizon: int, sparse: bool = False):
+def _grid_model(
+  size: int, slip: float, hazards: Iterable[tuple[int, int]], horizon: int, sparse: bool = False
+):
   """Transitions `[H, S, A, S']` (or `[H, S, A, 5]` slots and their next states when
   `sparse`), cost `[H, S, A]`, hazard cost `[H, S, A]` of the grid.
 
@@ -278,10 +299,14 @@ def _grid_model(size: int, slip: float, hazards: Iterable[tuple[int, int]],
   dest = np.where(inside, r * size + c, np.arange(num_states)[:, None])  # [S, 4]
   dest[goal] = goal
   # Candidate moves of (s, a): the intended one (1 - slip), each direction (slip / 4).
-  targets = np.concatenate([np.broadcast_to(dest[:, :, None], (num_states, 4, 1)),
-                            np.broadcast_to(dest[:, None, :], (num_states, 4, 4))], axis=-1)
-  weights = np.broadcast_to(np.array([1.0 - slip] + [slip / 4.0] * 4),
-                            (num_states, 4, 5)).copy()
+  targets = np.concatenate(
+    [
+      np.broadcast_to(dest[:, :, None], (num_states, 4, 1)),
+      np.broadcast_to(dest[:, None, :], (num_states, 4, 4)),
+    ],
+    axis=-1,
+  )
+  weights = np.broadcast_to(np.array([1.0 - slip] + [slip / 4.0] * 4), (num_states, 4, 5)).copy()
   next_states = None
   if sparse:
     next_states, p = sparse_rows(targets, weights, width=5)
@@ -295,6 +320,7 @@ def _grid_model(size: int, slip: float, hazards: Iterable[tuple[int, int]],
   hazard = np.zeros((num_states, 4))
   for r, c in hazards:
     hazard[r * size + c] = 1.0
+
   def tile(x: np.ndarray) -> np.ndarray:
     return np.broadcast_to(x, (horizon,) + x.shape)
 
@@ -313,7 +339,7 @@ _GRID_TIE_WEIGHT = 1e-6
 def _policy_value(cost: np.ndarray, transitions: np.ndarray, next_states, policy) -> float:
   """`V^pi(cost, p)` from state 0 (float64 forward pass; sparse when `next_states`)."""
   horizon, num_states, _ = cost.shape
-  d = np.zeros(num_states)
+  d: np.ndarray = np.zeros(num_states)
   d[0] = 1.0
   total = 0.0
   for h in range(horizon):
@@ -322,16 +348,25 @@ def _policy_value(cost: np.ndarray, transitions: np.ndarray, next_states, policy
     if next_states is None:
       d = np.einsum("sa,sat->t", q, transitions[h])
     else:
-      d = np.bincount(np.maximum(next_states[h], 0).ravel(),
-                      weights=(q[..., None] * transitions[h]).ravel(), minlength=num_states)
+      d = np.bincount(
+        np.maximum(next_states[h], 0).ravel(),
+        weights=(q[..., None] * transitions[h]).ravel(),
+        minlength=num_states,
+      )
   return total
 
 
 @register_benchmark("gridworld")
-def gridworld(size: int = 5, *, slip: float = 0.1,
-              hazards: Iterable[tuple[int, int]] | None = None, horizon: int | None = None,
-              budget: float | None = None, sparse: bool | None = None,
-              dtype=None) -> Benchmark:
+def gridworld(
+  size: int = 5,
+  *,
+  slip: float = 0.1,
+  hazards: Iterable[tuple[int, int]] | None = None,
+  horizon: int | None = None,
+  budget: float | None = None,
+  sparse: bool | None = None,
+  dtype=None,
+) -> Benchmark:
   """Slippery race-track grid: reach the far corner fast, with few hazard visits.
 
   States are the cells of a `size x size` grid, index `row * size + col`; the start is
@@ -379,8 +414,9 @@ def gridworld(size: int = 5, *, slip: float = 0.1,
   horizon = 3 * size if horizon is None else int(horizon)
   if horizon < 1:
     raise ValueError(f"horizon: must be >= 1, got {horizon}")
-  hazards = default_hazards(size) if hazards is None else tuple(
-      (int(r), int(c)) for r, c in hazards)
+  hazards = (
+    default_hazards(size) if hazards is None else tuple((int(r), int(c)) for r, c in hazards)
+  )
   for cell in hazards:
     if not (0 <= cell[0] < size and 0 <= cell[1] < size):
       raise ValueError(f"hazards: cell {cell} is outside the {size}x{size} grid")
@@ -419,9 +455,16 @@ QUEUE_ENERGY = (0.0, 0.5, 1.0)
 
 
 @register_benchmark("queue")
-def queue(*, capacity: int = 199, arrival: float = 0.5, horizon: int = 50,
-          initial_length: int | None = None, budget_fraction: float = 0.3,
-          sparse: bool | None = None, dtype=None) -> Benchmark:
+def queue(
+  *,
+  capacity: int = 199,
+  arrival: float = 0.5,
+  horizon: int = 50,
+  initial_length: int | None = None,
+  budget_fraction: float = 0.3,
+  sparse: bool | None = None,
+  dtype=None,
+) -> Benchmark:
   """A single-server queue with service-rate control: short queues on an energy budget.
 
   States are the queue lengths `0..capacity` (`S = capacity + 1`). Each step one job
@@ -469,9 +512,14 @@ def queue(*, capacity: int = 199, arrival: float = 0.5, horizon: int = 50,
   leave = np.where(length > 0, rate, 0.0)
   up, down = arrive * (1.0 - leave), leave * (1.0 - arrive)
   shape = (num_states, len(QUEUE_RATES))
-  targets = np.stack([np.broadcast_to(np.minimum(length + 1, capacity), shape),
-                      np.broadcast_to(np.maximum(length - 1, 0), shape),
-                      np.broadcast_to(length, shape)], axis=-1)
+  targets = np.stack(
+    [
+      np.broadcast_to(np.minimum(length + 1, capacity), shape),
+      np.broadcast_to(np.maximum(length - 1, 0), shape),
+      np.broadcast_to(length, shape),
+    ],
+    axis=-1,
+  )
   weights = np.stack([up, down, 1.0 - up - down], axis=-1)
   if sparse:
     ns, p = sparse_rows(targets, weights, width=3)
@@ -483,17 +531,31 @@ def queue(*, capacity: int = 199, arrival: float = 0.5, horizon: int = 50,
   cost = np.broadcast_to(length / capacity, shape)
   energy = np.broadcast_to(np.asarray(QUEUE_ENERGY)[None, :], shape)
   tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
-  model = _numpy_cmdp(tile(p), tile(cost), tile(energy), budget_fraction * horizon, start,
-                      None if ns is None else tile(ns))
+  model = _numpy_cmdp(
+    tile(p),
+    tile(cost),
+    tile(energy),
+    budget_fraction * horizon,
+    start,
+    None if ns is None else tile(ns),
+  )
   baseline = np.zeros((horizon, num_states, len(QUEUE_RATES)))
   baseline[..., 0] = 1.0
   return _finish(model, baseline, dtype)
 
 
 @register_benchmark("random")
-def random_family(*, seed: int = 0, num_states: int = 10, num_actions: int = 4,
-                  horizon: int = 10, num_constraints: int = 1, concentration: float = 1.0,
-                  threshold_fraction: float = 0.5, dtype=None) -> Benchmark:
+def random_family(
+  *,
+  seed: int = 0,
+  num_states: int = 10,
+  num_actions: int = 4,
+  horizon: int = 10,
+  num_constraints: int = 1,
+  concentration: float = 1.0,
+  threshold_fraction: float = 0.5,
+  dtype=None,
+) -> Benchmark:
   """Member `seed` of the default random family of `random_cmdp`, with its safe policy.
 
   The CMDP is `random_cmdp(PRNGKey(seed), ...)`: transitions `Dirichlet(concentration)`,
@@ -515,10 +577,18 @@ def random_family(*, seed: int = 0, num_states: int = 10, num_actions: int = 4,
   Returns:
     A `Benchmark`.
   """
-  cmdp = validate_cmdp(random_cmdp(
-      jax.random.PRNGKey(seed), num_states=num_states, num_actions=num_actions,
-      horizon=horizon, num_constraints=num_constraints, concentration=concentration,
-      threshold_fraction=threshold_fraction, dtype=dtype))
+  cmdp = validate_cmdp(
+    random_cmdp(
+      jax.random.PRNGKey(seed),
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      num_constraints=num_constraints,
+      concentration=concentration,
+      threshold_fraction=threshold_fraction,
+      dtype=dtype,
+    )
+  )
   policy, _ = safe_policy(cmdp)
   return Benchmark(cmdp=cmdp, safe_policy=policy, slack=check_safe_policy(cmdp, policy))
 

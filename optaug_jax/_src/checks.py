@@ -40,8 +40,11 @@ def initial_state(value, num_states: int, where: str, *, check: bool) -> None:
   """`initial_state` is an index in `[0, S)`."""
   if _concrete(value) or check:
     v = jnp.asarray(value)
-    _require((v >= 0) & (v < num_states),
-             f"{where}: initial_state must lie in [0, {num_states}) (S = {num_states})", check)
+    _require(
+      (v >= 0) & (v < num_states),
+      f"{where}: initial_state must lie in [0, {num_states}) (S = {num_states})",
+      check,
+    )
 
 
 def box(lower, upper, where: str, *, check: bool) -> None:
@@ -49,16 +52,26 @@ def box(lower, upper, where: str, *, check: bool) -> None:
   if not (_concrete(lower, upper) or check):
     return
   tol = _tolerance(jnp.result_type(lower))
-  _require((lower >= -tol) & (lower <= upper + tol) & (upper <= 1 + tol),
-           f"{where}: lower and upper must satisfy 0 <= lower <= upper <= 1", check)
-  _require(jnp.sum(lower, axis=-1) <= 1 + tol,
-           f"{where}: lower rows must sum to at most 1 (the box is empty)", check)
-  _require(jnp.sum(upper, axis=-1) >= 1 - tol,
-           f"{where}: upper rows must sum to at least 1 (the box is empty)", check)
+  _require(
+    (lower >= -tol) & (lower <= upper + tol) & (upper <= 1 + tol),
+    f"{where}: lower and upper must satisfy 0 <= lower <= upper <= 1",
+    check,
+  )
+  _require(
+    jnp.sum(lower, axis=-1) <= 1 + tol,
+    f"{where}: lower rows must sum to at most 1 (the box is empty)",
+    check,
+  )
+  _require(
+    jnp.sum(upper, axis=-1) >= 1 - tol,
+    f"{where}: upper rows must sum to at least 1 (the box is empty)",
+    check,
+  )
 
 
-def finite(name: str, x, where: str, *, check: bool, low: float | None = None,
-           low_open: bool = False) -> None:
+def finite(
+  name: str, x, where: str, *, check: bool, low: float | None = None, low_open: bool = False
+) -> None:
   """Every entry of `x` is finite (and `>= low`, or `> low` when `low_open`)."""
   if not (_concrete(x) or check):
     return
@@ -76,8 +89,11 @@ def distribution(name: str, rows, where: str, *, check: bool) -> None:
   if not (_concrete(rows) or check):
     return
   tol = _tolerance(jnp.result_type(rows))
-  _require((rows >= -tol) & (jnp.abs(jnp.sum(rows, axis=-1, keepdims=True) - 1) <= tol),
-           f"{where}: {name} rows must be probability vectors (>= 0, summing to 1)", check)
+  _require(
+    (rows >= -tol) & (jnp.abs(jnp.sum(rows, axis=-1, keepdims=True) - 1) <= tol),
+    f"{where}: {name} rows must be probability vectors (>= 0, summing to 1)",
+    check,
+  )
 
 
 def checked(fn):

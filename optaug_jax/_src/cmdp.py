@@ -92,8 +92,7 @@ def _check_unit_interval(name: str, array: np.ndarray) -> None:
   if lo < 0.0 or hi > 1.0:
     where = np.unravel_index(np.argmax((array < 0.0) | (array > 1.0)), array.shape)
     raise ValueError(
-        f"{name}: costs must lie in [0, 1]; found {float(array[where]):.6g} at index"
-        f" {_at(where)}"
+      f"{name}: costs must lie in [0, 1]; found {float(array[where]):.6g} at index {_at(where)}"
     )
 
 
@@ -129,74 +128,87 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
     _check_next_states(_as_numpy("next_states", cmdp.next_states), p, num_states)
   elif num_next != num_states:
     raise ValueError(
-        f"transitions: shape {p.shape} has {num_next} next states but {num_states} states"
-        " (a sparse CMDP gives next_states)"
+      f"transitions: shape {p.shape} has {num_next} next states but {num_states} states"
+      " (a sparse CMDP gives next_states)"
     )
   if min(horizon, num_states, num_actions) < 1:
     raise ValueError(f"transitions: empty axis in shape {p.shape}")
   if c.shape != batch + (horizon, num_states, num_actions):
     raise ValueError(
-        f"cost: expected shape {batch + (horizon, num_states, num_actions)} [H, S, A] "
-        f"to match transitions {p.shape}, got {c.shape}"
+      f"cost: expected shape {batch + (horizon, num_states, num_actions)} [H, S, A] "
+      f"to match transitions {p.shape}, got {c.shape}"
     )
-  if d.ndim != len(batch) + 4 or d.shape[:len(batch)] != batch or d.shape[-3:] != (
-      horizon, num_states, num_actions):
+  if (
+    d.ndim != len(batch) + 4
+    or d.shape[: len(batch)] != batch
+    or d.shape[-3:] != (horizon, num_states, num_actions)
+  ):
     raise ValueError(
-        f"constraint_costs: expected shape {batch + ('I', horizon, num_states, num_actions)}"
-        f" [I, H, S, A], got {d.shape}"
+      f"constraint_costs: expected shape {batch + ('I', horizon, num_states, num_actions)}"
+      f" [I, H, S, A], got {d.shape}"
     )
   num_constraints = d.shape[len(batch)]
   if num_constraints < 1:
     raise ValueError(f"constraint_costs: needs at least one constraint (I >= 1), got {d.shape}")
   if alpha.shape != batch + (num_constraints,):
     raise ValueError(
-        f"thresholds: expected shape {batch + (num_constraints,)} (one per constraint),"
-        f" got {alpha.shape}"
+      f"thresholds: expected shape {batch + (num_constraints,)} (one per constraint),"
+      f" got {alpha.shape}"
     )
   if s1.shape != batch:
     raise ValueError(f"initial_state: expected shape {batch}, got {s1.shape}")
 
-  for name, array in [("transitions", p), ("cost", c), ("constraint_costs", d),
-                      ("thresholds", alpha)]:
+  for name, array in [
+    ("transitions", p),
+    ("cost", c),
+    ("constraint_costs", d),
+    ("thresholds", alpha),
+  ]:
     if array.dtype not in SUPPORTED_DTYPES:
       raise ValueError(
-          f"{name}: dtype {array.dtype} is not supported; use float32 or float64 (integer"
-          " costs cannot be sampled, and 16-bit floats round transition rows and counts)")
+        f"{name}: dtype {array.dtype} is not supported; use float32 or float64 (integer"
+        " costs cannot be sampled, and 16-bit floats round transition rows and counts)"
+      )
     _check_finite(name, array)
   dtypes = {str(x.dtype) for x in (p, c, d, alpha)}
   if len(dtypes) > 1:
-    raise ValueError(f"cmdp: transitions, cost, constraint_costs and thresholds must share"
-                     f" one dtype, got {sorted(dtypes)}")
+    raise ValueError(
+      f"cmdp: transitions, cost, constraint_costs and thresholds must share"
+      f" one dtype, got {sorted(dtypes)}"
+    )
   if not np.issubdtype(s1.dtype, np.integer):
-    if not np.issubdtype(s1.dtype, np.number) or not np.all(np.isfinite(s1)) or np.any(
-        s1 != np.round(s1)):
+    if (
+      not np.issubdtype(s1.dtype, np.number)
+      or not np.all(np.isfinite(s1))
+      or np.any(s1 != np.round(s1))
+    ):
       raise ValueError(f"initial_state: expected an integer state index, got {s1.tolist()}")
   if np.any(s1 < 0) or np.any(s1 >= num_states):
     raise ValueError(
-        f"initial_state: {s1.tolist()} is out of range for {num_states} states [0, {num_states})"
+      f"initial_state: {s1.tolist()} is out of range for {num_states} states [0, {num_states})"
     )
 
   if p.min() < 0:  # no tolerance: a negative probability breaks sampling
     where = np.unravel_index(np.argmin(p), p.shape)
     raise ValueError(
-        f"transitions: probabilities must be non-negative; found {float(p[where]):.6g}"
-        f" at {_at(where)}"
+      f"transitions: probabilities must be non-negative; found {float(p[where]):.6g}"
+      f" at {_at(where)}"
     )
   row_sums = p.sum(axis=-1)
   err = np.abs(row_sums - 1.0)
   if err.max() > atol:
     where = np.unravel_index(np.argmax(err), err.shape)
     raise ValueError(
-        f"transitions: rows must sum to 1 (tolerance {atol:g}); row {_at(where)}"
-        f" [.., h, s, a] sums to {float(row_sums[where]):.10g}"
+      f"transitions: rows must sum to 1 (tolerance {atol:g}); row {_at(where)}"
+      f" [.., h, s, a] sums to {float(row_sums[where]):.10g}"
     )
   _check_unit_interval("cost", c)
   _check_unit_interval("constraint_costs", d)
   if alpha.min() < 0.0 or alpha.max() > horizon:
     where = np.unravel_index(np.argmax((alpha < 0.0) | (alpha > horizon)), alpha.shape)
     raise ValueError(
-        f"thresholds: must lie in [0, H] = [0, {horizon}]; found {float(alpha[where]):.6g}"
-        f" at {_at(where)}"
+      f"thresholds: must lie in [0, H] = [0, {horizon}]; found {float(alpha[where]):.6g}"
+      f" at {_at(where)}"
     )
   return cmdp
 
@@ -204,18 +216,23 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
 def _check_next_states(ns: np.ndarray, p: np.ndarray, num_states: int) -> None:
   """The sparse layout's index array: shape, integer, range, empty slots, duplicates."""
   if ns.shape != p.shape:
-    raise ValueError(f"next_states: expected shape {p.shape} (that of transitions,"
-                     f" [H, S, A, N]), got {ns.shape}")
+    raise ValueError(
+      f"next_states: expected shape {p.shape} (that of transitions, [H, S, A, N]), got {ns.shape}"
+    )
   if not np.issubdtype(ns.dtype, np.integer):
     raise ValueError(f"next_states: expected integer state indices, got dtype {ns.dtype}")
   if ns.size and (ns.min() < -1 or ns.max() >= num_states):
     where = np.unravel_index(np.argmax((ns < -1) | (ns >= num_states)), ns.shape)
-    raise ValueError(f"next_states: {int(ns[where])} at {_at(where)} is not a state in"
-                     f" [0, {num_states}) nor -1 (an empty slot)")
+    raise ValueError(
+      f"next_states: {int(ns[where])} at {_at(where)} is not a state in"
+      f" [0, {num_states}) nor -1 (an empty slot)"
+    )
   if np.any((ns < 0) & (p != 0)):
     where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
-    raise ValueError(f"transitions: empty slot {_at(where)} (next_states -1) has probability"
-                     f" {float(p[where]):.6g}; empty slots must hold 0")
+    raise ValueError(
+      f"transitions: empty slot {_at(where)} (next_states -1) has probability"
+      f" {float(p[where]):.6g}; empty slots must hold 0"
+    )
   dup = validation.repeated_next_state_row(ns)
   if dup is not None:
     raise ValueError(f"next_states: row {dup} [.., h, s, a] names a next state twice")
@@ -238,8 +255,7 @@ def to_sparse(cmdp: CMDP, *, max_next_states: int | None = None) -> CMDP:
   widest = int(support.sum(-1).max())
   n = widest if max_next_states is None else int(max_next_states)
   if n < widest:
-    raise ValueError(f"max_next_states: {n} slots, but a row has {widest} possible next"
-                     " states")
+    raise ValueError(f"max_next_states: {n} slots, but a row has {widest} possible next states")
   # Stable order: positive entries first (by index), then the rest; keep the first n.
   order = np.argsort(~support, axis=-1, kind="stable")[..., :n]
   taken = np.take_along_axis(support, order, axis=-1)
@@ -253,8 +269,9 @@ def to_dense(cmdp: CMDP) -> CMDP:
   if cmdp.next_states is None:
     return cmdp
   return cmdp._replace(
-      transitions=jnp.asarray(dense_rows(cmdp.transitions, cmdp.next_states,
-                                         cmdp.num_states)), next_states=None)
+    transitions=jnp.asarray(dense_rows(cmdp.transitions, cmdp.next_states, cmdp.num_states)),
+    next_states=None,
+  )
 
 
 def dense_rows(values, next_states, num_states: int) -> np.ndarray:
@@ -284,13 +301,16 @@ def check_cmdp(cmdp: CMDP, where: str) -> None:
     validate_cmdp(cmdp)
   except ValueError as e:
     raise ValueError(f"{where}: {e}") from None
-  if not jax.config.jax_enable_x64 and any(
-      getattr(x, "dtype", None) == np.float64 for x in leaves):
+  if not jax.config.read("jax_enable_x64") and any(
+    getattr(x, "dtype", None) == np.float64 for x in leaves
+  ):
     warnings.warn(
-        f"{where}: the CMDP has float64 arrays but JAX's x64 mode is off, so they are"
-        " computed in float32. For float64, call jax.config.update('jax_enable_x64', True)"
-        " before building any array; otherwise build the CMDP in float32.",
-        UserWarning, stacklevel=3)
+      f"{where}: the CMDP has float64 arrays but JAX's x64 mode is off, so they are"
+      " computed in float32. For float64, call jax.config.update('jax_enable_x64', True)"
+      " before building any array; otherwise build the CMDP in float32.",
+      UserWarning,
+      stacklevel=3,
+    )
 
 
 def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
@@ -312,8 +332,9 @@ def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
       outside `[0, H]`, rows not summing to 1, ...), named.
   """
   check_cmdp(cmdp, "safe_policy")
-  policy = planning.optimal_policy(jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions,
-                                   next_states=cmdp.next_states)
+  policy = planning.optimal_policy(
+    jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions, next_states=cmdp.next_states
+  )
   _, values = planning.policy_values(cmdp, policy)
   return policy, jnp.min(cmdp.thresholds - values)
 
@@ -346,30 +367,28 @@ def check_safe_policy(cmdp: CMDP, policy, slack=None, *, atol: float = 1e-6) -> 
   true_slack = float(np.min(np.asarray(cmdp.thresholds) - np.asarray(values)))
   if true_slack <= 0:
     raise ValueError(
-        f"safe_policy: not strictly feasible (slack {true_slack:.4g} <= 0; constraint"
-        f" values {np.asarray(values)} vs thresholds {np.asarray(cmdp.thresholds)})"
+      f"safe_policy: not strictly feasible (slack {true_slack:.4g} <= 0; constraint"
+      f" values {np.asarray(values)} vs thresholds {np.asarray(cmdp.thresholds)})"
     )
   if slack is not None:
     slack = float(slack)
     if not np.isfinite(slack) or slack <= 0:
       raise ValueError(f"slack: must be positive and finite, got {slack}")
     if slack > true_slack + atol:
-      raise ValueError(
-          f"slack: {slack:.4g} exceeds the policy's true slack {true_slack:.4g}"
-      )
+      raise ValueError(f"slack: {slack:.4g} exceeds the policy's true slack {true_slack:.4g}")
   return true_slack
 
 
 def random_cmdp(
-    key: jax.Array,
-    *,
-    num_states: int,
-    num_actions: int,
-    horizon: int,
-    num_constraints: int = 1,
-    concentration: float = 1.0,
-    threshold_fraction: float = 0.5,
-    dtype=None,
+  key: jax.Array,
+  *,
+  num_states: int,
+  num_actions: int,
+  horizon: int,
+  num_constraints: int = 1,
+  concentration: float = 1.0,
+  threshold_fraction: float = 0.5,
+  dtype=None,
 ) -> CMDP:
   """A random CMDP whose constraints matter. Jittable; vmap over keys for a batch.
 
@@ -402,8 +421,9 @@ def random_cmdp(
   cost = jax.random.uniform(k_c, shape, dtype)
   constraint_costs = jax.random.uniform(k_d, (num_constraints,) + shape, dtype)
   initial_state = jnp.zeros((), jnp.int32)
-  provisional = CMDP(transitions, cost, constraint_costs,
-                     jnp.zeros((num_constraints,), dtype), initial_state)
+  provisional = CMDP(
+    transitions, cost, constraint_costs, jnp.zeros((num_constraints,), dtype), initial_state
+  )
   pi_safe, _ = safe_policy(provisional)
   _, v_safe = planning.policy_values(provisional, pi_safe)
   pi_opt = planning.optimal_policy(cost, transitions)
@@ -415,8 +435,9 @@ def random_cmdp(
 def assert_cmdp_shapes(cmdp: CMDP) -> None:
   """Trace-time shape check of an unbatched CMDP (for use inside jitted code)."""
   chex.assert_rank(
-      [cmdp.transitions, cmdp.cost, cmdp.constraint_costs, cmdp.thresholds,
-       cmdp.initial_state], [4, 3, 4, 1, 0])
+    [cmdp.transitions, cmdp.cost, cmdp.constraint_costs, cmdp.thresholds, cmdp.initial_state],
+    [4, 3, 4, 1, 0],
+  )
   h, s, a, n = cmdp.transitions.shape
   if cmdp.next_states is None:
     chex.assert_shape(cmdp.transitions, (h, s, a, s))

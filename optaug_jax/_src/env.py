@@ -36,16 +36,23 @@ def sample_episode(key: jax.Array, cmdp: CMDP, policy: jax.Array) -> Trajectory:
   """
   horizon = cmdp.horizon
   keys = jax.random.split(key, horizon)
-  xs = (keys, cmdp.transitions, policy, cmdp.cost, jnp.moveaxis(cmdp.constraint_costs, 0, 1),
-        cmdp.next_states)
+  xs = (
+    keys,
+    cmdp.transitions,
+    policy,
+    cmdp.cost,
+    jnp.moveaxis(cmdp.constraint_costs, 0, 1),
+    cmdp.next_states,
+  )
 
   def step(state, x):
     k, p_h, pi_h, c_h, d_h, ns_h = x
     k_a, k_s, k_c, k_d = jax.random.split(k, 4)
     action = jax.random.categorical(k_a, jnp.log(jnp.maximum(pi_h[state], 0.0)))
     # Dense: the draw is the next state; sparse: it is a slot of the row.
-    next_state = jax.random.categorical(
-        k_s, jnp.log(jnp.maximum(p_h[state, action], 0.0))).astype(jnp.int32)
+    next_state = jax.random.categorical(k_s, jnp.log(jnp.maximum(p_h[state, action], 0.0))).astype(
+      jnp.int32
+    )
     if ns_h is not None:
       next_state = ns_h[state, action, next_state].astype(jnp.int32)
     cost = jax.random.bernoulli(k_c, c_h[state, action]).astype(c_h.dtype)
@@ -55,8 +62,8 @@ def sample_episode(key: jax.Array, cmdp: CMDP, policy: jax.Array) -> Trajectory:
   s1 = jnp.asarray(cmdp.initial_state, jnp.int32)
   last, (states, actions, costs, constraint_costs) = lax.scan(step, s1, xs)
   return Trajectory(
-      states=jnp.concatenate([states, last[None]]).astype(jnp.int32),
-      actions=actions.astype(jnp.int32),
-      costs=costs,
-      constraint_costs=constraint_costs.T,
+    states=jnp.concatenate([states, last[None]]).astype(jnp.int32),
+    actions=actions.astype(jnp.int32),
+    costs=costs,
+    constraint_costs=constraint_costs.T,
   )

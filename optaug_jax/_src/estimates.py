@@ -12,7 +12,7 @@ a known next-state support, and the log factors of Bura et al. (2022).
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +20,6 @@ import numpy as np
 
 from . import setting as setting_lib
 from .env import Trajectory
-
 
 # The most episodes a run may hold: the episode counter and the visit counts are int32
 # (each episode adds at most one visit to an `(h, s, a)`), so `run` refuses longer runs.
@@ -56,16 +55,23 @@ class OptimisticModel(NamedTuple):
   constraint_costs: jax.Array  # [I, H, S, A] d~_{i,k}, clipped at 0
   lower: jax.Array  # [H, S, A, S'] lower end of B^p_k, in [0, 1]
   upper: jax.Array  # [H, S, A, S'] upper end of B^p_k, in [0, 1]
-  transitions: jax.Array  # [H, S, A, S'] point estimate p-bar (a fixed in-box point where unvisited)
-  off_support_transitions: jax.Array = np.int32(0)  # [] int32, observed (h, s, a, s') outside
-  #   the setting's support (see `EmpiricalModel`)
+  transitions: jax.Array  # [H, S, A, S'] point estimate p-bar (a fixed in-box point where
+  #                         unvisited)
+  off_support_transitions: jax.typing.ArrayLike = np.int32(0)  # [] int32, observed
+  #   (h, s, a, s') outside the setting's support (see `EmpiricalModel`)
   next_states: jax.Array | None = None  # [H or 1, S, A, N] int32: the sparse layout of
   #   lower, upper and transitions (None: dense). Their step axis is 1 when pooled.
 
 
 def init_counts(
-    *, num_states: int, num_actions: int, horizon: int, num_constraints: int, dtype,
-    num_next_states: int | None = None, pooled: bool = False,
+  *,
+  num_states: int,
+  num_actions: int,
+  horizon: int,
+  num_constraints: int,
+  dtype,
+  num_next_states: int | None = None,
+  pooled: bool = False,
 ) -> Counts:
   """All-zero statistics: int32 visits and transitions, cost sums (and their compensation)
   in `dtype` promoted to at least float32 (a 16-bit float would round the sums coarsely).
@@ -77,14 +83,13 @@ def init_counts(
   shape = (horizon, num_states, num_actions)
   width = num_states if num_next_states is None else num_next_states
   return Counts(
-      visits=jnp.zeros(shape, jnp.int32),
-      transitions=jnp.zeros((1 if pooled else horizon, num_states, num_actions, width),
-                            jnp.int32),
-      cost_sums=jnp.zeros(shape, dtype),
-      constraint_cost_sums=jnp.zeros((num_constraints,) + shape, dtype),
-      cost_compensation=jnp.zeros(shape, dtype),
-      constraint_cost_compensation=jnp.zeros((num_constraints,) + shape, dtype),
-      off_support=None if num_next_states is None else jnp.zeros((), jnp.int32),
+    visits=jnp.zeros(shape, jnp.int32),
+    transitions=jnp.zeros((1 if pooled else horizon, num_states, num_actions, width), jnp.int32),
+    cost_sums=jnp.zeros(shape, dtype),
+    constraint_cost_sums=jnp.zeros((num_constraints,) + shape, dtype),
+    cost_compensation=jnp.zeros(shape, dtype),
+    constraint_cost_compensation=jnp.zeros((num_constraints,) + shape, dtype),
+    off_support=None if num_next_states is None else jnp.zeros((), jnp.int32),
   )
 
 
@@ -100,9 +105,12 @@ def two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
   return s, e
 
 
-def compensated_add(total: jax.Array, compensation: jax.Array, value: jax.Array,
-                    value_compensation: jax.typing.ArrayLike = 0.0
-                    ) -> tuple[jax.Array, jax.Array]:
+def compensated_add(
+  total: jax.Array,
+  compensation: jax.Array,
+  value: jax.Array,
+  value_compensation: jax.typing.ArrayLike = 0.0,
+) -> tuple[jax.Array, jax.Array]:
   """Adds `value (+ value_compensation)` to the compensated sum `(total, compensation)`.
 
   A double-word sum (Neumaier's compensation, renormalised): the rounding error of every
@@ -136,8 +144,9 @@ def _saturating_add_at(counts: jax.Array, index, valid) -> jax.Array:
   return jnp.where(added < counts, jnp.asarray(MAX_EPISODES, counts.dtype), added)
 
 
-def update_counts(counts: Counts, trajectory: Trajectory,
-                  next_states: jax.Array | None = None) -> Counts:
+def update_counts(
+  counts: Counts, trajectory: Trajectory, next_states: jax.Array | None = None
+) -> Counts:
   """Adds one episode's visits, transitions and observed costs.
 
   Integer counts are exact up to `MAX_EPISODES` (and saturate there); cost sums are
@@ -161,8 +170,11 @@ def update_counts(counts: Counts, trajectory: Trajectory,
     column = jnp.argmax(match, axis=-1)
     if off_support is not None:
       missed = jnp.sum(~found, dtype=jnp.int32)
-      off_support = jnp.where(off_support > MAX_EPISODES - missed,
-                              jnp.asarray(MAX_EPISODES, jnp.int32), off_support + missed)
+      off_support = jnp.where(
+        off_support > MAX_EPISODES - missed,
+        jnp.asarray(MAX_EPISODES, jnp.int32),
+        off_support + missed,
+      )
   if pooled:
     transitions = _saturating_add_at(counts.transitions, (t_h, s, a, column), found)
   else:
@@ -177,34 +189,27 @@ def update_counts(counts: Counts, trajectory: Trajectory,
     constraint_cost_compensation = counts.constraint_cost_compensation
   else:
     # One entry per step h: the H indices are distinct, so gather, add and scatter back.
-    total, comp = compensated_add(counts.cost_sums[h, s, a], counts.cost_compensation[h, s, a],
-                                  costs)
+    total, comp = compensated_add(
+      counts.cost_sums[h, s, a], counts.cost_compensation[h, s, a], costs
+    )
     cost_sums = counts.cost_sums.at[h, s, a].set(total)
     cost_compensation = counts.cost_compensation.at[h, s, a].set(comp)
-    total, comp = compensated_add(counts.constraint_cost_sums[:, h, s, a],
-                                  counts.constraint_cost_compensation[:, h, s, a],
-                                  constraint_costs)
+    total, comp = compensated_add(
+      counts.constraint_cost_sums[:, h, s, a],
+      counts.constraint_cost_compensation[:, h, s, a],
+      constraint_costs,
+    )
     constraint_cost_sums = counts.constraint_cost_sums.at[:, h, s, a].set(total)
     constraint_cost_compensation = counts.constraint_cost_compensation.at[:, h, s, a].set(comp)
   return Counts(
-      visits=_saturating_increment(counts.visits, (h, s, a)),
-      transitions=transitions,
-      cost_sums=cost_sums,
-      constraint_cost_sums=constraint_cost_sums,
-      cost_compensation=cost_compensation,
-      constraint_cost_compensation=constraint_cost_compensation,
-      off_support=off_support,
+    visits=_saturating_increment(counts.visits, (h, s, a)),
+    transitions=transitions,
+    cost_sums=cost_sums,
+    constraint_cost_sums=constraint_cost_sums,
+    cost_compensation=cost_compensation,
+    constraint_cost_compensation=constraint_cost_compensation,
+    off_support=off_support,
   )
-
-
-def log_factors(
-    *, num_states: int, num_actions: int, horizon: int, num_constraints: int,
-    num_episodes: int, delta: jax.typing.ArrayLike,
-) -> tuple[jax.Array, jax.Array]:
-  """`(L^p_delta, L_delta)` of the paper's confidence bounds."""
-  return setting_lib.log_factors(
-      setting_lib.PAPER, num_states=num_states, num_actions=num_actions, horizon=horizon,
-      num_constraints=num_constraints, num_episodes=num_episodes, delta=delta)
 
 
 def pool_counts(counts: Counts) -> Counts:
@@ -222,8 +227,11 @@ def pool_counts(counts: Counts) -> Counts:
 
   cost_sums, constraint_cost_sums = pool(counts.cost_sums, 0), pool(counts.constraint_cost_sums, 1)
   # Transition counts kept pooled (`init_counts(pooled=True)`) stay `[1, S, A, .]`.
-  transitions = (counts.transitions.astype(dtype) if counts.transitions.shape[0] == 1
-                 else pool(counts.transitions, 0))
+  transitions = (
+    counts.transitions.astype(dtype)
+    if counts.transitions.shape[0] == 1
+    else pool(counts.transitions, 0)
+  )
   cost_compensation = counts.cost_compensation
   constraint_cost_compensation = counts.constraint_cost_compensation
   if cost_compensation is not None:
@@ -232,11 +240,15 @@ def pool_counts(counts: Counts) -> Counts:
   if constraint_cost_compensation is not None:
     constraint_cost_sums = constraint_cost_sums + pool(constraint_cost_compensation, 1)
     constraint_cost_compensation = jnp.zeros_like(constraint_cost_compensation)
-  return Counts(visits=pool(counts.visits, 0), transitions=transitions,
-                cost_sums=cost_sums, constraint_cost_sums=constraint_cost_sums,
-                cost_compensation=cost_compensation,
-                constraint_cost_compensation=constraint_cost_compensation,
-                off_support=counts.off_support)
+  return Counts(
+    visits=pool(counts.visits, 0),
+    transitions=transitions,
+    cost_sums=cost_sums,
+    constraint_cost_sums=constraint_cost_sums,
+    cost_compensation=cost_compensation,
+    constraint_cost_compensation=constraint_cost_compensation,
+    off_support=counts.off_support,
+  )
 
 
 def empirical_means(counts: Counts):
@@ -247,9 +259,12 @@ def empirical_means(counts: Counts):
   """
   dtype = counts.cost_sums.dtype
   n = jnp.maximum(counts.visits, 1).astype(dtype)
-  n_p = n[:counts.transitions.shape[0]]  # pooled transition counts: every step's n is equal
-  return (counts.cost_sums / n, counts.constraint_cost_sums / n,
-          counts.transitions.astype(dtype) / n_p[..., None])
+  n_p = n[: counts.transitions.shape[0]]  # pooled transition counts: every step's n is equal
+  return (
+    counts.cost_sums / n,
+    counts.constraint_cost_sums / n,
+    counts.transitions.astype(dtype) / n_p[..., None],
+  )
 
 
 class EmpiricalModel(NamedTuple):
@@ -265,7 +280,7 @@ class EmpiricalModel(NamedTuple):
   #                               the known support (and in empty sparse slots)
   visits: jax.Array  # [H, S, A] the counts n the radii use (pooled over h if stationary), in
   #                   the float dtype
-  off_support_transitions: jax.Array = np.int32(0)  # [] int32, the number of distinct
+  off_support_transitions: jax.typing.ArrayLike = np.int32(0)  # [] int32, the number of distinct
   #   (h, s, a, s') observed (counted per step h, before pooling) whose s' is outside the
   #   setting's support: the data contradict the declared support there (0 without one).
   #   In the sparse layout: the number of such observations (`Counts.off_support`).
@@ -274,12 +289,12 @@ class EmpiricalModel(NamedTuple):
 
 
 def empirical_model(
-    counts: Counts,
-    *,
-    num_episodes: int,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    setting: setting_lib.Setting | None = None,
+  counts: Counts,
+  *,
+  num_episodes: int,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  setting: setting_lib.Setting | None = None,
 ) -> EmpiricalModel:
   """Empirical means and the paper's confidence radii (arguments as `optimistic_model`).
 
@@ -292,22 +307,34 @@ def empirical_model(
     delta = setting.resolved_delta
   num_constraints, horizon, num_states, num_actions = counts.constraint_cost_sums.shape
   log_p, log_c = setting_lib.log_factors(
-      setting, num_states=num_states, num_actions=num_actions, horizon=horizon,
-      num_constraints=num_constraints, num_episodes=num_episodes, delta=delta)
-  off_support = np.int32(0)
+    setting,
+    num_states=num_states,
+    num_actions=num_actions,
+    horizon=horizon,
+    num_constraints=num_constraints,
+    num_episodes=num_episodes,
+    delta=delta,
+  )
+  off_support: jax.typing.ArrayLike = np.int32(0)
   next_states = setting.next_states()
   steps = counts.transitions.shape[0]  # 1: transition counts pooled as they arrived
   if next_states is not None:
-    if next_states.shape[-3:-1] != (num_states, num_actions) or next_states.shape[0] not in (
-        1, horizon) or next_states.shape[-1] != counts.transitions.shape[-1]:
-      raise ValueError(f"setting.support: next states of shape {next_states.shape} do not"
-                       f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])")
+    if (
+      next_states.shape[-3:-1] != (num_states, num_actions)
+      or next_states.shape[0] not in (1, horizon)
+      or next_states.shape[-1] != counts.transitions.shape[-1]
+    ):
+      raise ValueError(
+        f"setting.support: next states of shape {next_states.shape} do not"
+        f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])"
+      )
     support = next_states >= 0
     if counts.off_support is not None:
       off_support = counts.off_support
   elif setting.support is not None:
-    support = _known(setting.support, "support", (horizon, num_states, num_actions,
-                                                  num_states), bool)
+    support = _known(
+      setting.support, "support", (horizon, num_states, num_actions, num_states), bool
+    )
     if steps == 1:
       support = jnp.any(support, axis=0, keepdims=True)
     off_support = jnp.sum((counts.transitions > 0) & ~support, dtype=jnp.int32)
@@ -317,8 +344,9 @@ def empirical_model(
   c_bar, d_bar, p_bar = empirical_means(counts)
   beta_c = bonus_scale * jnp.sqrt(log_c / n)
   n4 = n[:steps, ..., None]  # the transition counts' n ([1, S, A, 1] when pooled)
-  beta_p = bonus_scale * (2.0 * jnp.sqrt(p_bar * (1.0 - p_bar) * log_p / n4)
-                          + 14.0 * log_p / (3.0 * n4))
+  beta_p = bonus_scale * (
+    2.0 * jnp.sqrt(p_bar * (1.0 - p_bar) * log_p / n4) + 14.0 * log_p / (3.0 * n4)
+  )
   visited = (counts.visits[:steps] > 0)[..., None]
   beta_p = jnp.where(visited, jnp.minimum(beta_p, 1.0), 1.0)
   dtype = p_bar.dtype
@@ -328,19 +356,24 @@ def empirical_model(
   else:
     beta_p = jnp.where(support, beta_p, 0.0)
     default = support / jnp.sum(support, axis=-1, keepdims=True).astype(dtype)
-  cost_radius = constraint_radius = beta_c
+  cost_radius = constraint_radius = cast(jax.Array, beta_c)  # a JAX array (bonus_scale * ...)
   if setting.cost is not None:
     c_bar = _known(setting.cost, "cost", c_bar.shape, dtype)
     cost_radius = jnp.zeros_like(beta_c)
   if setting.constraint_costs is not None:
     d_bar = _known(setting.constraint_costs, "constraint_costs", d_bar.shape, dtype)
     constraint_radius = jnp.zeros_like(beta_c)
-  return EmpiricalModel(cost=c_bar, constraint_costs=d_bar,
-                        transitions=jnp.where(visited, p_bar, default), cost_radius=cost_radius,
-                        constraint_radius=constraint_radius, transition_radius=beta_p,
-                        visits=counts.visits.astype(dtype),
-                        off_support_transitions=jnp.asarray(off_support, jnp.int32),
-                        next_states=next_states)
+  return EmpiricalModel(
+    cost=c_bar,
+    constraint_costs=d_bar,
+    transitions=jnp.where(visited, p_bar, default),
+    cost_radius=cost_radius,
+    constraint_radius=constraint_radius,
+    transition_radius=beta_p,
+    visits=counts.visits.astype(dtype),
+    off_support_transitions=jnp.asarray(off_support, jnp.int32),
+    next_states=next_states,
+  )
 
 
 def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
@@ -355,12 +388,12 @@ def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
 
 
 def optimistic_model(
-    counts: Counts,
-    *,
-    num_episodes: int,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    setting: setting_lib.Setting | None = None,
+  counts: Counts,
+  *,
+  num_episodes: int,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  setting: setting_lib.Setting | None = None,
 ) -> OptimisticModel:
   """Optimistic costs and the transition box of episode k (paper's eq. (opt-c)).
 
@@ -386,17 +419,18 @@ def optimistic_model(
   Returns:
     `OptimisticModel`.
   """
-  est = empirical_model(counts, num_episodes=num_episodes, delta=delta,
-                        bonus_scale=bonus_scale, setting=setting)
+  est = empirical_model(
+    counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+  )
   lower, upper = transition_box(est)
   return OptimisticModel(
-      cost=jnp.maximum(est.cost - est.cost_radius, 0.0),
-      constraint_costs=jnp.maximum(est.constraint_costs - est.constraint_radius, 0.0),
-      lower=lower,
-      upper=upper,
-      transitions=est.transitions,
-      off_support_transitions=est.off_support_transitions,
-      next_states=est.next_states,
+    cost=jnp.maximum(est.cost - est.cost_radius, 0.0),
+    constraint_costs=jnp.maximum(est.constraint_costs - est.constraint_radius, 0.0),
+    lower=lower,
+    upper=upper,
+    transitions=est.transitions,
+    off_support_transitions=est.off_support_transitions,
+    next_states=est.next_states,
   )
 
 
@@ -404,12 +438,14 @@ def _known(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
   """A known array of `shape`, or of `shape` without its step axis (repeated over h)."""
   value = jnp.asarray(value)
   step_axis = len(shape) - 3 if name != "support" else len(shape) - 4
-  stationary_shape = shape[:step_axis] + shape[step_axis + 1:]
+  stationary_shape = shape[:step_axis] + shape[step_axis + 1 :]
   if value.shape == stationary_shape:
     value = jnp.expand_dims(value, step_axis)
   elif value.shape != shape:
-    raise ValueError(f"setting.{name}: expected shape {shape} or {stationary_shape} for this"
-                     f" CMDP, got {value.shape}")
+    raise ValueError(
+      f"setting.{name}: expected shape {shape} or {stationary_shape} for this"
+      f" CMDP, got {value.shape}"
+    )
   return jnp.broadcast_to(value, shape).astype(dtype)
 
 
@@ -423,8 +459,9 @@ class SupportViolations(NamedTuple):
 _ON_VIOLATION = ("warn", "raise", "ignore")
 
 
-def support_violations(counts: Counts, setting: setting_lib.Setting, *,
-                       on_violation: str = "warn", max_named: int = 5) -> SupportViolations:
+def support_violations(
+  counts: Counts, setting: setting_lib.Setting, *, on_violation: str = "warn", max_named: int = 5
+) -> SupportViolations:
   """The observed `(h, s, a, s')` whose next state `s'` the setting's support excludes.
 
   Host side (never jitted). A declared support (`Setting.support`) that the data contradict
@@ -449,41 +486,60 @@ def support_violations(counts: Counts, setting: setting_lib.Setting, *,
   if setting.sparse:
     # The sparse layout has no slot for an observed s' outside the support: only the
     # number of such observations is kept (`Counts.off_support`).
-    total = int(np.sum(np.asarray(counts.off_support if counts.off_support is not None
-                                  else 0, np.int64)))
+    total = int(
+      np.sum(np.asarray(counts.off_support if counts.off_support is not None else 0, np.int64))
+    )
     if total and on_violation != "ignore":
-      message = (f"setting.support: {total} observed transition(s) had a next state outside"
-                 " the declared sparse support (next_states); the sparse layout keeps no"
-                 " slot for them, so the support is wrong")
+      message = (
+        f"setting.support: {total} observed transition(s) had a next state outside"
+        " the declared sparse support (next_states); the sparse layout keeps no"
+        " slot for them, so the support is wrong"
+      )
       if on_violation == "raise":
         raise ValueError(message)
       warnings.warn(message, stacklevel=2)
-    return SupportViolations(np.zeros((0, 4), np.int64), np.full((1 if total else 0,), total,
-                                                                 np.int64))
+    return SupportViolations(
+      np.zeros((0, 4), np.int64), np.full((1 if total else 0,), total, np.int64)
+    )
   transitions = np.asarray(counts.transitions)
   if transitions.ndim < 4:
-    raise ValueError(f"counts.transitions: expected [..., H, S, A, S'], got shape"
-                     f" {transitions.shape}")
+    raise ValueError(
+      f"counts.transitions: expected [..., H, S, A, S'], got shape {transitions.shape}"
+    )
   observed = transitions.reshape((-1,) + transitions.shape[-4:]).sum(0, dtype=np.int64)
   if setting.support is None:
     return SupportViolations(np.zeros((0, 4), np.int64), np.zeros((0,), np.int64))
-  support = np.asarray(_known(setting.support, "support",
-                              (transitions.shape[-4] if transitions.shape[-4] > 1 else
-                               np.shape(setting.support)[0] if np.ndim(setting.support) == 4
-                               else 1,) + observed.shape[1:], bool))
+  support = np.asarray(
+    _known(
+      setting.support,
+      "support",
+      (
+        transitions.shape[-4]
+        if transitions.shape[-4] > 1
+        else np.shape(setting.support)[0]
+        if np.ndim(setting.support) == 4
+        else 1,
+      )
+      + observed.shape[1:],
+      bool,
+    )
+  )
   if observed.shape[0] == 1:
-    support = support.any(0, keepdims=True)
+    support = np.asarray(support.any(0, keepdims=True))
   indices = np.argwhere((observed > 0) & ~support)
   found = SupportViolations(indices, observed[tuple(indices.T)])
   if indices.shape[0] and on_violation != "ignore":
-    named = ", ".join(f"(h={h}, s={s}, a={a}, s'={t}) x{n}"
-                      for (h, s, a, t), n in zip(indices[:max_named].tolist(),
-                                                 found.counts[:max_named].tolist()))
+    named = ", ".join(
+      f"(h={h}, s={s}, a={a}, s'={t}) x{n}"
+      for (h, s, a, t), n in zip(indices[:max_named].tolist(), found.counts[:max_named].tolist())
+    )
     more = indices.shape[0] - min(max_named, indices.shape[0])
-    message = (f"setting.support: {indices.shape[0]} observed transition(s) (h, s, a, s')"
-               f" have s' outside the declared support: {named}"
-               + (f" and {more} more" if more else "")
-               + "; their boxes are points at 0 there, so the support is wrong")
+    message = (
+      f"setting.support: {indices.shape[0]} observed transition(s) (h, s, a, s')"
+      f" have s' outside the declared support: {named}"
+      + (f" and {more} more" if more else "")
+      + "; their boxes are points at 0 there, so the support is wrong"
+    )
     if on_violation == "raise":
       raise ValueError(message)
     warnings.warn(message, stacklevel=2)

@@ -18,9 +18,12 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import inner, planning
+from . import inner as inner_lib
+from . import planning, validation
 from .agents import base
 from .cmdp import CMDP
+from .inner.exact import exact
+from .multiplier_updates import dual_step
 
 
 class KnownModelLog(NamedTuple):
@@ -29,7 +32,8 @@ class KnownModelLog(NamedTuple):
   cost_value: jax.Array  # [N] V^{pi_n}(c, p) = c . q_n
   constraint_values: jax.Array  # [N, I] V^{pi_n}(d_i, p) = D q_n
   multipliers: jax.Array  # [N, I] lambda_{n+1}
-  fw_gap: jax.Array  # [N] Frank-Wolfe gap of the inner solve (0 for dual descent)
+  inner_gap: jax.Array  # [N] certificate of the inner solve (`InnerSolution.gap`; 0 for dual
+  #                       descent)
 
 
 def _values(cmdp: CMDP, q):
@@ -37,14 +41,12 @@ def _values(cmdp: CMDP, q):
 
 
 def alm_known_model(
-    cmdp: CMDP,
-    eta: base.Schedule,
-    *,
-    num_iters: int,
-    inner_iters: int | None = None,
-    step_rule: str = "linesearch",
-    gradient: str = "unrolled",
-    inner_method: str = "dual",
+  cmdp: CMDP,
+  eta: base.Schedule,
+  *,
+  num_iters: int,
+  inner: inner_lib.InnerSolver = exact(),
+  gradient: str | None = "unrolled",
 ) -> KnownModelLog:
   """The augmented Lagrangian method on the exact CMDP (inner problems by `solve_inner`).
 
@@ -56,40 +58,37 @@ def alm_known_model(
     eta: a positive scalar (may be traced, e.g. differentiated) or a callable
       `n -> eta_n`.
     num_iters: outer iterations N (static).
-    inner_iters: iteration budget of each inner solve (static; `None`: the method's
-      default).
-    step_rule: Frank-Wolfe step rule.
-    gradient: `"unrolled"` or `"envelope"`, see `solve_inner`. With `"envelope"` the
-      inner solutions carry no derivative; the multipliers still depend on the inputs
-      through the dual step.
-    inner_method: the inner solver (`INNER_METHODS`; default the exact `"dual"`).
+    inner: the inner solver (static; default `oj.inner.exact()`, see `solve_inner`).
+    gradient: `"unrolled"` (default: derivatives through every inner solve's iterations,
+      which then run their whole budget), `"envelope"` or `None`, see `solve_inner`. With
+      `"envelope"` the inner solutions carry no derivative; the multipliers still depend on
+      the inputs through the dual step.
 
   Returns:
     `KnownModelLog`.
   """
+  validation.check_inner_solver("inner", inner)
   eta_fn = base.as_schedule(eta)
-  p = cmdp.transitions
+  problem = inner_lib.InnerProblem.of_cmdp(cmdp)
   dtype = cmdp.cost.dtype
 
   def step(multipliers, n):
     eta_n = jnp.asarray(eta_fn(n), dtype)
-    sol = inner.solve_inner(
-        cmdp.cost, cmdp.constraint_costs, p, p, cmdp.initial_state, cmdp.thresholds,
-        multipliers, eta_n, method=inner_method, num_iters=inner_iters, step_rule=step_rule,
-        gradient=gradient, next_states=cmdp.next_states)
-    next_multipliers = inner.dual_step(
-        sol.occupancy, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
+    sol = inner_lib.solve_inner(
+      problem, multipliers, eta_n, solver=inner, gradient=gradient, with_transitions=False
+    )
+    next_multipliers = dual_step(
+      sol.occupancy, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n
+    )
     cost_value, constraint_values = _values(cmdp, sol.occupancy)
-    return next_multipliers, KnownModelLog(cost_value, constraint_values, next_multipliers,
-                                           sol.fw_gap)
+    return next_multipliers, KnownModelLog(cost_value, constraint_values, next_multipliers, sol.gap)
 
   lam0 = jnp.zeros(cmdp.thresholds.shape, dtype)
   _, log = lax.scan(step, lam0, jnp.arange(num_iters))
   return log
 
 
-def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int
-                             ) -> KnownModelLog:
+def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int) -> KnownModelLog:
   """Dual projected descent on the exact CMDP (paper's eqs. (pgd1)-(pgd2)).
 
   `pi_n` is the best response to `c + lambda_n^T D` (one DP, ties to the lowest action);
@@ -101,7 +100,7 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int
     num_iters: outer iterations N (static).
 
   Returns:
-    `KnownModelLog` (`fw_gap` is 0: the best response is exact).
+    `KnownModelLog` (`inner_gap` is 0: the best response is exact).
   """
   eta_fn = base.as_schedule(eta)
   dtype = cmdp.cost.dtype
@@ -109,14 +108,15 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int
   def step(multipliers, n):
     reward = cmdp.cost + jnp.einsum("i,ihsa->hsa", multipliers, cmdp.constraint_costs)
     policy = planning.optimal_policy(reward, cmdp.transitions, next_states=cmdp.next_states)
-    q = planning.occupancy(cmdp.transitions, policy, cmdp.initial_state,
-                           next_states=cmdp.next_states)
+    q = planning.occupancy(
+      cmdp.transitions, policy, cmdp.initial_state, next_states=cmdp.next_states
+    )
     eta_n = jnp.asarray(eta_fn(n), dtype)
-    next_multipliers = inner.dual_step(
-        q, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
+    next_multipliers = dual_step(q, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
     cost_value, constraint_values = _values(cmdp, q)
-    return next_multipliers, KnownModelLog(cost_value, constraint_values, next_multipliers,
-                                           jnp.zeros((), dtype))
+    return next_multipliers, KnownModelLog(
+      cost_value, constraint_values, next_multipliers, jnp.zeros((), dtype)
+    )
 
   lam0 = jnp.zeros(cmdp.thresholds.shape, dtype)
   _, log = lax.scan(step, lam0, jnp.arange(num_iters))
@@ -124,12 +124,11 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int
 
 
 def optimal_value_estimate(
-    cmdp: CMDP,
-    eta: jax.typing.ArrayLike,
-    *,
-    num_iters: int,
-    inner_iters: int | None = None,
-    inner_method: str = "dual",
+  cmdp: CMDP,
+  eta: jax.typing.ArrayLike,
+  *,
+  num_iters: int,
+  inner: inner_lib.InnerSolver = exact(),
 ) -> jax.Array:
   """A differentiable estimate of the constrained optimum `V*` of a known CMDP.
 
@@ -145,18 +144,21 @@ def optimal_value_estimate(
     cmdp: an unbatched `CMDP`; derivatives flow to its costs and thresholds.
     eta: positive scalar.
     num_iters: ALM iterations (static).
-    inner_iters: iteration budget of each inner solve (static; `None`: the method's).
-    inner_method: the inner solver (`INNER_METHODS`).
+    inner: the inner solver (static; default `oj.inner.exact()`, see `solve_inner`).
 
   Returns:
     Scalar estimate of `V*`.
   """
-  log = alm_known_model(lax.stop_gradient(cmdp), lax.stop_gradient(eta), num_iters=num_iters,
-                        inner_iters=inner_iters, inner_method=inner_method)
+  log = alm_known_model(
+    lax.stop_gradient(cmdp), lax.stop_gradient(eta), num_iters=num_iters, inner=inner, gradient=None
+  )
   lam = lax.stop_gradient(log.multipliers[-1])
-  p = cmdp.transitions
-  sol = inner.solve_inner(cmdp.cost, cmdp.constraint_costs, p, p, cmdp.initial_state,
-                          cmdp.thresholds, lam, eta, method=inner_method,
-                          num_iters=inner_iters, gradient="envelope", with_transitions=False,
-                          next_states=cmdp.next_states)
+  sol = inner_lib.solve_inner(
+    inner_lib.InnerProblem.of_cmdp(cmdp),
+    lam,
+    eta,
+    solver=inner,
+    gradient="envelope",
+    with_transitions=False,
+  )
   return sol.objective - jnp.sum(lam**2) / (2.0 * eta)

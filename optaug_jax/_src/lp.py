@@ -21,9 +21,13 @@ class LPSolution(NamedTuple):
   multipliers: np.ndarray  # [I] optimal dual variables lambda* >= 0 (= -dV*/d alpha)
 
 
-def flow_constraints(transitions: np.ndarray, initial_state: int, *,
-                     next_states: np.ndarray | None = None,
-                     horizon: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+def flow_constraints(
+  transitions: np.ndarray,
+  initial_state: int,
+  *,
+  next_states: np.ndarray | None = None,
+  horizon: int | None = None,
+) -> tuple[sp.csr_matrix, np.ndarray]:
   """Equalities `A_eq q = b_eq` of the occupancy polytope `Q(p)`, `q` flattened `[H, S, A]`.
 
   `sum_a q_1(s, a) = 1{s = s_1}` and `sum_a q_{h+1}(s', a) = sum_{s,a} p_h(s'|s,a) q_h(s,a)`.
@@ -49,8 +53,10 @@ def flow_constraints(transitions: np.ndarray, initial_state: int, *,
     rows.append((h + 1) * num_states + target[h, s, a, k])
     cols.append((h * num_states + s) * num_actions + a)
     vals.append(-p[h, s, a, k])
-  a_eq = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                       shape=(horizon * num_states, n))
+  a_eq = sp.csr_matrix(
+    (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+    shape=(horizon * num_states, n),
+  )
   b_eq = np.zeros(horizon * num_states)
   b_eq[initial_state] = 1.0
   return a_eq, b_eq
@@ -94,8 +100,14 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   a_eq, b_eq = flow_constraints(p, int(cmdp.initial_state), next_states=next_states)
   num_constraints = d.shape[0]
   res = scipy.optimize.linprog(
-      c.ravel(), A_ub=sp.csr_matrix(d.reshape(num_constraints, -1)), b_ub=alpha, A_eq=a_eq,
-      b_eq=b_eq, bounds=(0, None), method=_method(c.size))
+    c.ravel(),
+    A_ub=sp.csr_matrix(d.reshape(num_constraints, -1)),
+    b_ub=alpha,
+    A_eq=a_eq,
+    b_eq=b_eq,
+    bounds=(0, None),
+    method=_method(c.size),
+  )
   if res.status == 2:
     raise ValueError("thresholds: the CMDP is infeasible (no policy meets every constraint)")
   if res.status != 0:
@@ -104,16 +116,17 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   total = q.sum(-1, keepdims=True)
   policy = np.where(total > 1e-12, q / np.where(total > 1e-12, total, 1.0), 1.0 / num_actions)
   return LPSolution(
-      value=float(c.ravel() @ res.x),
-      constraint_values=d.reshape(num_constraints, -1) @ res.x,
-      policy=policy,
-      occupancy=q,
-      multipliers=-np.asarray(res.ineqlin.marginals),
+    value=float(c.ravel() @ res.x),
+    constraint_values=d.reshape(num_constraints, -1) @ res.x,
+    policy=policy,
+    occupancy=q,
+    multipliers=-np.asarray(res.ineqlin.marginals),
   )
 
 
-def solve_occupancy_lp(transitions, cost, constraint_costs, thresholds, initial_state
-                       ) -> tuple[np.ndarray, bool]:
+def solve_occupancy_lp(
+  transitions, cost, constraint_costs, thresholds, initial_state
+) -> tuple[np.ndarray, bool]:
   """`min c . q  s.t.  D q <= alpha`, q an occupancy measure of `transitions` (HiGHS).
 
   Unlike `solve_lp`, takes any real costs (e.g. with bonuses) and reports infeasibility
@@ -128,9 +141,15 @@ def solve_occupancy_lp(transitions, cost, constraint_costs, thresholds, initial_
   p = np.asarray(transitions, np.float64)
   c, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
   a_eq, b_eq = flow_constraints(p, int(initial_state), horizon=c.shape[0])
-  res = scipy.optimize.linprog(c.ravel(), A_ub=d.reshape(d.shape[0], -1),
-                               b_ub=np.asarray(thresholds, np.float64), A_eq=a_eq, b_eq=b_eq,
-                               bounds=(0, None), method="highs")
+  res = scipy.optimize.linprog(
+    c.ravel(),
+    A_ub=d.reshape(d.shape[0], -1),
+    b_ub=np.asarray(thresholds, np.float64),
+    A_eq=a_eq,
+    b_eq=b_eq,
+    bounds=(0, None),
+    method="highs",
+  )
   if res.status == 2:
     return np.zeros(c.shape), False
   if res.status != 0:
@@ -153,13 +172,17 @@ def extended_polytope(lower: np.ndarray, upper: np.ndarray, initial_state: int):
   cols_out = idx.reshape(horizon * num_states, -1).ravel()
   # Inflow into (h, s) for h >= 1: z_{h-1}(., ., s).
   # (An explicit column count: for H = 1 the block is empty and -1 cannot be inferred.)
-  inflow = np.moveaxis(idx[:-1], -1, 1).reshape((horizon - 1) * num_states,
-                                                num_states * num_actions)
+  inflow = np.moveaxis(idx[:-1], -1, 1).reshape(
+    (horizon - 1) * num_states, num_states * num_actions
+  )
   rows_in = np.repeat(np.arange(num_states, horizon * num_states), num_states * num_actions)
   a_eq = sp.csr_matrix(
-      (np.concatenate([np.ones(cols_out.size), -np.ones(inflow.size)]),
-       (np.concatenate([rows_out, rows_in]), np.concatenate([cols_out, inflow.ravel()]))),
-      shape=(horizon * num_states, n))
+    (
+      np.concatenate([np.ones(cols_out.size), -np.ones(inflow.size)]),
+      (np.concatenate([rows_out, rows_in]), np.concatenate([cols_out, inflow.ravel()])),
+    ),
+    shape=(horizon * num_states, n),
+  )
   b_eq = np.zeros(horizon * num_states)
   b_eq[initial_state] = 1.0
   # Box rows, one per (h, s, a, s') and side: z(s') - u(s') * sum_s'' z(s'') <= 0, etc.
@@ -169,10 +192,12 @@ def extended_polytope(lower: np.ndarray, upper: np.ndarray, initial_state: int):
   own = np.tile(np.eye(num_states).ravel(), horizon * num_states * num_actions)
   up = np.repeat(upper.ravel(), num_states)
   lo = np.repeat(lower.ravel(), num_states)
-  a_box = sp.vstack([
+  a_box = sp.vstack(
+    [
       sp.csr_matrix((own - up, (row, col)), shape=(m, n)),
       sp.csr_matrix((lo - own, (row, col)), shape=(m, n)),
-  ]).tocsr()
+    ]
+  ).tocsr()
   return a_eq, b_eq, a_box, np.zeros(2 * m)
 
 
@@ -185,8 +210,11 @@ BOX_TOLERANCE_EPS = 8.0
 def box_tolerance(*arrays) -> float:
   """`BOX_TOLERANCE_EPS` machine epsilons of the coarsest floating dtype among `arrays`
   (float64's for non-float inputs)."""
-  eps = [np.finfo(np.asarray(a).dtype).eps for a in arrays
-         if np.issubdtype(np.asarray(a).dtype, np.floating)]
+  eps = [
+    np.finfo(np.asarray(a).dtype).eps
+    for a in arrays
+    if np.issubdtype(np.asarray(a).dtype, np.floating)
+  ]
   return float(BOX_TOLERANCE_EPS * max(eps, default=np.finfo(np.float64).eps))
 
 
@@ -229,9 +257,17 @@ def repair_box(lower, upper, *, tol: float | None = None) -> tuple[np.ndarray, n
   return lo, up
 
 
-def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thresholds, *,
-                      fallback: bool = True, box_tol: float | None = None
-                      ) -> tuple[np.ndarray, bool]:
+def solve_extended_lp(
+  cost,
+  constraint_costs,
+  lower,
+  upper,
+  initial_state,
+  thresholds,
+  *,
+  fallback: bool = True,
+  box_tol: float | None = None,
+) -> tuple[np.ndarray, bool]:
   """OptCMDP's episode problem: `min c~ . q  s.t.  D~ q <= alpha`, q the occupancy of some
   `z in Z` (the extended LP of Efroni et al. 2020), by HiGHS.
 
@@ -263,26 +299,49 @@ def solve_extended_lp(cost, constraint_costs, lower, upper, initial_state, thres
   expand = lambda x: np.repeat(x.reshape(-1), num_states)  # [H,S,A] -> z-space
   a_con = sp.csr_matrix(np.stack([expand(di) for di in d]))
   res = scipy.optimize.linprog(
-      expand(cost), A_ub=sp.vstack([a_box, a_con]).tocsr(),
-      b_ub=np.concatenate([b_box, np.asarray(thresholds, np.float64)]), A_eq=a_eq, b_eq=b_eq,
-      bounds=(0, None), method="highs")
+    expand(cost),
+    A_ub=sp.vstack([a_box, a_con]).tocsr(),
+    b_ub=np.concatenate([b_box, np.asarray(thresholds, np.float64)]),
+    A_eq=a_eq,
+    b_eq=b_eq,
+    bounds=(0, None),
+    method="highs",
+  )
   if res.status not in (0, 2):
     raise RuntimeError(f"HiGHS failed on the extended LP (status {res.status}): {res.message}")
   feasible = res.status == 0
   if not feasible:
     if not fallback:
       return np.zeros(cost.shape), False
-    res = scipy.optimize.linprog(expand(d.sum(0)), A_ub=a_box, b_ub=b_box, A_eq=a_eq,
-                                 b_eq=b_eq, bounds=(0, None), method="highs")
+    res = scipy.optimize.linprog(
+      expand(d.sum(0)),
+      A_ub=a_box,
+      b_ub=b_box,
+      A_eq=a_eq,
+      b_eq=b_eq,
+      bounds=(0, None),
+      method="highs",
+    )
     if res.status != 0:
-      raise RuntimeError(f"HiGHS failed on the extended polytope (status {res.status}):"
-                         f" {res.message}")
+      raise RuntimeError(
+        f"HiGHS failed on the extended polytope (status {res.status}): {res.message}"
+      )
   z = np.maximum(res.x, 0.0).reshape(horizon, num_states, num_actions, num_states)
   return z.sum(-1), feasible
 
 
-def solve_inner_reference(cost, constraint_costs, lower, upper, initial_state, thresholds,
-                          multipliers, eta, *, tol: float = 1e-10) -> tuple[float, np.ndarray]:
+def solve_inner_reference(
+  cost,
+  constraint_costs,
+  lower,
+  upper,
+  initial_state,
+  thresholds,
+  multipliers,
+  eta,
+  *,
+  tol: float = 1e-10,
+) -> tuple[float, np.ndarray]:
   """The inner problem eq. (primal-step) in z-space by cvxpy and Clarabel (host side).
 
   A reference for `solve_inner` (experiments, checks), not a solver for agents. Needs the
@@ -294,26 +353,29 @@ def solve_inner_reference(cost, constraint_costs, lower, upper, initial_state, t
   try:
     import cvxpy as cp
   except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError("solve_inner_reference needs cvxpy and clarabel: pip install"
-                      ' "optaug-jax[reference]"') from e
+    raise ImportError(
+      'solve_inner_reference needs cvxpy and clarabel: pip install "optaug-jax[reference]"'
+    ) from e
   cost = np.asarray(cost, np.float64)
   d = np.asarray(constraint_costs, np.float64)
   horizon, num_states, num_actions = cost.shape
-  a_eq, b_eq, a_box, b_box = extended_polytope(np.asarray(lower, np.float64),
-                                               np.asarray(upper, np.float64),
-                                               int(initial_state))
+  a_eq, b_eq, a_box, b_box = extended_polytope(
+    np.asarray(lower, np.float64), np.asarray(upper, np.float64), int(initial_state)
+  )
   n = horizon * num_states * num_actions
   z = cp.Variable(n * num_states, nonneg=True)
   to_q = sp.kron(sp.eye(n), np.ones((1, num_states)), format="csr")  # q = sum_s' z
   q = to_q @ z
   eta = float(eta)
   # (eta / 2) ||[lambda / eta + D q - alpha]_+||^2: no eta^2 in the data.
-  shifted = cp.pos(np.asarray(multipliers, np.float64) / eta
-                   + d.reshape(d.shape[0], -1) @ q - np.asarray(thresholds, np.float64))
+  shifted = cp.pos(
+    np.asarray(multipliers, np.float64) / eta
+    + d.reshape(d.shape[0], -1) @ q
+    - np.asarray(thresholds, np.float64)
+  )
   objective = cost.ravel() @ q + 0.5 * eta * cp.sum_squares(shifted)
   problem = cp.Problem(cp.Minimize(objective), [a_eq @ z == b_eq, a_box @ z <= b_box])
   problem.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
   if problem.status not in ("optimal", "optimal_inaccurate"):
     raise RuntimeError(f"cvxpy/Clarabel: status {problem.status}")
-  return float(problem.value), np.asarray(to_q @ z.value).reshape(horizon, num_states,
-                                                                  num_actions)
+  return float(problem.value), np.asarray(to_q @ z.value).reshape(horizon, num_states, num_actions)

@@ -19,7 +19,7 @@ class EpisodeLog(NamedTuple):
   optimistic_cost_value: jax.Array  # [] V^{pi_k}(c~_k, p~_k)
   optimistic_constraint_values: jax.Array  # [I] V^{pi_k}(d~_k, p~_k)
   multipliers: jax.Array  # [I] lambda_{k+1}
-  fw_gap: jax.Array  # [] Frank-Wolfe gap of the inner solve
+  inner_gap: jax.Array  # [] certificate of the inner solve (`InnerSolution.gap`; 0 if none)
   pretraining: jax.Array  # [] bool
   sampled_cost: jax.Array  # [] realised objective cost of the episode
   sampled_constraint_costs: jax.Array  # [I] realised constraint costs of the episode
@@ -53,7 +53,7 @@ class RunSummary(NamedTuple):
   weak_constraint: jax.Array  # [I] sum_k (V^{pi_k}(d_i) - alpha_i)
   max_violation: jax.Array  # [I] max_k (V^{pi_k}(d_i) - alpha_i) (-inf before any episode)
   violating_episodes: jax.Array  # [I] int32, episodes with V^{pi_k}(d_i) > alpha_i
-  max_fw_gap: jax.Array  # [] largest Frank-Wolfe gap
+  max_inner_gap: jax.Array  # [] largest inner-solve certificate
   multipliers: jax.Array  # [I] lambda after the last episode
   uncertified_episodes: jax.Array  # [] int32, episodes whose inner solve was not certified
   off_support_transitions: jax.Array  # [] int32, the largest
@@ -62,24 +62,36 @@ class RunSummary(NamedTuple):
   #   absolute_cost, strong_constraint[I], weak_constraint[I])
 
   @classmethod
-  def zeros(cls, num_constraints: int, dtype) -> "RunSummary":
+  def zeros(cls, num_constraints: int, dtype) -> RunSummary:
     """The summary of no episode."""
     zero, vec = jnp.zeros((), dtype), jnp.zeros((num_constraints,), dtype)
     return cls(
-        episodes=jnp.zeros((), jnp.int32), strong_cost=zero, weak_cost=zero,
-        absolute_cost=zero, strong_constraint=vec, weak_constraint=vec,
-        max_violation=jnp.full((num_constraints,), -jnp.inf, dtype),
-        violating_episodes=jnp.zeros((num_constraints,), jnp.int32),
-        max_fw_gap=zero, multipliers=vec, uncertified_episodes=jnp.zeros((), jnp.int32),
-        off_support_transitions=jnp.full((), -1, jnp.int32),
-        compensation=jnp.zeros((3 + 2 * num_constraints,), dtype))
+      episodes=jnp.zeros((), jnp.int32),
+      strong_cost=zero,
+      weak_cost=zero,
+      absolute_cost=zero,
+      strong_constraint=vec,
+      weak_constraint=vec,
+      max_violation=jnp.full((num_constraints,), -jnp.inf, dtype),
+      violating_episodes=jnp.zeros((num_constraints,), jnp.int32),
+      max_inner_gap=zero,
+      multipliers=vec,
+      uncertified_episodes=jnp.zeros((), jnp.int32),
+      off_support_transitions=jnp.full((), -1, jnp.int32),
+      compensation=jnp.zeros((3 + 2 * num_constraints,), dtype),
+    )
 
   def _sums(self) -> jax.Array:
-    return jnp.concatenate([jnp.stack([self.strong_cost, self.weak_cost, self.absolute_cost],
-                                      axis=-1), self.strong_constraint, self.weak_constraint],
-                           axis=-1)
+    return jnp.concatenate(
+      [
+        jnp.stack([self.strong_cost, self.weak_cost, self.absolute_cost], axis=-1),
+        self.strong_constraint,
+        self.weak_constraint,
+      ],
+      axis=-1,
+    )
 
-  def merge(self, later: "RunSummary") -> "RunSummary":
+  def merge(self, later: RunSummary) -> RunSummary:
     """The summary of this run followed by `later` (its continuation).
 
     The sums are added with their compensations. When both episode counts are concrete
@@ -87,31 +99,36 @@ class RunSummary(NamedTuple):
     run's chunks never get there (`run` refuses), others should not be merged.
     """
     if not any(isinstance(x, jax.core.Tracer) for x in (self.episodes, later.episodes)):
-      total = (np.asarray(self.episodes, np.int64) + np.asarray(later.episodes, np.int64))
+      total = np.asarray(self.episodes, np.int64) + np.asarray(later.episodes, np.int64)
       if np.any(total > MAX_EPISODES):
-        raise ValueError(f"RunSummary.merge: {int(np.max(total))} episodes exceed"
-                         f" MAX_EPISODES = {MAX_EPISODES} (2^31 - 1), what the int32 counters"
-                         " hold; merge the chunks of one run only")
-    sums, compensation = compensated_add(self._sums(), self.compensation, later._sums(),
-                                         later.compensation)
+        raise ValueError(
+          f"RunSummary.merge: {int(np.max(total))} episodes exceed"
+          f" MAX_EPISODES = {MAX_EPISODES} (2^31 - 1), what the int32 counters"
+          " hold; merge the chunks of one run only"
+        )
+    sums, compensation = compensated_add(
+      self._sums(), self.compensation, later._sums(), later.compensation
+    )
     num_constraints = self.strong_constraint.shape[-1]
-    strong_constraint = sums[..., 3:3 + num_constraints]
-    weak_constraint = sums[..., 3 + num_constraints:]
+    strong_constraint = sums[..., 3 : 3 + num_constraints]
+    weak_constraint = sums[..., 3 + num_constraints :]
     return RunSummary(
-        episodes=self.episodes + later.episodes,
-        strong_cost=sums[..., 0],
-        weak_cost=sums[..., 1],
-        absolute_cost=sums[..., 2],
-        strong_constraint=strong_constraint,
-        weak_constraint=weak_constraint,
-        max_violation=jnp.maximum(self.max_violation, later.max_violation),
-        violating_episodes=self.violating_episodes + later.violating_episodes,
-        max_fw_gap=jnp.maximum(self.max_fw_gap, later.max_fw_gap),
-        multipliers=later.multipliers,
-        uncertified_episodes=self.uncertified_episodes + later.uncertified_episodes,
-        off_support_transitions=jnp.maximum(self.off_support_transitions,
-                                            later.off_support_transitions),
-        compensation=compensation)
+      episodes=self.episodes + later.episodes,
+      strong_cost=sums[..., 0],
+      weak_cost=sums[..., 1],
+      absolute_cost=sums[..., 2],
+      strong_constraint=strong_constraint,
+      weak_constraint=weak_constraint,
+      max_violation=jnp.maximum(self.max_violation, later.max_violation),
+      violating_episodes=self.violating_episodes + later.violating_episodes,
+      max_inner_gap=jnp.maximum(self.max_inner_gap, later.max_inner_gap),
+      multipliers=later.multipliers,
+      uncertified_episodes=self.uncertified_episodes + later.uncertified_episodes,
+      off_support_transitions=jnp.maximum(
+        self.off_support_transitions, later.off_support_transitions
+      ),
+      compensation=compensation,
+    )
 
 
 def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
@@ -122,16 +139,20 @@ def summarize_episode(log: EpisodeLog, optimal_value, thresholds) -> RunSummary:
   certified = True if log.certified is None else log.certified
   off_support = -1 if log.off_support_transitions is None else log.off_support_transitions
   return RunSummary(
-      episodes=jnp.ones((), jnp.int32),
-      strong_cost=jnp.maximum(cost_gap, 0.0), weak_cost=cost_gap,
-      absolute_cost=jnp.abs(cost_gap),
-      strong_constraint=jnp.maximum(violation, 0.0), weak_constraint=violation,
-      max_violation=violation,
-      violating_episodes=(violation > 0).astype(jnp.int32),
-      max_fw_gap=log.fw_gap, multipliers=log.multipliers,
-      uncertified_episodes=(~jnp.asarray(certified, bool)).astype(jnp.int32),
-      off_support_transitions=jnp.asarray(off_support, jnp.int32),
-      compensation=jnp.zeros((3 + 2 * violation.shape[-1],), dtype))
+    episodes=jnp.ones((), jnp.int32),
+    strong_cost=jnp.maximum(cost_gap, 0.0),
+    weak_cost=cost_gap,
+    absolute_cost=jnp.abs(cost_gap),
+    strong_constraint=jnp.maximum(violation, 0.0),
+    weak_constraint=violation,
+    max_violation=violation,
+    violating_episodes=(violation > 0).astype(jnp.int32),
+    max_inner_gap=log.inner_gap,
+    multipliers=log.multipliers,
+    uncertified_episodes=(~jnp.asarray(certified, bool)).astype(jnp.int32),
+    off_support_transitions=jnp.asarray(off_support, jnp.int32),
+    compensation=jnp.zeros((3 + 2 * violation.shape[-1],), dtype),
+  )
 
 
 class Regrets(NamedTuple):
@@ -145,8 +166,9 @@ class Regrets(NamedTuple):
   #   2022, DOPE: it counts cost below V* too, which a constraint violation can buy)
 
 
-def regrets(log: EpisodeLog, optimal_value: jax.typing.ArrayLike,
-            thresholds: jax.typing.ArrayLike) -> Regrets:
+def regrets(
+  log: EpisodeLog, optimal_value: jax.typing.ArrayLike, thresholds: jax.typing.ArrayLike
+) -> Regrets:
   """Strong (positive-part) and weak (signed) cumulative regrets (paper's Section 2), and
   the absolute objective regret `sum_k |V^{pi_k}(c) - V*|` of Bura et al. (2022).
 
@@ -166,20 +188,25 @@ def regrets(log: EpisodeLog, optimal_value: jax.typing.ArrayLike,
   lead = log.cost_value.shape[:-1]
   optimal_value = jnp.asarray(optimal_value)
   thresholds = jnp.asarray(thresholds)
-  if (optimal_value.shape != lead[:optimal_value.ndim]
-      or thresholds.shape[:-1] != lead[:thresholds.ndim - 1]):
+  if (
+    optimal_value.shape != lead[: optimal_value.ndim]
+    or thresholds.shape[:-1] != lead[: thresholds.ndim - 1]
+  ):
     raise ValueError(
-        f"optimal_value {optimal_value.shape} / thresholds {thresholds.shape}: leading axes"
-        f" must be a prefix of the log's leading axes {lead}")
+      f"optimal_value {optimal_value.shape} / thresholds {thresholds.shape}: leading axes"
+      f" must be a prefix of the log's leading axes {lead}"
+    )
   pad = lambda x, n: x.reshape(x.shape + (1,) * n)
   optimal_value = pad(optimal_value, len(lead) - optimal_value.ndim + 1)
-  thresholds = jnp.moveaxis(pad(thresholds, len(lead) - thresholds.ndim + 2), thresholds.ndim - 1, -1)
+  thresholds = jnp.moveaxis(
+    pad(thresholds, len(lead) - thresholds.ndim + 2), thresholds.ndim - 1, -1
+  )
   cost_gap = log.cost_value - optimal_value
   violation = log.constraint_values - thresholds
   return Regrets(
-      strong_cost=jnp.cumsum(jnp.maximum(cost_gap, 0.0), axis=-1),
-      weak_cost=jnp.cumsum(cost_gap, axis=-1),
-      strong_constraint=jnp.max(jnp.cumsum(jnp.maximum(violation, 0.0), axis=-2), axis=-1),
-      weak_constraint=jnp.max(jnp.cumsum(violation, axis=-2), axis=-1),
-      absolute_cost=jnp.cumsum(jnp.abs(cost_gap), axis=-1),
+    strong_cost=jnp.cumsum(jnp.maximum(cost_gap, 0.0), axis=-1),
+    weak_cost=jnp.cumsum(cost_gap, axis=-1),
+    strong_constraint=jnp.max(jnp.cumsum(jnp.maximum(violation, 0.0), axis=-2), axis=-1),
+    weak_constraint=jnp.max(jnp.cumsum(violation, axis=-2), axis=-1),
+    absolute_cost=jnp.cumsum(jnp.abs(cost_gap), axis=-1),
   )

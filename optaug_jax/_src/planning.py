@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from . import checks
+
 # Full float32 accuracy for the small matmuls of the DP (TF32 on GPUs would break the
 # sum-to-one of the filled transition rows at ~1e-3).
 _HIGHEST = lax.Precision.HIGHEST
-
-from . import checks
 
 # Scans over the horizon are unrolled (straight-line code) up to this H. XLA:CPU pays a
 # fixed cost per loop iteration and cannot fuse across iterations; for the extended DP of
@@ -58,6 +58,7 @@ def scan_horizon(f, init, xs, *, reverse=False):
   unroll = length <= UNROLL_HORIZON and length * step_size <= UNROLL_MAX_ELEMENTS
   return lax.scan(f, init, xs, reverse=reverse, unroll=bool(unroll))
 
+
 if TYPE_CHECKING:  # pragma: no cover
   from .cmdp import CMDP
 
@@ -93,8 +94,9 @@ def _slot_states(next_states: jax.Array) -> jax.Array:
   return jnp.maximum(next_states, 0)
 
 
-def _slot_fill(values: jax.Array, lower: jax.Array, upper: jax.Array
-               ) -> tuple[jax.Array, jax.Array]:
+def _slot_fill(
+  values: jax.Array, lower: jax.Array, upper: jax.Array
+) -> tuple[jax.Array, jax.Array]:
   """The greedy fill of every row over its own `N` slots, slot axis FIRST: `values`,
   `lower`, `upper` are `[N, ...]`; returns `(minimum [...], p [N, ...])`.
 
@@ -119,8 +121,7 @@ def _slot_fill(values: jax.Array, lower: jax.Array, upper: jax.Array
   return functools.reduce(jnp.add, [p[j] * values[j] for j in range(n)]), jnp.stack(p)
 
 
-def _row_fill(values: jax.Array, lower: jax.Array, upper: jax.Array
-              ) -> tuple[jax.Array, jax.Array]:
+def row_fill(values: jax.Array, lower: jax.Array, upper: jax.Array) -> tuple[jax.Array, jax.Array]:
   """`_slot_fill` of `[..., N]` rows (slot axis last): `(minimum [...], p [..., N])`."""
   first = lambda x: jnp.moveaxis(x, -1, 0)
   minimum, p = _slot_fill(first(values), first(lower), first(upper))
@@ -137,14 +138,15 @@ def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: boo
   cache; a stationary (`[1, ...]`) array is moved once, before the scan.
   """
   horizon, num_states = reward.shape[:2]
-  boxes = (lower, upper, next_states)
+  boxes: tuple[Any, ...] = (lower, upper, next_states)
   fixed = tuple(x.shape[0] == 1 and horizon > 1 for x in boxes)
   boxes = tuple(jnp.moveaxis(x, -1, 1) if f else x for x, f in zip(boxes, fixed))
 
   def step(v_next, xs):
     r_h, *slices = xs
-    lower_h, upper_h, ns_h = (x if f else jnp.moveaxis(x, -1, 0)
-                              for x, f in zip(slices, fixed))  # [N, S, A]
+    lower_h, upper_h, ns_h = (
+      x if f else jnp.moveaxis(x, -1, 0) for x, f in zip(slices, fixed)
+    )  # [N, S, A]
     expected, p = _slot_fill(v_next[_slot_states(ns_h)], lower_h, upper_h)
     q_values = r_h + expected
     actions = jnp.argmin(q_values, axis=-1)  # first index on ties
@@ -161,12 +163,16 @@ def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: boo
 def _scatter(weights: jax.Array, next_states: jax.Array, num_states: int) -> jax.Array:
   """`d[t] = sum of weights[...] over the slots whose next state is t`, `[S]` (the sparse
   layout's forward step: a scatter-add where the dense layout has a matrix product)."""
-  return jnp.zeros((num_states,), weights.dtype).at[
-      _slot_states(next_states).reshape(-1)].add(weights.reshape(-1))
+  return (
+    jnp.zeros((num_states,), weights.dtype)
+    .at[_slot_states(next_states).reshape(-1)]
+    .add(weights.reshape(-1))
+  )
 
 
-def _sparse_forward_deterministic(actions, greedy_transitions, greedy_next_states,
-                                  initial_state, num_actions, dtype):
+def _sparse_forward_deterministic(
+  actions, greedy_transitions, greedy_next_states, initial_state, num_actions, dtype
+):
   """`_forward_deterministic` in the sparse layout."""
   num_states = actions.shape[1]
   d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
@@ -202,8 +208,12 @@ class LMOSolution(NamedTuple):
 
 
 def occupancy(
-    transitions: jax.Array, policy: jax.Array, initial_state: jax.typing.ArrayLike, *,
-    check: bool = False, next_states: jax.Array | None = None,
+  transitions: jax.Array,
+  policy: jax.Array,
+  initial_state: jax.typing.ArrayLike,
+  *,
+  check: bool = False,
+  next_states: jax.Array | None = None,
 ) -> jax.Array:
   """State-action occupancy measure `q_h(s, a) = P[s_h = s, a_h = a]`.
 
@@ -242,7 +252,6 @@ def occupancy(
   return q
 
 
-
 def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Exact expected costs of `policy` in `cmdp`.
 
@@ -253,8 +262,9 @@ def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   Returns:
     `(cost_value, constraint_values)`: `V^pi(c, p)` (scalar) and `V^pi(d_i, p)` `[I]`.
   """
-  q = occupancy(cmdp.transitions, policy, cmdp.initial_state,
-                next_states=getattr(cmdp, "next_states", None))
+  q = occupancy(
+    cmdp.transitions, policy, cmdp.initial_state, next_states=getattr(cmdp, "next_states", None)
+  )
   cost_value = jnp.sum(cmdp.cost * q)
   constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
   return cost_value, constraint_values
@@ -316,9 +326,11 @@ def _fill_sorted(free, capacity_sorted, method):
     before = jnp.cumsum(capacity_sorted, axis=-1) - capacity_sorted
     return jnp.clip(free[..., None] - before, 0.0, capacity_sorted)
   if method == "scan":
+
     def step(remaining, cap_j):
       give = jnp.clip(remaining, 0.0, cap_j)
       return remaining - give, give
+
     _, gives = lax.scan(step, free, jnp.moveaxis(capacity_sorted, -1, 0))
     return jnp.moveaxis(gives, 0, -1)
   # "unrolled": the same sequential fill as straight-line code (fuses into one loop).
@@ -397,10 +409,10 @@ def _blocked_fill(values: jax.Array, lower: jax.Array, upper: jax.Array) -> _Blo
     crossing = jnp.sum(capacity_upto < free[..., None], axis=-1, dtype=jnp.int32)
     prev = jnp.maximum(crossing - 1, 0)[..., None]
     full = crossing > 0
-    free = free - jnp.where(
-        full, jnp.take_along_axis(capacity_upto, prev, axis=-1)[..., 0], 0.0)
+    free = free - jnp.where(full, jnp.take_along_axis(capacity_upto, prev, axis=-1)[..., 0], 0.0)
     expected = expected + jnp.where(
-        full, jnp.take_along_axis(weighted_upto, prev, axis=-1)[..., 0], 0.0)
+      full, jnp.take_along_axis(weighted_upto, prev, axis=-1)[..., 0], 0.0
+    )
   else:
     crossing = jnp.zeros(free.shape, jnp.int32)
 
@@ -422,21 +434,28 @@ def _blocked_minimiser(fill: _BlockedFill, lower: jax.Array, upper: jax.Array) -
   crossing = fill.crossing[..., None]
   inside = jnp.clip(fill.position - crossing * block, 0, block - 1)
   partial = jnp.take_along_axis(fill.give, inside, axis=-1)
-  given = jnp.where(fill.block_of < crossing, upper - lower,
-                    jnp.where(fill.block_of > crossing, 0.0, partial))
+  given = jnp.where(
+    fill.block_of < crossing, upper - lower, jnp.where(fill.block_of > crossing, 0.0, partial)
+  )
   return lower + given
 
 
 def _take_rows(fill: _BlockedFill, actions: jax.Array) -> _BlockedFill:
   """The `(s, actions[s])` rows of a fill of `[S, A]` rows."""
-  row = lambda x: jnp.take_along_axis(x, actions.reshape((-1, 1) + (1,) * (x.ndim - 2)),
-                                      axis=1)[:, 0]
-  return fill._replace(expected=row(fill.expected), crossing=row(fill.crossing),
-                       give=row(fill.give))
+  row = lambda x: jnp.take_along_axis(x, actions.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[
+    :, 0
+  ]
+  return fill._replace(
+    expected=row(fill.expected), crossing=row(fill.crossing), give=row(fill.give)
+  )
 
 
 def box_minimize(
-    values: jax.Array, lower: jax.Array, upper: jax.Array, *, method: str = DEFAULT_FILL,
+  values: jax.Array,
+  lower: jax.Array,
+  upper: jax.Array,
+  *,
+  method: str = DEFAULT_FILL,
 ) -> tuple[jax.Array, jax.Array]:
   """`min_p p . values` over `{p in simplex, lower <= p <= upper}` for every row.
 
@@ -490,8 +509,7 @@ def _box_expectation(values, lower, upper, method):
   return box_minimize(values, lower, upper, method=method)[0]
 
 
-def _backward(reward, lower, upper, *, full_transitions: bool = False,
-              method: str = DEFAULT_FILL):
+def _backward(reward, lower, upper, *, full_transitions: bool = False, method: str = DEFAULT_FILL):
   """Backward induction of the paper's eq. (bw-ind).
 
   Returns `(value_1 [S], actions [H, S], transitions)`, where `transitions` is the greedy
@@ -522,8 +540,7 @@ def _backward(reward, lower, upper, *, full_transitions: bool = False,
     return jnp.min(q_values, axis=-1), (actions, p)
 
   v0 = jnp.zeros((num_states,), reward.dtype)
-  v1, (actions, p) = _horizon_scan(step, v0, (reward, lower, upper), reward.shape[0],
-                                   reverse=True)
+  v1, (actions, p) = _horizon_scan(step, v0, (reward, lower, upper), reward.shape[0], reverse=True)
   return v1, actions, p
 
 
@@ -541,13 +558,13 @@ def _forward_deterministic(actions, greedy_transitions, initial_state, num_actio
 
 
 def extended_lmo(
-    reward: jax.Array,
-    lower: jax.Array,
-    upper: jax.Array,
-    initial_state: jax.typing.ArrayLike,
-    *,
-    fill: str = DEFAULT_FILL,
-    next_states: jax.Array | None = None,
+  reward: jax.Array,
+  lower: jax.Array,
+  upper: jax.Array,
+  initial_state: jax.typing.ArrayLike,
+  *,
+  fill: str = DEFAULT_FILL,
+  next_states: jax.Array | None = None,
 ) -> LMOSolution:
   """Linear minimisation over the occupancy measures of the box: one extended DP.
 
@@ -574,33 +591,37 @@ def extended_lmo(
   """
   if next_states is not None:
     v1, actions, p_greedy, ns_greedy = _sparse_backward(reward, lower, upper, next_states)
-    q, d = _sparse_forward_deterministic(actions, p_greedy, ns_greedy, initial_state,
-                                         reward.shape[-1], reward.dtype)
-    return LMOSolution(value=v1[initial_state], occupancy=q, actions=actions,
-                       greedy_transitions=p_greedy, state_occupancy=d,
-                       greedy_next_states=ns_greedy)
-  v1, actions, p_greedy = _backward(reward, lower, upper, method=fill)
-  q, d = _forward_deterministic(
-      actions, p_greedy, initial_state, reward.shape[-1], reward.dtype
-  )
-  return LMOSolution(
+    q, d = _sparse_forward_deterministic(
+      actions, p_greedy, ns_greedy, initial_state, reward.shape[-1], reward.dtype
+    )
+    return LMOSolution(
       value=v1[initial_state],
       occupancy=q,
       actions=actions,
       greedy_transitions=p_greedy,
       state_occupancy=d,
+      greedy_next_states=ns_greedy,
+    )
+  v1, actions, p_greedy = _backward(reward, lower, upper, method=fill)
+  q, d = _forward_deterministic(actions, p_greedy, initial_state, reward.shape[-1], reward.dtype)
+  return LMOSolution(
+    value=v1[initial_state],
+    occupancy=q,
+    actions=actions,
+    greedy_transitions=p_greedy,
+    state_occupancy=d,
   )
 
 
 def extended_value_iteration(
-    reward: jax.Array,
-    lower: jax.Array,
-    upper: jax.Array,
-    initial_state: jax.typing.ArrayLike,
-    *,
-    fill: str = DEFAULT_FILL,
-    check: bool = False,
-    next_states: jax.Array | None = None,
+  reward: jax.Array,
+  lower: jax.Array,
+  upper: jax.Array,
+  initial_state: jax.typing.ArrayLike,
+  *,
+  fill: str = DEFAULT_FILL,
+  check: bool = False,
+  next_states: jax.Array | None = None,
 ) -> ExtendedSolution:
   """Optimal policy and transitions of an extended MDP (costs are minimised).
 
@@ -627,22 +648,26 @@ def extended_value_iteration(
   chex.assert_equal_shape([lower, upper])
   width = reward.shape[1] if next_states is None else next_states.shape[-1]
   chex.assert_shape(lower, (None,) + reward.shape[1:] + (width,))
-  checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration",
-                       check=check)
+  checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration", check=check)
   checks.box(lower, upper, "extended_value_iteration", check=check)
   if next_states is not None:
-    v1, actions, transitions, _ = _sparse_backward(reward, lower, upper, next_states,
-                                                   full_transitions=True)
+    v1, actions, transitions, _ = _sparse_backward(
+      reward, lower, upper, next_states, full_transitions=True
+    )
   else:
-    v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True,
-                                         method=fill)
+    v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True, method=fill)
   policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
   return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=transitions)
 
 
 def optimistic_policy_evaluation(
-    reward: jax.Array, policy: jax.Array, lower: jax.Array, upper: jax.Array, *,
-    fill: str = DEFAULT_FILL, next_states: jax.Array | None = None,
+  reward: jax.Array,
+  policy: jax.Array,
+  lower: jax.Array,
+  upper: jax.Array,
+  *,
+  fill: str = DEFAULT_FILL,
+  next_states: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   """Optimistic evaluation of a FIXED policy: `min_{p' in box} V^pi(reward, p')`.
 
@@ -666,19 +691,21 @@ def optimistic_policy_evaluation(
     if ns_h is None:
       expected = _box_expectation(v_next, lower_h, upper_h, fill)
     else:
-      expected, _ = _row_fill(v_next[_slot_states(ns_h)], lower_h, upper_h)
+      expected, _ = row_fill(v_next[_slot_states(ns_h)], lower_h, upper_h)
     q_values = r_h + expected
     v = jnp.sum(pi_h * q_values, axis=-1)
     return v, (v, q_values)
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
-  _, (values, q_values) = _horizon_scan(step, v0, (reward, policy, lower, upper, next_states),
-                                        reward.shape[0], reverse=True)
+  _, (values, q_values) = _horizon_scan(
+    step, v0, (reward, policy, lower, upper, next_states), reward.shape[0], reverse=True
+  )
   return values, q_values
 
 
-def optimal_policy(reward: jax.Array, transitions: jax.Array, *,
-                   next_states: jax.Array | None = None) -> jax.Array:
+def optimal_policy(
+  reward: jax.Array, transitions: jax.Array, *, next_states: jax.Array | None = None
+) -> jax.Array:
   """Deterministic policy minimising `V^pi(reward, transitions)` (plain backward induction).
 
   Args:
@@ -700,8 +727,9 @@ def optimal_policy(reward: jax.Array, transitions: jax.Array, *,
     return jnp.min(q_values, axis=-1), jnp.argmin(q_values, axis=-1)
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
-  _, actions = _horizon_scan(step, v0, (reward, transitions, next_states), reward.shape[0],
-                             reverse=True)
+  _, actions = _horizon_scan(
+    step, v0, (reward, transitions, next_states), reward.shape[0], reverse=True
+  )
   return jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
 
 

@@ -7,8 +7,9 @@ import numpy as np
 from . import benchmarks
 
 
-def plot_gridworld(benchmark: benchmarks.Benchmark, policy=None, occupancy=None, ax=None, *,
-                   step: int = 0):
+def plot_gridworld(
+  benchmark: benchmarks.Benchmark, policy=None, occupancy=None, ax=None, *, step: int = 0
+):
   """Draws a `gridworld` benchmark: hazards, start, goal, and optionally a policy and visits.
 
   Args:
@@ -40,17 +41,19 @@ def plot_gridworld(benchmark: benchmarks.Benchmark, policy=None, occupancy=None,
 
   if occupancy is not None:
     visits = np.asarray(occupancy, np.float64).sum(axis=(0, 2)).reshape(size, size)
-    visits = np.ma.masked_array(visits, mask=np.zeros_like(visits, bool))
-    visits.mask[goal] = True
-    image = ax.imshow(visits, cmap="Blues", origin="upper", vmin=0.0,
-                      extent=(-0.5, size - 0.5, size - 0.5, -0.5))
+    mask = np.zeros_like(visits, bool)
+    mask[goal] = True
+    visits = np.ma.masked_array(visits, mask=mask)
+    image = ax.imshow(
+      visits, cmap="Blues", origin="upper", vmin=0.0, extent=(-0.5, size - 0.5, size - 0.5, -0.5)
+    )
     ax.figure.colorbar(image, ax=ax, label="expected visits")
   for r, c in zip(*np.nonzero(hazard)):
-    ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor="tab:red", alpha=0.35,
-                           edgecolor="none"))
+    ax.add_patch(
+      Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor="tab:red", alpha=0.35, edgecolor="none")
+    )
   for (r, c), label, color in [(start, "S", "tab:green"), (goal, "G", "tab:orange")]:
-    ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=color, alpha=0.35,
-                           edgecolor="none"))
+    ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=color, alpha=0.35, edgecolor="none"))
     ax.text(c - 0.38, r - 0.3, label, fontsize=10, fontweight="bold")
   if policy is not None:
     rows = np.asarray(policy, np.float64)[step]
@@ -60,8 +63,12 @@ def plot_gridworld(benchmark: benchmarks.Benchmark, policy=None, occupancy=None,
       if (r, c) == goal or np.ptp(rows[s]) < 1e-9:
         continue
       dr, dc = benchmarks.GRID_MOVES[int(actions[s])]
-      ax.annotate("", xy=(c + 0.3 * dc, r + 0.3 * dr), xytext=(c - 0.3 * dc, r - 0.3 * dr),
-                  arrowprops=dict(arrowstyle="->", lw=1.5))
+      ax.annotate(
+        "",
+        xy=(c + 0.3 * dc, r + 0.3 * dr),
+        xytext=(c - 0.3 * dc, r - 0.3 * dr),
+        arrowprops=dict(arrowstyle="->", lw=1.5),
+      )
   ax.set_xlim(-0.5, size - 0.5)
   ax.set_ylim(size - 0.5, -0.5)
   ax.set_xticks(np.arange(-0.5, size), minor=True)

@@ -10,10 +10,10 @@ import numpy as np
 from jax import lax
 
 from . import checks, planning, validation
-from .estimates import MAX_EPISODES
 from .agents.base import Agent, AgentState
 from .cmdp import CMDP, assert_cmdp_shapes, check_cmdp
 from .env import sample_episode
+from .estimates import MAX_EPISODES
 from .metrics import EpisodeLog, RunSummary, summarize_episode
 
 _LOGS = ("full", "summary")
@@ -48,20 +48,27 @@ def _check_run_length(num_episodes: int, state=None, *, where: str = "run") -> i
   if num_episodes > MAX_EPISODES or (start is not None and start + num_episodes > MAX_EPISODES):
     origin = "" if not start else f" from episode {start}"
     raise ValueError(
-        f"num_episodes: {where} of {num_episodes} episodes{origin} would end at episode"
-        f" {(start or 0) + num_episodes}, beyond MAX_EPISODES = {MAX_EPISODES} (2^31 - 1),"
-        " the most the int32 episode counter and visit counts hold")
+      f"num_episodes: {where} of {num_episodes} episodes{origin} would end at episode"
+      f" {(start or 0) + num_episodes}, beyond MAX_EPISODES = {MAX_EPISODES} (2^31 - 1),"
+      " the most the int32 episode counter and visit counts hold"
+    )
   return num_episodes
 
 
 def init_agent(agent: Agent, cmdp: CMDP) -> AgentState:
   """The agent's initial state, from what it may know of `cmdp` (sizes, alpha, s_1)."""
-  return agent.init(cmdp.thresholds, cmdp.initial_state, num_states=cmdp.num_states,
-                    num_actions=cmdp.num_actions, horizon=cmdp.horizon)
+  return agent.init(
+    cmdp.thresholds,
+    cmdp.initial_state,
+    num_states=cmdp.num_states,
+    num_actions=cmdp.num_actions,
+    horizon=cmdp.horizon,
+  )
 
 
-def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
-                 ) -> tuple[AgentState, EpisodeLog]:
+def episode_step(
+  agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
+) -> tuple[AgentState, EpisodeLog]:
   """One episode: plan (optimistic model, inner solve, dual step), play, update, evaluate.
 
   The agent sees only the trajectory; the exact evaluation of `pi_k` in the true CMDP is
@@ -78,18 +85,18 @@ def episode_step(agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
   state = agent.update(state, trajectory)
   cost_value, constraint_values = planning.policy_values(cmdp, policy)
   log = EpisodeLog(
-      cost_value=cost_value,
-      constraint_values=constraint_values,
-      optimistic_cost_value=info.optimistic_cost_value,
-      optimistic_constraint_values=info.optimistic_constraint_values,
-      multipliers=state.multipliers,
-      fw_gap=info.fw_gap,
-      pretraining=info.pretraining,
-      sampled_cost=jnp.sum(trajectory.costs),
-      sampled_constraint_costs=jnp.sum(trajectory.constraint_costs, axis=-1),
-      extras=info.extras,
-      certified=jnp.asarray(info.certified, bool),
-      off_support_transitions=jnp.asarray(info.off_support_transitions, jnp.int32),
+    cost_value=cost_value,
+    constraint_values=constraint_values,
+    optimistic_cost_value=info.optimistic_cost_value,
+    optimistic_constraint_values=info.optimistic_constraint_values,
+    multipliers=state.multipliers,
+    inner_gap=info.inner_gap,
+    pretraining=info.pretraining,
+    sampled_cost=jnp.sum(trajectory.costs),
+    sampled_constraint_costs=jnp.sum(trajectory.constraint_costs, axis=-1),
+    extras=info.extras,
+    certified=jnp.asarray(info.certified, bool),
+    off_support_transitions=jnp.asarray(info.off_support_transitions, jnp.int32),
   )
   return state, log
 
@@ -98,8 +105,7 @@ def _report(done, total):
   print(f"run: {int(done)}/{total} episodes", flush=True)
 
 
-def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False,
-         progress=None):
+def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False, progress=None):
   """Unjitted body of `run` (shared with `run_sharded`)."""
   _check_run_length(num_episodes)  # static: also under an outer jit or vmap
   assert_cmdp_shapes(cmdp)
@@ -113,8 +119,11 @@ def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=Fa
     # Episode k's key is fold_in(key, k), made here: no [K] array of keys in memory.
     out = episode_step(agent, cmdp, st, jax.random.fold_in(key, st.episode))
     if progress:  # `i` counts this call's episodes: never batched, so one line per report
-      lax.cond((i + 1) % progress == 0,
-               lambda: jax.debug.callback(_report, i + 1, num_episodes), lambda: None)
+      lax.cond(
+        (i + 1) % progress == 0,
+        lambda: jax.debug.callback(_report, i + 1, num_episodes),
+        lambda: None,
+      )
     return out
 
   episodes = jnp.arange(num_episodes)
@@ -137,17 +146,33 @@ def _check_logs(logs):
     raise ValueError(f"logs: expected one of {_LOGS}, got {logs!r}")
 
 
-@functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check",
-                                             "progress"))
+@functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check", "progress"))
 def _run_jit(agent, key, cmdp, *, num_episodes, state, logs, optimal_value, check, progress):
-  return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs,
-              check=check, progress=progress)
+  return _run(
+    agent,
+    key,
+    cmdp,
+    state,
+    optimal_value,
+    num_episodes=num_episodes,
+    logs=logs,
+    check=check,
+    progress=progress,
+  )
 
 
-def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
-        state: AgentState | None = None, logs: str = "full",
-        optimal_value: jax.typing.ArrayLike = 0.0, check: bool = False,
-        progress: int | None = None) -> tuple[AgentState, EpisodeLog | RunSummary]:
+def run(
+  agent: Agent,
+  key: jax.Array,
+  cmdp: CMDP,
+  *,
+  num_episodes: int,
+  state: AgentState | None = None,
+  logs: str = "full",
+  optimal_value: jax.typing.ArrayLike = 0.0,
+  check: bool = False,
+  progress: int | None = None,
+) -> tuple[AgentState, EpisodeLog | RunSummary]:
   """Runs `agent` for `num_episodes` episodes in `cmdp` (jitted `lax.scan`).
 
   Episode `k` (0-based, counted from the start of learning) uses the key
@@ -198,8 +223,17 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
   if progress is not None:
     validation.check_int("progress", progress, low=1)
   try:
-    return _run_jit(agent, key, cmdp, num_episodes=num_episodes, state=state, logs=logs,
-                    optimal_value=optimal_value, check=check, progress=progress)
+    return _run_jit(
+      agent,
+      key,
+      cmdp,
+      num_episodes=num_episodes,
+      state=state,
+      logs=logs,
+      optimal_value=optimal_value,
+      check=check,
+      progress=progress,
+    )
   except Exception as e:
     if check and "functionalized" in str(e):
       raise ValueError(_CHECK_OUTSIDE_CHECKED.format(where="run")) from None
@@ -207,19 +241,29 @@ def run(agent: Agent, key: jax.Array, cmdp: CMDP, *, num_episodes: int,
 
 
 _CHECK_OUTSIDE_CHECKED = (
-    "{where}(check=True): the in-program checks need checkify around the call:"
-    " oj.checked(lambda key, m: oj.{where}(agent, key, m, num_episodes=K, check=True))(key,"
-    " cmdp); a concrete CMDP is checked on the host without it")
+  "{where}(check=True): the in-program checks need checkify around the call:"
+  " oj.checked(lambda key, m: oj.{where}(agent, key, m, num_episodes=K, check=True))(key,"
+  " cmdp); a concrete CMDP is checked on the host without it"
+)
 
 
-run._cache_size = _run_jit._cache_size  # the compiled-program cache (retracing tests)
+run._cache_size = _run_jit._cache_size  # type: ignore[attr-defined]  # compiled-program cache (retracing tests)
 
 
-def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
-                state: AgentState | None = None, logs: str = "full",
-                optimal_value: jax.typing.ArrayLike = 0.0, batched_cmdp: bool = False,
-                batch_size: int | None = None, mesh: jax.sharding.Mesh | None = None,
-                donate_state: bool = False):
+def run_sharded(
+  agent: Agent,
+  keys: jax.Array,
+  cmdp: CMDP,
+  *,
+  num_episodes: int,
+  state: AgentState | None = None,
+  logs: str = "full",
+  optimal_value: jax.typing.ArrayLike = 0.0,
+  batched_cmdp: bool = False,
+  batch_size: int | None = None,
+  mesh: jax.sharding.Mesh | None = None,
+  donate_state: bool = False,
+):
   """`run` for a batch of seeds, sharded over devices, in bounded memory.
 
   Equivalent to `jax.vmap(lambda k: run(agent, k, cmdp, ...))(keys)` (the same numbers per
@@ -256,8 +300,9 @@ def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
   _check_run_length(num_episodes, state, where="run_sharded")
   check_cmdp(cmdp, "run_sharded")
   if mesh is None:
-    mesh = jax.make_mesh((jax.device_count(),), ("seeds",),
-                         axis_types=(jax.sharding.AxisType.Auto,))
+    mesh = jax.make_mesh(
+      (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
+    )
   if mesh.axis_names != ("seeds",):
     raise ValueError(f"mesh: expected a 1-D mesh with axis 'seeds', got {mesh.axis_names}")
   keys = jnp.asarray(keys)
@@ -277,13 +322,22 @@ def run_sharded(agent: Agent, keys: jax.Array, cmdp: CMDP, *, num_episodes: int,
 
   batched = jax.tree.map(pad, (keys, optimal_value) + ((cmdp,) if batched_cmdp else ()))
   shared = () if batched_cmdp else (cmdp,)
-  fn = _sharded_fn(agent, num_episodes, logs, mesh, batched_cmdp,
-                   None if batch_size is None else min(int(batch_size), per_device),
-                   donate_state)
+  fn = _sharded_fn(
+    agent,
+    num_episodes,
+    logs,
+    mesh,
+    batched_cmdp,
+    None if batch_size is None else min(int(batch_size), per_device),
+    donate_state,
+  )
   on_seeds = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seeds"))
   everywhere = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  out = fn(jax.device_put(batched, on_seeds), jax.device_put(jax.tree.map(pad, state), on_seeds),
-           jax.device_put(shared, everywhere))
+  out = fn(
+    jax.device_put(batched, on_seeds),
+    jax.device_put(jax.tree.map(pad, state), on_seeds),
+    jax.device_put(shared, everywhere),
+  )
   if padded != num_seeds:
     if jax.sharding.AxisType.Explicit in mesh.axis_types:
       # An explicit axis cannot hold a batch that is not a multiple of its size: the
@@ -302,8 +356,7 @@ def _sharded_fn(agent, num_episodes, logs, mesh, batched_cmdp, batch_size, donat
   def one(args, shared):
     (key, optimal_value, *maybe_cmdp), state = args
     cmdp = maybe_cmdp[0] if batched_cmdp else shared[0]
-    return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes,
-                logs=logs)
+    return _run(agent, key, cmdp, state, optimal_value, num_episodes=num_episodes, logs=logs)
 
   def local(batched, state, shared):
     fn = lambda args: one(args, shared)
@@ -311,7 +364,11 @@ def _sharded_fn(agent, num_episodes, logs, mesh, batched_cmdp, batch_size, donat
       return jax.vmap(fn)((batched, state))
     return lax.map(fn, (batched, state), batch_size=batch_size)  # vmapped chunks
 
-  sharded = jax.shard_map(local, mesh=mesh, in_specs=(seeds, seeds, replicated),
-                          out_specs=seeds, check_vma=False)  # no collectives inside
-  return jax.jit(sharded, out_shardings=jax.sharding.NamedSharding(mesh, seeds),
-                 donate_argnums=(1,) if donate else ())
+  sharded = jax.shard_map(
+    local, mesh=mesh, in_specs=(seeds, seeds, replicated), out_specs=seeds, check_vma=False
+  )  # no collectives inside
+  return jax.jit(
+    sharded,
+    out_shardings=jax.sharding.NamedSharding(mesh, seeds),
+    donate_argnums=(1,) if donate else (),
+  )

@@ -7,7 +7,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from . import inner
+from . import inner as inner_lib
+from . import validation
+from .inner.exact import exact
+from .multiplier_updates import dual_step
 
 
 class InnerSensitivities(NamedTuple):
@@ -16,7 +19,7 @@ class InnerSensitivities(NamedTuple):
   value: jax.Array  # [] f* (the augmented Lagrangian at the returned point)
   next_multipliers: jax.Array  # [I] lambda+ = [lambda + eta (D q* - alpha)]_+
   occupancy: jax.Array  # [H, S, A] q*
-  fw_gap: jax.Array  # [] accuracy certificate of value
+  gap: jax.Array  # [] accuracy certificate of value (`InnerSolution.gap`)
   thresholds: jax.Array  # [I] d f*/d alpha (= -lambda+)
   multipliers: jax.Array  # [I] d f*/d lambda (= lambda+ / eta)
   eta: jax.Array  # [] d f*/d eta
@@ -27,52 +30,58 @@ class InnerSensitivities(NamedTuple):
 
 
 def inner_sensitivities(
-    cost: jax.Array,
-    constraint_costs: jax.Array,
-    lower: jax.Array,
-    upper: jax.Array,
-    initial_state: jax.typing.ArrayLike,
-    thresholds: jax.Array,
-    multipliers: jax.Array,
-    eta: jax.typing.ArrayLike,
-    *,
-    num_iters: int | None = None,
-    step_rule: str = "linesearch",
-    gradient: str = "envelope",
-    tol: float | None = None,
-    method: str = "dual",
+  problem: inner_lib.InnerProblem,
+  multipliers: jax.Array,
+  eta: jax.typing.ArrayLike,
+  *,
+  solver: inner_lib.InnerSolver = exact(),
+  gradient: str = "envelope",
 ) -> InnerSensitivities:
   """Solves the inner problem and differentiates its value in one `jax.value_and_grad`.
 
   Jittable and vmappable (e.g. over problems, thresholds or eta). With
   `gradient="envelope"` (default) the derivatives are those of the optimal value by
-  Danskin's theorem (see `solve_inner`); with `"unrolled"` they are those of the T-step
-  Frank-Wolfe output (requires `tol=None`).
+  Danskin's theorem (see `solve_inner`); with `"unrolled"` they are those of the solver's
+  output (its loops then run their whole budget).
 
   Args:
-    cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers, eta:
-      as in `solve_inner`.
-    num_iters, step_rule, gradient, tol, method: as in `solve_inner`.
+    problem, multipliers, eta, solver: as in `solve_inner` (a dense `problem`).
+    gradient: `"envelope"` or `"unrolled"`, as in `solve_inner`.
 
   Returns:
     `InnerSensitivities`.
   """
-  if gradient == "unrolled" and tol is not None:
-    raise ValueError("tol: early stopping (lax.while_loop) cannot be reverse-differentiated;"
-                     " use gradient='envelope' or tol=None")
-  eta = jnp.asarray(eta, jnp.result_type(cost.dtype, jnp.asarray(eta).dtype))
+  validation.check_choice("gradient", gradient, ("envelope", "unrolled"))
+  eta = jnp.asarray(eta, jnp.result_type(problem.cost.dtype, jnp.asarray(eta).dtype))
 
   def value_fn(c, d, lo, up, alpha, lam, et):
-    sol = inner.solve_inner(c, d, lo, up, initial_state, alpha, lam, et, num_iters=num_iters,
-                            step_rule=step_rule, tol=tol, gradient=gradient, method=method)
+    inputs = problem._replace(cost=c, constraint_costs=d, lower=lo, upper=up, thresholds=alpha)
+    sol = inner_lib.solve_inner(inputs, lam, et, solver=solver, gradient=gradient)
     return sol.objective, sol
 
   (value, sol), grads = jax.value_and_grad(value_fn, argnums=tuple(range(7)), has_aux=True)(
-      cost, constraint_costs, lower, upper, thresholds, multipliers, eta)
+    problem.cost,
+    problem.constraint_costs,
+    problem.lower,
+    problem.upper,
+    problem.thresholds,
+    multipliers,
+    eta,
+  )
   d_cost, d_constraint, d_lower, d_upper, d_alpha, d_lambda, d_eta = grads
-  next_multipliers = inner.dual_step(
-      sol.occupancy, constraint_costs, thresholds, multipliers, eta)
+  next_multipliers = dual_step(
+    sol.occupancy, problem.constraint_costs, problem.thresholds, multipliers, eta
+  )
   return InnerSensitivities(
-      value=value, next_multipliers=next_multipliers, occupancy=sol.occupancy,
-      fw_gap=sol.fw_gap, thresholds=d_alpha, multipliers=d_lambda, eta=d_eta, cost=d_cost,
-      constraint_costs=d_constraint, lower=d_lower, upper=d_upper)
+    value=value,
+    next_multipliers=next_multipliers,
+    occupancy=sol.occupancy,
+    gap=sol.gap,
+    thresholds=d_alpha,
+    multipliers=d_lambda,
+    eta=d_eta,
+    cost=d_cost,
+    constraint_costs=d_constraint,
+    lower=d_lower,
+    upper=d_upper,
+  )

@@ -91,26 +91,36 @@ class Setting:
     if self.cost is not None and np.ndim(self.cost) not in (2, 3):
       raise ValueError(f"cost: expected [H, S, A] or [S, A], got shape {np.shape(self.cost)}")
     if self.constraint_costs is not None and np.ndim(self.constraint_costs) not in (3, 4):
-      raise ValueError("constraint_costs: expected [I, H, S, A] or [I, S, A], got shape"
-                       f" {np.shape(self.constraint_costs)}")
+      raise ValueError(
+        "constraint_costs: expected [I, H, S, A] or [I, S, A], got shape"
+        f" {np.shape(self.constraint_costs)}"
+      )
     if self.support is not None and not isinstance(self.support, jax.core.Tracer):
       support = np.asarray(self.support)
       if support.dtype != bool and not np.issubdtype(support.dtype, np.integer):
-        raise ValueError(f"support: expected a bool array (dense) or int next states"
-                         f" (sparse), got dtype {support.dtype}")
+        raise ValueError(
+          f"support: expected a bool array (dense) or int next states"
+          f" (sparse), got dtype {support.dtype}"
+        )
       if support.ndim not in (3, 4):
-        raise ValueError(f"support: expected [H, S, A, S'] or [S, A, S'] (bool), [H, S, A, N]"
-                         f" or [S, A, N] (int), got shape {support.shape}")
+        raise ValueError(
+          f"support: expected [H, S, A, S'] or [S, A, S'] (bool), [H, S, A, N]"
+          f" or [S, A, N] (int), got shape {support.shape}"
+        )
       possible = support if support.dtype == bool else support >= 0
       empty = np.argwhere(~possible.any(-1))
       if empty.size:
-        raise ValueError(f"support: every (s, a) needs at least one possible next state;"
-                         f" row {tuple(int(i) for i in empty[0])} has none")
+        raise ValueError(
+          f"support: every (s, a) needs at least one possible next state;"
+          f" row {tuple(int(i) for i in empty[0])} has none"
+        )
       if support.dtype != bool:
         num_states = support.shape[-3]
         if support.min() < -1 or support.max() >= num_states:
-          raise ValueError(f"support: next states must lie in [0, {num_states}) or be -1"
-                           f" (an empty slot); found {int(support.min())}..{int(support.max())}")
+          raise ValueError(
+            f"support: next states must lie in [0, {num_states}) or be -1"
+            f" (an empty slot); found {int(support.min())}..{int(support.max())}"
+          )
         dup = validation.repeated_next_state_row(support)
         if dup is not None:
           raise ValueError(f"support: row {dup} names a next state twice")
@@ -135,34 +145,76 @@ class Setting:
     """`delta`, or the convention's default."""
     return DEFAULT_DELTA[self.log_factor] if self.delta is None else self.delta
 
-  def whole_simplex_visits(self, *, num_states: int, num_actions: int, horizon: int,
-                           num_constraints: int, num_episodes: int,
-                           delta: float | None = None) -> int:
+  def log_factors(
+    self,
+    *,
+    num_states: int,
+    num_actions: int,
+    horizon: int,
+    num_constraints: int,
+    num_episodes: int,
+    delta: float | None = None,
+  ) -> tuple[Any, Any]:
+    """`(L^p, L)`: the log factors of this setting's transition and cost radii (`delta`:
+    default the setting's)."""
+    delta = self.resolved_delta if delta is None else delta
+    return log_factors(
+      self,
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      num_constraints=num_constraints,
+      num_episodes=num_episodes,
+      delta=delta,
+    )
+
+  def whole_simplex_visits(
+    self,
+    *,
+    num_states: int,
+    num_actions: int,
+    horizon: int,
+    num_constraints: int,
+    num_episodes: int,
+    delta: float | None = None,
+  ) -> int:
     """Visits of a pair below which `14 L^p / (3 n) >= 1`: its box is the whole simplex.
 
     Counted per `(h, s, a)`, or per `(s, a)` summed over h when `stationary`.
     """
     delta = self.resolved_delta if delta is None else delta
-    log_p, _ = log_factors(self, num_states=num_states, num_actions=num_actions,
-                           horizon=horizon, num_constraints=num_constraints,
-                           num_episodes=num_episodes, delta=delta)
+    log_p, _ = log_factors(
+      self,
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      num_constraints=num_constraints,
+      num_episodes=num_episodes,
+      delta=delta,
+    )
     return int(math.floor(14.0 * float(log_p) / 3.0))
 
   def describe(self) -> dict:
     """A JSON-ready record of the setting (what results store in their config)."""
-    return {"name": self.name, "log_factor": self.log_factor,
-            "delta": self.resolved_delta, "stationary": bool(self.stationary),
-            "known_costs": self.cost is not None or self.constraint_costs is not None,
-            "known_support": self.support is not None}
+    return {
+      "name": self.name,
+      "log_factor": self.log_factor,
+      "delta": self.resolved_delta,
+      "stationary": bool(self.stationary),
+      "known_costs": self.cost is not None or self.constraint_costs is not None,
+      "known_support": self.support is not None,
+    }
 
 
-def resolve(setting: "Setting | None") -> Setting:
+def resolve(setting: Setting | None) -> Setting:
   """`setting`, or the paper's setting for `None`."""
   if setting is None:
     return PAPER
   if not isinstance(setting, Setting):
-    raise ValueError(f"setting: expected a Setting (see named_setting), got {setting!r};"
-                     " a name needs the CMDP: named_setting(name, cmdp)")
+    raise ValueError(
+      f"setting: expected a Setting (see named_setting), got {setting!r};"
+      " a name needs the CMDP: named_setting(name, cmdp)"
+    )
   return setting
 
 
@@ -178,28 +230,44 @@ def named_setting(name: str, cmdp=None) -> Setting:
   if name == "paper":
     return PAPER
   if cmdp is None:
-    raise ValueError("cmdp: the 'bura2022' setting reads the known costs and support from"
-                     " the CMDP; pass it")
+    raise ValueError(
+      "cmdp: the 'bura2022' setting reads the known costs and support from the CMDP; pass it"
+    )
   if not hasattr(cmdp, "transitions") and hasattr(cmdp, "cmdp"):
     cmdp = cmdp.cmdp  # a Benchmark
   if not all(hasattr(cmdp, f) for f in ("transitions", "cost", "constraint_costs")):
     raise ValueError(f"cmdp: expected a CMDP or a Benchmark, got {type(cmdp).__name__}")
-  support = (np.asarray(cmdp.transitions) > 0 if getattr(cmdp, "next_states", None) is None
-             else np.asarray(cmdp.next_states))
-  return Setting(log_factor="bura2022", stationary=True,
-                 cost=np.asarray(cmdp.cost), constraint_costs=np.asarray(cmdp.constraint_costs),
-                 support=support, name="bura2022")
+  support = (
+    np.asarray(cmdp.transitions) > 0
+    if getattr(cmdp, "next_states", None) is None
+    else np.asarray(cmdp.next_states)
+  )
+  return Setting(
+    log_factor="bura2022",
+    stationary=True,
+    cost=np.asarray(cmdp.cost),
+    constraint_costs=np.asarray(cmdp.constraint_costs),
+    support=support,
+    name="bura2022",
+  )
 
 
-def log_factors(setting: Setting, *, num_states: int, num_actions: int, horizon: int,
-                num_constraints: int, num_episodes: int, delta) -> tuple[Any, Any]:
+def log_factors(
+  setting: Setting,
+  *,
+  num_states: int,
+  num_actions: int,
+  horizon: int,
+  num_constraints: int,
+  num_episodes: int,
+  delta,
+) -> tuple[Any, Any]:
   """`(L^p, L)`: the log factors of the transition and the cost radii."""
   if setting.log_factor == "bura2022":
     both = jnp.log(6.0 * float(num_states**2 * horizon * num_episodes) / delta)
     return both, both
   sah_k = float(num_states * num_actions * horizon * num_episodes)
-  return (jnp.log(6.0 * sah_k / delta),
-          jnp.log(6.0 * sah_k * (num_constraints + 1) / delta))
+  return (jnp.log(6.0 * sah_k / delta), jnp.log(6.0 * sah_k * (num_constraints + 1) / delta))
 
 
 PAPER = Setting(name="paper")

@@ -7,6 +7,7 @@ where they become concrete, or not at all.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import jax
@@ -24,7 +25,7 @@ def check_int(name: str, value, *, low: int | None = None, high: int | None = No
   """An integer (a Python or NumPy integer, or an integral float) in `[low, high]`."""
   if isinstance(value, bool) or not isinstance(value, (numbers.Integral, float, np.floating)):
     raise ValueError(f"{name}: must be an integer, got {value!r}")
-  if not np.isfinite(value) or int(value) != value:
+  if not isinstance(value, numbers.Integral) and (not math.isfinite(value) or int(value) != value):
     raise ValueError(f"{name}: must be an integer, got {value!r}")
   value = int(value)
   if low is not None and value < low:
@@ -34,8 +35,16 @@ def check_int(name: str, value, *, low: int | None = None, high: int | None = No
   return value
 
 
-def check_real(name: str, value, *, low: float | None = None, high: float | None = None,
-               low_open: bool = False, high_open: bool = False, allow_none: bool = False):
+def check_real(
+  name: str,
+  value,
+  *,
+  low: float | None = None,
+  high: float | None = None,
+  low_open: bool = False,
+  high_open: bool = False,
+  allow_none: bool = False,
+):
   """A finite real (scalar or array) in the interval given by `low`, `high`.
 
   Skipped for traced values. `None` passes only with `allow_none`.
@@ -63,8 +72,13 @@ def check_positive(name: str, value, *, allow_none: bool = True):
   if callable(value) or (value is None and allow_none) or _is_traced(value):
     return value
   arr = np.asarray(value) if value is not None else np.asarray(np.nan)
-  if (arr.dtype == bool or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr)
-      or not np.all(np.isfinite(arr)) or np.any(arr <= 0)):
+  if (
+    arr.dtype == bool
+    or not np.issubdtype(arr.dtype, np.number)
+    or np.iscomplexobj(arr)
+    or not np.all(np.isfinite(arr))
+    or np.any(arr <= 0)
+  ):
     raise ValueError(f"{name}: must be positive and finite, got {value!r}")
   return value
 
@@ -82,16 +96,34 @@ def check_choice(name: str, value, choices) -> str:
   return value
 
 
+def check_inner_solver(name: str, solver):
+  """An inner solver: `oj.inner.exact(...)`, `oj.inner.frank_wolfe(...)`, or a callable
+  with their signature (`oj.inner.InnerSolver`)."""
+  if isinstance(solver, str) or not callable(solver):
+    raise ValueError(
+      f"{name}: expected an inner solver (oj.inner.exact(),"
+      f" oj.inner.frank_wolfe(num_iters=...), or an oj.inner.InnerSolver"
+      f" callable), got {solver!r}"
+    )
+  return solver
+
+
 def check_policy(name: str, policy) -> None:
   """An `[H, S, A]` array of probability rows (skipped when traced)."""
   if _is_traced(policy):
     return
   pi = np.asarray(policy)
-  if (pi.ndim != 3 or not np.issubdtype(pi.dtype, np.number) or not np.all(np.isfinite(pi))
-      or pi.min() < 0 or np.abs(pi.sum(-1) - 1).max() > 1e-5):
+  if (
+    pi.ndim != 3
+    or not np.issubdtype(pi.dtype, np.number)
+    or not np.all(np.isfinite(pi))
+    or pi.min() < 0
+    or np.abs(pi.sum(-1) - 1).max() > 1e-5
+  ):
     raise ValueError(
-        f"{name}: expected an [H, S, A] array of probability rows (>= 0, summing to 1),"
-        f" got shape {pi.shape} and dtype {pi.dtype}")
+      f"{name}: expected an [H, S, A] array of probability rows (>= 0, summing to 1),"
+      f" got shape {pi.shape} and dtype {pi.dtype}"
+    )
 
 
 def repeated_next_state_row(next_states) -> tuple[int, ...] | None:

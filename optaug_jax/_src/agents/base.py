@@ -8,7 +8,8 @@ steps taken so far (see `as_schedule`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol, Union
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +31,45 @@ class AgentState(NamedTuple):
   initial_state: jax.Array  # [] int, s_1 (known to the agent)
 
 
+class ComposedAgentState:
+  """Base of an agent state that holds an `AgentState` in its field `agent` next to the
+  agent's own fields: every `AgentState` field reads through (`state.counts` is
+  `state.agent.counts`), so `run`, the metrics and `update_state` treat it like an
+  `AgentState`. Writes go through `replace_agent_state`. Use it as the second base of a
+  NamedTuple: `class MyState(_MyFields, ComposedAgentState)`."""
+
+  __slots__ = ()
+  agent: AgentState
+
+  @property
+  def counts(self) -> estimates.Counts:
+    return self.agent.counts
+
+  @property
+  def multipliers(self) -> jax.Array:
+    return self.agent.multipliers
+
+  @property
+  def episode(self) -> jax.Array:
+    return self.agent.episode
+
+  @property
+  def thresholds(self) -> jax.Array:
+    return self.agent.thresholds
+
+  @property
+  def initial_state(self) -> jax.Array:
+    return self.agent.initial_state
+
+
+def replace_agent_state(state, **changes):
+  """`state._replace(**changes)` of the `AgentState` fields, for an `AgentState` or a state
+  that composes one (`ComposedAgentState`)."""
+  if isinstance(state, AgentState):
+    return state._replace(**changes)
+  return state._replace(agent=state.agent._replace(**changes))
+
+
 class PlanInfo(NamedTuple):
   """What `plan` reports about the policy it returns.
 
@@ -39,12 +79,12 @@ class PlanInfo(NamedTuple):
 
   optimistic_cost_value: jax.Array  # [] V^{pi_k}(c~_k, p~_k) = c~ . q_k
   optimistic_constraint_values: jax.Array  # [I] V^{pi_k}(d~_k, p~_k) = D~ q_k
-  fw_gap: jax.Array  # [] certificate of the inner solve (0 when solved exactly)
+  inner_gap: jax.Array  # [] certificate of the inner solve (0 when solved exactly)
   pretraining: jax.Array  # [] bool, pi_k is the safe baseline
   extras: dict[str, Any] = {}  # agent-specific diagnostics (scalars), logged by `run`
-  certified: jax.Array = np.bool_(True)  # [] bool, the inner solve proved its accuracy
+  certified: jax.typing.ArrayLike = np.bool_(True)  # [] bool, the inner solve proved its accuracy
   #   (`InnerSolution.certified`); True for agents without an inner solve
-  off_support_transitions: jax.Array = np.int32(-1)  # [] int32, distinct (h, s, a, s')
+  off_support_transitions: jax.typing.ArrayLike = np.int32(-1)  # [] int32, distinct (h, s, a, s')
   #   observed so far outside the declared support (`OptimisticModel.off_support_transitions`);
   #   -1: not reported
 
@@ -56,23 +96,27 @@ class InitFn(Protocol):
   never the true transitions or costs.
   """
 
-  def __call__(self, thresholds: jax.Array, initial_state: jax.typing.ArrayLike, *,
-               num_states: int, num_actions: int, horizon: int) -> Any:
-    ...
+  def __call__(
+    self,
+    thresholds: jax.Array,
+    initial_state: jax.typing.ArrayLike,
+    *,
+    num_states: int,
+    num_actions: int,
+    horizon: int,
+  ) -> Any: ...
 
 
 class PlanFn(Protocol):
   """`plan(state) -> (policy [H, S, A], state, PlanInfo)`: the episode's policy."""
 
-  def __call__(self, state: Any) -> tuple[jax.Array, Any, PlanInfo]:
-    ...
+  def __call__(self, state: Any) -> tuple[jax.Array, Any, PlanInfo]: ...
 
 
 class UpdateFn(Protocol):
   """`update(state, trajectory) -> state`: adds the episode just played."""
 
-  def __call__(self, state: Any, trajectory: Trajectory) -> Any:
-    ...
+  def __call__(self, state: Any, trajectory: Trajectory) -> Any: ...
 
 
 class Agent(NamedTuple):
@@ -91,11 +135,18 @@ class Agent(NamedTuple):
   update: UpdateFn
 
 
-Schedule = Union[float, jax.Array, Callable[[jax.Array], jax.Array]]
+Schedule = jax.typing.ArrayLike | Callable[[jax.Array], jax.Array]
 
 
-def init_state(thresholds, initial_state, *, num_states: int, num_actions: int,
-               horizon: int, setting: setting_lib.Setting | None = None) -> AgentState:
+def init_state(
+  thresholds,
+  initial_state,
+  *,
+  num_states: int,
+  num_actions: int,
+  horizon: int,
+  setting: setting_lib.Setting | None = None,
+) -> AgentState:
   """Zero counts, zero multipliers, episode 0 (the `init` of every counting agent).
 
   The counts take the layout of `setting` (default: the paper's): slots of its sparse
@@ -108,40 +159,55 @@ def init_state(thresholds, initial_state, *, num_states: int, num_actions: int,
   num_constraints = thresholds.shape[-1]
   next_states = setting.next_states()
   if next_states is not None and next_states.shape[-3:-1] != (num_states, num_actions):
-    raise ValueError(f"setting.support: next states of shape {next_states.shape} do not fit"
-                     f" {num_states} states and {num_actions} actions")
+    raise ValueError(
+      f"setting.support: next states of shape {next_states.shape} do not fit"
+      f" {num_states} states and {num_actions} actions"
+    )
   counts = estimates.init_counts(
-      num_states=num_states, num_actions=num_actions, horizon=horizon,
-      num_constraints=num_constraints, dtype=thresholds.dtype,
-      num_next_states=None if next_states is None else next_states.shape[-1],
-      pooled=bool(setting.stationary))
+    num_states=num_states,
+    num_actions=num_actions,
+    horizon=horizon,
+    num_constraints=num_constraints,
+    dtype=thresholds.dtype,
+    num_next_states=None if next_states is None else next_states.shape[-1],
+    pooled=bool(setting.stationary),
+  )
   return AgentState(
-      counts=counts,
-      multipliers=jnp.zeros((num_constraints,), thresholds.dtype),
-      episode=jnp.zeros((), jnp.int32),
-      thresholds=thresholds,
-      initial_state=jnp.asarray(initial_state, jnp.int32),
+    counts=counts,
+    multipliers=jnp.zeros((num_constraints,), thresholds.dtype),
+    episode=jnp.zeros((), jnp.int32),
+    thresholds=thresholds,
+    initial_state=jnp.asarray(initial_state, jnp.int32),
   )
 
 
-def plan_info(model: estimates.OptimisticModel, q: jax.Array, *, fw_gap, pretraining,
-              extras: dict[str, Any] | None = None, certified=True) -> PlanInfo:
+def plan_info(
+  model: estimates.OptimisticModel,
+  q: jax.Array,
+  *,
+  inner_gap,
+  pretraining,
+  extras: dict[str, Any] | None = None,
+  certified=True,
+) -> PlanInfo:
   """Optimistic values of the planned occupancy `q` under `c~`, `d~` (and its `p~`), and the
   model's count of observations outside the declared support."""
   return PlanInfo(
-      optimistic_cost_value=jnp.sum(model.cost * q),
-      optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", model.constraint_costs, q),
-      fw_gap=fw_gap,
-      pretraining=pretraining,
-      extras={} if extras is None else extras,
-      certified=jnp.asarray(certified, bool),
-      off_support_transitions=jnp.asarray(model.off_support_transitions, jnp.int32),
+    optimistic_cost_value=jnp.sum(model.cost * q),
+    optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", model.constraint_costs, q),
+    inner_gap=inner_gap,
+    pretraining=pretraining,
+    extras={} if extras is None else extras,
+    certified=jnp.asarray(certified, bool),
+    off_support_transitions=jnp.asarray(model.off_support_transitions, jnp.int32),
   )
 
 
-def update_state(state: AgentState, trajectory: Trajectory,
-                 next_states: jax.Array | None = None) -> AgentState:
-  """Adds the episode to the counts and advances the episode index.
+def update_state(
+  state: AgentState, trajectory: Trajectory, next_states: jax.Array | None = None
+) -> AgentState:
+  """Adds the episode to the counts and advances the episode index (of an `AgentState`, or
+  of the one a composed state holds).
 
   The index saturates at `MAX_EPISODES` instead of wrapping to negative (which would send
   OptAug back to pre-training); `run` refuses runs that would get there. `next_states`:
@@ -149,8 +215,9 @@ def update_state(state: AgentState, trajectory: Trajectory,
   """
   episode = jnp.asarray(state.episode)
   episode = episode + (episode < estimates.MAX_EPISODES).astype(episode.dtype)
-  return state._replace(
-      counts=estimates.update_counts(state.counts, trajectory, next_states), episode=episode)
+  return replace_agent_state(
+    state, counts=estimates.update_counts(state.counts, trajectory, next_states), episode=episode
+  )
 
 
 def init_fn(setting: setting_lib.Setting | None) -> InitFn:
@@ -158,8 +225,14 @@ def init_fn(setting: setting_lib.Setting | None) -> InitFn:
   setting = setting_lib.resolve(setting)
 
   def init(thresholds, initial_state, *, num_states: int, num_actions: int, horizon: int):
-    return init_state(thresholds, initial_state, num_states=num_states,
-                      num_actions=num_actions, horizon=horizon, setting=setting)
+    return init_state(
+      thresholds,
+      initial_state,
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      setting=setting,
+    )
 
   return init
 
@@ -173,9 +246,14 @@ def update_fn(setting: setting_lib.Setting | None) -> UpdateFn:
   return lambda state, trajectory: update_state(state, trajectory, next_states)
 
 
-def model_fn(*, num_episodes: int, delta, bonus_scale, setting,
-             model: Callable[..., Any] = estimates.optimistic_model
-             ) -> Callable[[estimates.Counts], Any]:
+def model_fn(
+  *,
+  num_episodes: int,
+  delta,
+  bonus_scale,
+  setting,
+  model: Callable[..., Any] = estimates.optimistic_model,
+) -> Callable[[estimates.Counts], Any]:
   """Checks the confidence arguments on the host; returns `counts -> model(counts, ...)`.
 
   `model` is `estimates.optimistic_model` (default) or `estimates.empirical_model` (the
@@ -190,8 +268,9 @@ def model_fn(*, num_episodes: int, delta, bonus_scale, setting,
   validation.check_confidence(delta, bonus_scale)
 
   def build(counts: estimates.Counts):
-    return model(counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
-                 setting=setting)
+    return model(
+      counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+    )
 
   return build
 
@@ -200,9 +279,11 @@ def check_dense(agent: str, setting: setting_lib.Setting | None) -> None:
   """Refuses a sparse support for an LP agent: its LPs have `H S A S'` variables (no sparse
   form; `to_dense(cmdp)` and a bool support give the dense layout)."""
   if setting is not None and setting_lib.resolve(setting).sparse:
-    raise ValueError(f"setting.support: {agent} solves LPs over H*S*A*S' variables and has no"
-                     " sparse layout; give the support as a bool [.., S, A, S'] array"
-                     " (oj.to_dense(cmdp) for the CMDP)")
+    raise ValueError(
+      f"setting.support: {agent} solves LPs over H*S*A*S' variables and has no"
+      " sparse layout; give the support as a bool [.., S, A, S'] array"
+      " (oj.to_dense(cmdp) for the CMDP)"
+    )
 
 
 def as_schedule(eta: Schedule) -> Callable[[jax.Array], jax.Array]:

@@ -8,10 +8,12 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from .. import batching, estimates, inner, planning, validation
+from .. import batching, estimates, planning, validation
+from .. import inner as inner_lib
 from .. import setting as setting_lib
+from ..inner.exact import exact
+from ..multiplier_updates import dual_step
 from . import base, registry
-
 
 # `optaug(pretrain_episodes=None)`: min(this, K // 10).
 DEFAULT_PRETRAIN_EPISODES = 300
@@ -28,8 +30,14 @@ def paper_eta_schedule(horizon: int, slack, nu) -> base.Schedule:
 
 
 def pretrain_episodes_bound(
-    *, num_states: int, num_actions: int, horizon: int, slack: float, nu: float = 0.5,
-    max_transitions: int | None = None, log_factor: float = 1.0,
+  *,
+  num_states: int,
+  num_actions: int,
+  horizon: int,
+  slack: float,
+  nu: float = 0.5,
+  max_transitions: int | None = None,
+  log_factor: float = 1.0,
 ) -> int:
   """The pre-training length `K'` of the paper's Lemma "pre-training".
 
@@ -53,43 +61,39 @@ def pretrain_episodes_bound(
 
 
 @registry.register_agent(
-    "optaug", problem_args=lambda b: {"safe_policy": b.safe_policy, "slack": b.slack},
-    summary="OptAug-CMDP: safe pre-training, then optimistic augmented-Lagrangian steps")
+  "optaug",
+  problem_args=lambda b: {"safe_policy": b.safe_policy, "slack": b.slack},
+  summary="OptAug-CMDP: safe pre-training, then optimistic augmented-Lagrangian steps",
+)
 def optaug(
-    num_episodes: int,
-    safe_policy: jax.Array,
-    pretrain_episodes: int | None = None,
-    slack: jax.typing.ArrayLike | None = None,
-    nu: jax.typing.ArrayLike = 0.5,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    eta: base.Schedule | None = None,
-    fw_iters: int = 100,
-    step_rule: str = "linesearch",
-    fw_tol: float | None = None,
-    *,
-    setting: setting_lib.Setting | None = None,
-    inner_method: str = "auto",
-    inner_iters: int | None = None,
-    inner_tol: float | None = 0.0,
-    fill: str = planning.DEFAULT_FILL,
-    unreached: str = "greedy",
+  num_episodes: int,
+  safe_policy: jax.Array,
+  pretrain_episodes: int | None = None,
+  slack: jax.typing.ArrayLike | None = None,
+  nu: jax.typing.ArrayLike = 0.5,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  eta: base.Schedule | None = None,
+  *,
+  setting: setting_lib.Setting | None = None,
+  inner: inner_lib.InnerSolver = exact(),
+  fill: str = planning.DEFAULT_FILL,
+  unreached: str = "greedy",
 ) -> base.Agent:
   """OptAug-CMDP: pre-training with a safe policy, then optimistic augmented-Lagrangian steps.
 
   Episodes `1..K'` play `safe_policy` (Phase 1). Episode `k > K'` reads like the paper's
   Algorithm "OptAug-CMDP":
 
-      model = optimistic_model(counts)                                  # eq. (opt-c)
-      q_k = solve_inner(model, lambda_k, eta_k, method=inner_method)    # eq. (primal-step)
-      lambda_{k+1} = dual_step(q_k, model, lambda_k, eta_k)             # eq. (dual-step)
+      model = optimistic_model(counts)                              # eq. (opt-c)
+      q_k = solve_inner(model, lambda_k, eta_k, solver=inner)       # eq. (primal-step)
+      lambda_{k+1} = dual_step(q_k, model, lambda_k, eta_k)         # eq. (dual-step)
 
   with `lambda_{K'+1} = 0`, and plays `pi_k` retrieved from `q_k` (eq. (retrieve-pi)).
 
   Numeric arguments (`slack`, `nu`, `delta`, `bonus_scale`, the eta schedule's numbers,
   `safe_policy`) may be traced: build the agent inside a vmapped function to sweep them.
-  `num_episodes`, `pretrain_episodes`, `fw_iters`, `step_rule`, `fw_tol`, `inner_method`,
-  `inner_iters`, `fill` are static.
+  `num_episodes`, `pretrain_episodes`, `inner`, `fill` and `unreached` are static.
 
   Args:
     num_episodes: `K` (enters the confidence radii).
@@ -106,19 +110,9 @@ def optaug(
     eta: `None` for the paper's schedule `((2 + 3k) sigma)^2.5`, `sigma = H / (nu gamma)`;
       a float (constant); or a callable `count -> eta` of the 0-based count of optimistic
       episodes (dual steps) so far (see `as_schedule`).
-    fw_iters: Frank-Wolfe steps per episode (`inner_method="frank_wolfe"`).
-    step_rule: `"linesearch"` or `"standard"` (`2 / (t + 2)`), for Frank-Wolfe.
-    fw_tol: optional early-stopping tolerance on the Frank-Wolfe gap.
-    inner_method: the inner solver, a name in `INNER_METHODS` (see `solve_inner`): the
-      exact `"dual"` (see `kernels.dual`), or `"frank_wolfe"`, the paper's Algorithm
-      InnerOpt-FW with `fw_iters` steps of `step_rule`; `"auto"` (default) picks the
-      measured best at trace time, today `"dual"` for every I and dtype (exact; for I >= 2
-      in float32 1.1-1.4x Frank-Wolfe T=100's step time, see docs/results/benchmark).
-    inner_iters: iteration budget of a method other than Frank-Wolfe (`None`: its
-      default).
-    inner_tol: the `tol` of a method other than Frank-Wolfe: `0.0` (default) lets the
-      exact dual method stop as soon as its dual is solved (5-12 DPs instead of its full
-      budget; `kernels.dual`); `None` runs the whole budget.
+    inner: the inner solver (`oj.inner.exact()`, the default: exact, stopping as soon as
+      its dual is solved; or `oj.inner.frank_wolfe(num_iters, step_rule)`, the paper's
+      Algorithm InnerOpt-FW; see `solve_inner`).
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
     unreached: the policy where the inner solution's occupancy is 0 (`solve_inner`):
       `"greedy"` (default; the extended DP's action on the gradient at the solution) or
@@ -133,17 +127,12 @@ def optaug(
   if pretrain_episodes is None:
     pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
   validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
-  validation.check_int("fw_iters", fw_iters, low=0)
-  validation.check_choice("step_rule", step_rule, inner.STEP_RULES)
-  validation.check_choice("inner_method", inner_method, ("auto",) + tuple(inner.INNER_METHODS))
+  validation.check_inner_solver("inner", inner)
   validation.check_choice("fill", fill, planning.FILL_METHODS)
-  validation.check_choice("unreached", unreached, inner.UNREACHED)
-  if inner_iters is not None:
-    validation.check_int("inner_iters", inner_iters, low=0)
-  validation.check_real("fw_tol", fw_tol, low=0.0, allow_none=True)
-  validation.check_real("inner_tol", inner_tol, low=0.0, allow_none=True)
-  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
-                                   bonus_scale=bonus_scale, setting=setting)
+  validation.check_choice("unreached", unreached, inner_lib.UNREACHED)
+  optimistic_model = base.model_fn(
+    num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+  )
   validation.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
     raise ValueError("slack: required for the paper's eta schedule (eta=None)")
@@ -151,56 +140,82 @@ def optaug(
   validation.check_positive("eta", eta)
   validation.check_policy("safe_policy", safe_policy)
 
-  method = "dual" if inner_method == "auto" else inner_method
-  num_iters = fw_iters if method == "frank_wolfe" else inner_iters
-  tol = fw_tol if method == "frank_wolfe" else inner_tol
-
   def plan(state: base.AgentState):
     counts = state.counts
     dtype = state.multipliers.dtype
     horizon = counts.visits.shape[0]
     pi_bar = jnp.asarray(safe_policy, dtype)
     if pi_bar.shape != counts.visits.shape:
-      raise ValueError(f"safe_policy: expected shape {counts.visits.shape} [H, S, A] of the"
-                       f" CMDP, got {pi_bar.shape}")
+      raise ValueError(
+        f"safe_policy: expected shape {counts.visits.shape} [H, S, A] of the"
+        f" CMDP, got {pi_bar.shape}"
+      )
     if eta is None and jnp.finfo(dtype).bits < 64:
       warnings.warn(
-          "optaug: the paper's eta schedule ((2 + 3k) H / (nu gamma))^2.5 reaches 1e7 and"
-          " more, beyond what float32 resolves in the augmented Lagrangian: enable x64"
-          " (jax.config.update('jax_enable_x64', True), float64 thresholds), or pass a"
-          " constant eta (e.g. eta=100.0).", UserWarning, stacklevel=2)
-    eta_fn = (paper_eta_schedule(horizon, slack, nu) if eta is None
-              else base.as_schedule(eta))
+        "optaug: the paper's eta schedule ((2 + 3k) H / (nu gamma))^2.5 reaches 1e7 and"
+        " more, beyond what float32 resolves in the augmented Lagrangian: enable x64"
+        " (jax.config.update('jax_enable_x64', True), float64 thresholds), or pass a"
+        " constant eta (e.g. eta=100.0).",
+        UserWarning,
+        stacklevel=2,
+      )
+    eta_fn = paper_eta_schedule(horizon, slack, nu) if eta is None else base.as_schedule(eta)
     model = optimistic_model(counts)
 
     def pretrain(_):
-      q = planning.occupancy(model.transitions, pi_bar, state.initial_state,
-                             next_states=model.next_states)
-      return (pi_bar, jnp.zeros_like(state.multipliers), q, jnp.zeros((), dtype),
-              jnp.zeros((), jnp.int32), jnp.ones((), bool))
+      q = planning.occupancy(
+        model.transitions, pi_bar, state.initial_state, next_states=model.next_states
+      )
+      return (
+        pi_bar,
+        jnp.zeros_like(state.multipliers),
+        q,
+        jnp.zeros((), dtype),
+        jnp.zeros((), jnp.int32),
+        jnp.ones((), bool),
+      )
 
     def explore(_):
       # Clamped: a batch split between the phases runs both branches (batch_cond).
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
-      sol = inner.solve_inner(
-          model.cost, model.constraint_costs, model.lower, model.upper,
-          state.initial_state, state.thresholds, state.multipliers, eta_k,
-          method=method, num_iters=num_iters, step_rule=step_rule, tol=tol,
-          fill=fill, with_transitions=False, next_states=model.next_states,
-          unreached=unreached)
-      multipliers = inner.dual_step(
-          sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k)
-      return (sol.policy, multipliers, sol.occupancy, sol.fw_gap,
-              jnp.asarray(sol.dp_calls, jnp.int32), jnp.asarray(sol.certified, bool))
+      problem = inner_lib.InnerProblem.of_model(model, state.thresholds, state.initial_state)
+      sol = inner_lib.solve_inner(
+        problem,
+        state.multipliers,
+        eta_k,
+        solver=inner,
+        gradient=None,
+        unreached=unreached,
+        with_transitions=False,
+        fill=fill,
+      )
+      multipliers = dual_step(
+        sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k
+      )
+      return (
+        sol.policy,
+        multipliers,
+        sol.occupancy,
+        sol.gap,
+        jnp.asarray(sol.dp_calls, jnp.int32),
+        jnp.asarray(sol.certified, bool),
+      )
 
     pretraining = state.episode < pretrain_episodes
     # Under vmap, a batch entirely in one phase runs that phase's branch alone: pre-training
     # episodes do not pay an inner solve (plain lax.cond would run both and select).
     policy, multipliers, q, gap, dp_calls, certified = batching.batch_cond(
-        pretraining, pretrain, explore, None)
-    info = base.plan_info(model, q, fw_gap=gap, pretraining=pretraining,
-                          extras={"dp_calls": dp_calls}, certified=certified)
+      pretraining, pretrain, explore, None
+    )
+    info = base.plan_info(
+      model,
+      q,
+      inner_gap=gap,
+      pretraining=pretraining,
+      extras={"dp_calls": dp_calls},
+      certified=certified,
+    )
     return policy, state._replace(multipliers=multipliers), info
 
   return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))

@@ -21,23 +21,29 @@ def _host_solve(cost, constraint_costs, lower, upper, initial_state, thresholds)
   """
   dtype = np.asarray(cost).dtype
   try:
-    q, feasible = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
-                                       thresholds)
+    q, feasible = lp.solve_extended_lp(
+      cost, constraint_costs, lower, upper, initial_state, thresholds
+    )
   except Exception as e:  # noqa: BLE001 - an exception here would end the whole run
-    warnings.warn(f"optcmdp: the episode LP failed ({type(e).__name__}: {e}); playing the"
-                  " safest occupancy (extended value iteration)", RuntimeWarning)
+    warnings.warn(
+      f"optcmdp: the episode LP failed ({type(e).__name__}: {e}); playing the"
+      " safest occupancy (extended value iteration)",
+      RuntimeWarning,
+      stacklevel=2,
+    )
     return np.zeros(np.shape(cost), dtype), np.asarray(False), np.asarray(True)
   return q.astype(dtype), np.asarray(feasible), np.asarray(False)
 
 
 @registry.register_agent(
-    "optcmdp", summary="OptCMDP: the extended LP by HiGHS every episode (slow, host)")
+  "optcmdp", summary="OptCMDP: the extended LP by HiGHS every episode (slow, host)"
+)
 def optcmdp(
-    num_episodes: int,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    *,
-    setting: setting_lib.Setting | None = None,
+  num_episodes: int,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  *,
+  setting: setting_lib.Setting | None = None,
 ) -> base.Agent:
   """OptCMDP: `min_{q} c~ . q  s.t.  D~ q <= alpha` over the extended polytope, exactly.
 
@@ -65,30 +71,47 @@ def optcmdp(
     iteration).
   """
   validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
-  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
-                                   bonus_scale=bonus_scale, setting=setting)
+  optimistic_model = base.model_fn(
+    num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+  )
   base.check_dense("optcmdp", setting)
 
   def plan(state: base.AgentState):
     model = optimistic_model(state.counts)
-    shapes = (jax.ShapeDtypeStruct(model.cost.shape, model.cost.dtype),
-              jax.ShapeDtypeStruct((), jnp.bool_), jax.ShapeDtypeStruct((), jnp.bool_))
+    shapes = (
+      jax.ShapeDtypeStruct(model.cost.shape, model.cost.dtype),
+      jax.ShapeDtypeStruct((), jnp.bool_),
+      jax.ShapeDtypeStruct((), jnp.bool_),
+    )
     q_lp, feasible, failed = jax.pure_callback(
-        _host_solve, shapes, model.cost, model.constraint_costs, model.lower, model.upper,
-        state.initial_state, state.thresholds, vmap_method="sequential")
+      _host_solve,
+      shapes,
+      model.cost,
+      model.constraint_costs,
+      model.lower,
+      model.upper,
+      state.initial_state,
+      state.thresholds,
+      vmap_method="sequential",
+    )
 
     def from_lp(_):
       return q_lp, planning.policy_from_occupancy(q_lp)
 
     def safest(_):  # the fallback LP's problem, by DP (HiGHS failed)
-      sol = planning.extended_value_iteration(jnp.sum(model.constraint_costs, axis=0),
-                                              model.lower, model.upper, state.initial_state)
+      sol = planning.extended_value_iteration(
+        jnp.sum(model.constraint_costs, axis=0), model.lower, model.upper, state.initial_state
+      )
       return planning.occupancy(sol.transitions, sol.policy, state.initial_state), sol.policy
 
     q, policy = batching.batch_cond(~failed, from_lp, safest, None)
-    info = base.plan_info(model, q, fw_gap=jnp.zeros((), q.dtype),
-                          pretraining=jnp.zeros((), bool),
-                          extras={"lp_feasible": feasible, "lp_failed": failed})
+    info = base.plan_info(
+      model,
+      q,
+      inner_gap=jnp.zeros((), q.dtype),
+      pretraining=jnp.zeros((), bool),
+      extras={"lp_feasible": feasible, "lp_failed": failed},
+    )
     return policy, state, info
 
   return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))

@@ -3,45 +3,50 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple, Union
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from .. import dual_optimizers, inner, planning, estimates, validation
+from .. import estimates, multiplier_updates, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
-DualOptimizer = Union[optax.GradientTransformation,
-                      Callable[[base.Schedule], optax.GradientTransformation]]
+DualOptimizer: TypeAlias = (
+  optax.GradientTransformation | Callable[[base.Schedule], optax.GradientTransformation]
+)
 
 
-class DualOptimizerState(NamedTuple):
-  """`AgentState` plus the state of the dual optimizer (`optdual(dual_optimizer=...)`)."""
-
-  counts: estimates.Counts
-  multipliers: jax.Array  # [I]
-  episode: jax.Array  # [] int
-  thresholds: jax.Array  # [I]
-  initial_state: jax.Array  # [] int
+class _DualOptimizerFields(NamedTuple):
+  agent: base.AgentState
   dual_state: Any  # the optax state of the multiplier update
 
 
+class DualOptimizerState(_DualOptimizerFields, base.ComposedAgentState):
+  """An `AgentState` and the state of the dual optimizer (`optdual(dual_optimizer=...)`);
+  the `AgentState` fields read through (`state.multipliers` is `state.agent.multipliers`)."""
+
+  __slots__ = ()
+
+
 @registry.register_agent(
-    "optdual", problem_args=lambda b: {"slack": b.slack},
-    summary="OptDual-CMDP: optimistic best response to the Lagrangian, dual ascent")
+  "optdual",
+  problem_args=lambda b: {"slack": b.slack},
+  summary="OptDual-CMDP: optimistic best response to the Lagrangian, dual ascent",
+)
 def optdual(
-    num_episodes: int,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    eta: base.Schedule | None = None,
-    *,
-    setting: setting_lib.Setting | None = None,
-    slack: jax.typing.ArrayLike | None = None,
-    rho: jax.typing.ArrayLike | None = None,
-    fill: str = planning.DEFAULT_FILL,
-    dual_optimizer: DualOptimizer | None = None,
+  num_episodes: int,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  eta: base.Schedule | None = None,
+  *,
+  setting: setting_lib.Setting | None = None,
+  slack: jax.typing.ArrayLike | None = None,
+  rho: jax.typing.ArrayLike | None = None,
+  fill: str = planning.DEFAULT_FILL,
+  dual_optimizer: DualOptimizer | None = None,
 ) -> base.Agent:
   """OptDual-CMDP: optimistic best response to the Lagrangian, projected dual ascent.
 
@@ -49,7 +54,7 @@ def optdual(
   extended DP) and sets `lambda_{k+1} = [lambda_k + eta (D~ q_k - alpha)]_+`, `lambda_1 = 0`.
 
   With `dual_optimizer`, the multiplier step is an optax transformation of the gradient
-  `-(D~ q_k - alpha)`, projected on `lambda >= 0` (see `dual_optimizers`):
+  `-(D~ q_k - alpha)`, projected on `lambda >= 0` (see `multiplier_updates`):
   `dual_optimizer=optax.sgd(eta)` is the update above, `optax.optimistic_gradient_descent`
   optimistic dual descent (ReLOAD), `pid_lagrangian` and `nupi` the Lagrangian controllers.
   Pass either a transformation, or a callable `eta -> transformation` (e.g.
@@ -77,16 +82,21 @@ def optdual(
     `DualOptimizerState`.
   """
   validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
-  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
-                                   bonus_scale=bonus_scale, setting=setting)
+  optimistic_model = base.model_fn(
+    num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+  )
   validation.check_choice("fill", fill, planning.FILL_METHODS)
   fixed = isinstance(dual_optimizer, optax.GradientTransformation)
   if dual_optimizer is not None and not fixed and not callable(dual_optimizer):
-    raise ValueError("dual_optimizer: expected an optax GradientTransformation or a callable"
-                     f" eta -> GradientTransformation, got {dual_optimizer!r}")
+    raise ValueError(
+      "dual_optimizer: expected an optax GradientTransformation or a callable"
+      f" eta -> GradientTransformation, got {dual_optimizer!r}"
+    )
   if fixed and eta is not None:
-    raise ValueError("eta: the given dual_optimizer carries its own step size; pass eta"
-                     " only with a callable dual_optimizer (eta -> transformation)")
+    raise ValueError(
+      "eta: the given dual_optimizer carries its own step size; pass eta"
+      " only with a callable dual_optimizer (eta -> transformation)"
+    )
   if not fixed and eta is None and slack is None and rho is None:
     raise ValueError("eta: the paper's step needs rho or the baseline's slack; pass one")
   validation.check_positive("slack", slack)
@@ -102,8 +112,9 @@ def optdual(
   def optimizer(horizon, num_constraints):
     if isinstance(dual_optimizer, optax.GradientTransformation):
       return dual_optimizer
-    lr = (step_size(horizon, num_constraints, 0) if eta is None or not callable(eta)
-          else eta)  # a schedule of the update count (= the episode index here)
+    lr = (
+      step_size(horizon, num_constraints, 0) if eta is None or not callable(eta) else eta
+    )  # a schedule of the update count (= the episode index here)
     return dual_optimizer(lr)
 
   def plan(state):
@@ -111,31 +122,48 @@ def optdual(
     num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
     model = optimistic_model(state.counts)
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
-    lmo = planning.extended_lmo(reward, model.lower, model.upper, state.initial_state,
-                                fill=fill, next_states=model.next_states)
+    lmo = planning.extended_lmo(
+      reward,
+      model.lower,
+      model.upper,
+      state.initial_state,
+      fill=fill,
+      next_states=model.next_states,
+    )
     q = lmo.occupancy
     if dual_optimizer is None:
       eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
-      new_state = state._replace(multipliers=inner.dual_step(
-          q, model.constraint_costs, state.thresholds, state.multipliers, eta_k))
+      new_state = base.replace_agent_state(
+        state,
+        multipliers=multiplier_updates.dual_step(
+          q, model.constraint_costs, state.thresholds, state.multipliers, eta_k
+        ),
+      )
     else:
       violation = jnp.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
-      multipliers, dual_state = dual_optimizers.projected_dual_update(
-          optimizer(horizon, num_constraints), state.dual_state, state.multipliers,
-          violation)
-      new_state = state._replace(multipliers=multipliers, dual_state=dual_state)
-    info = base.plan_info(model, q, fw_gap=jnp.zeros((), dtype),
-                          pretraining=jnp.zeros((), bool))
+      multipliers, dual_state = multiplier_updates.projected_dual_update(
+        optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation
+      )
+      new_state = base.replace_agent_state(state, multipliers=multipliers)._replace(
+        dual_state=dual_state
+      )
+    info = base.plan_info(model, q, inner_gap=jnp.zeros((), dtype), pretraining=jnp.zeros((), bool))
     policy = jax.nn.one_hot(lmo.actions, q.shape[-1], dtype=dtype)
     return policy, new_state, info
 
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    state = base.init_state(thresholds, initial_state, num_states=num_states,
-                            num_actions=num_actions, horizon=horizon, setting=setting)
+    state = base.init_state(
+      thresholds,
+      initial_state,
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      setting=setting,
+    )
     if dual_optimizer is None:
       return state
     transform = optimizer(horizon, state.multipliers.shape[0])
-    return DualOptimizerState(*state, dual_state=transform.init(state.multipliers))
+    return DualOptimizerState(agent=state, dual_state=transform.init(state.multipliers))
 
   return base.Agent(init=init, plan=plan, update=base.update_fn(setting))
 
@@ -143,15 +171,22 @@ def optdual(
 def _variant(name: str, dual_optimizer: Callable, summary: str) -> None:
   """Registers OptDual with a fixed dual optimizer (a callable of OptDual's step `eta`)."""
   registry.register_agent(name, problem_args=lambda b: {"slack": b.slack}, summary=summary)(
-      functools.partial(optdual, dual_optimizer=dual_optimizer))
+    functools.partial(optdual, dual_optimizer=dual_optimizer)
+  )
 
 
-_variant("optdual_optimistic", optax.optimistic_gradient_descent,
-         "OptDual with optimistic dual descent (ReLOAD's multiplier update), step eta")
-_variant("pid_lagrangian",
-         lambda eta: dual_optimizers.pid_lagrangian(kp=eta, ki=eta, kd=0.0),
-         "OptDual with the PID Lagrangian of Stooke et al. 2020 (kp = ki = eta, kd = 0;"
-         " eta a number)")
-_variant("nupi_lagrangian", lambda eta: dual_optimizers.nupi(eta, kp=1.0, ki=1.0, nu=0.5),
-         "OptDual with the nu-PI multiplier update of Sohrabi et al. 2024 (lr eta, kp = ki = 1,"
-         " nu = 0.5)")
+_variant(
+  "optdual_optimistic",
+  optax.optimistic_gradient_descent,
+  "OptDual with optimistic dual descent (ReLOAD's multiplier update), step eta",
+)
+_variant(
+  "pid_lagrangian",
+  lambda eta: multiplier_updates.pid_lagrangian(kp=eta, ki=eta, kd=0.0),
+  "OptDual with the PID Lagrangian of Stooke et al. 2020 (kp = ki = eta, kd = 0; eta a number)",
+)
+_variant(
+  "nupi_lagrangian",
+  lambda eta: multiplier_updates.nupi(eta, kp=1.0, ki=1.0, nu=0.5),
+  "OptDual with the nu-PI multiplier update of Sohrabi et al. 2024 (lr eta, kp = ki = 1, nu = 0.5)",
+)

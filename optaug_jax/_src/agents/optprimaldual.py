@@ -14,28 +14,29 @@ from .. import setting as setting_lib
 from . import base, registry
 
 
-class PrimalDualState(NamedTuple):
-  """`AgentState` plus the current policy (the mirror-descent iterate)."""
-
-  counts: estimates.Counts
-  multipliers: jax.Array  # [I]
-  episode: jax.Array  # [] int
-  thresholds: jax.Array  # [I]
-  initial_state: jax.Array  # [] int
+class _PrimalDualFields(NamedTuple):
+  agent: base.AgentState
   policy: jax.Array  # [H, S, A] pi_k, the policy played next
 
 
+class PrimalDualState(_PrimalDualFields, base.ComposedAgentState):
+  """An `AgentState` and the current policy (the mirror-descent iterate); the `AgentState`
+  fields read through (`state.multipliers` is `state.agent.multipliers`)."""
+
+  __slots__ = ()
+
+
 @registry.register_agent(
-    "optprimaldual",
-    summary="OptPrimalDual-CMDP: mirror-descent policy update, projected dual ascent")
+  "optprimaldual", summary="OptPrimalDual-CMDP: mirror-descent policy update, projected dual ascent"
+)
 def optprimaldual(
-    num_episodes: int,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    policy_step: jax.typing.ArrayLike | None = None,
-    dual_step: jax.typing.ArrayLike | None = None,
-    *,
-    setting: setting_lib.Setting | None = None,
+  num_episodes: int,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  policy_step: jax.typing.ArrayLike | None = None,
+  multiplier_step: jax.typing.ArrayLike | None = None,
+  *,
+  setting: setting_lib.Setting | None = None,
 ) -> base.Agent:
   """Optimistic primal-dual: exponentiated-gradient policy update, projected dual ascent.
 
@@ -55,36 +56,49 @@ def optprimaldual(
     setting: what the agent knows and its confidence convention (`Setting`, see
       `named_setting`); `None` (default): the paper's.
     policy_step: `t_pi`; default `sqrt(2 log A / (H^2 K))` (Efroni et al.'s choice).
-    dual_step: `t_lambda`; default `1 / sqrt(H^2 K)`.
+    multiplier_step: `t_lambda`; default `1 / sqrt(H^2 K)`.
 
   Returns:
     `Agent(init, plan, update)`; its state is a `PrimalDualState`.
   """
   validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
-  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
-                                   bonus_scale=bonus_scale, setting=setting)
+  optimistic_model = base.model_fn(
+    num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+  )
   validation.check_positive("policy_step", policy_step)
-  validation.check_positive("dual_step", dual_step)
+  validation.check_positive("multiplier_step", multiplier_step)
 
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    state = base.init_state(thresholds, initial_state, num_states=num_states,
-                            num_actions=num_actions, horizon=horizon, setting=setting)
-    uniform = jnp.full((horizon, num_states, num_actions), 1.0 / num_actions,
-                       state.multipliers.dtype)
-    return PrimalDualState(*state, policy=uniform)
+    state = base.init_state(
+      thresholds,
+      initial_state,
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      setting=setting,
+    )
+    uniform = jnp.full(
+      (horizon, num_states, num_actions), 1.0 / num_actions, state.multipliers.dtype
+    )
+    return PrimalDualState(agent=state, policy=uniform)
 
   def plan(state: PrimalDualState):
     dtype = state.multipliers.dtype
     horizon, _, num_actions = state.policy.shape
-    t_pi = (jnp.sqrt(2.0 * jnp.log(num_actions) / (horizon**2 * num_episodes))
-            if policy_step is None else policy_step)
-    t_lam = 1.0 / jnp.sqrt(horizon**2 * num_episodes) if dual_step is None else dual_step
+    t_pi = (
+      jnp.sqrt(2.0 * jnp.log(num_actions) / (horizon**2 * num_episodes))
+      if policy_step is None
+      else policy_step
+    )
+    t_lam = (
+      1.0 / jnp.sqrt(horizon**2 * num_episodes) if multiplier_step is None else multiplier_step
+    )
     model = optimistic_model(state.counts)
     # Optimistic evaluation of the previous policy (data up to the last episode).
-    lagrangian = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers,
-                                         model.constraint_costs)
-    evaluate_one = functools.partial(planning.optimistic_policy_evaluation,
-                                     next_states=model.next_states)
+    lagrangian = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
+    evaluate_one = functools.partial(
+      planning.optimistic_policy_evaluation, next_states=model.next_states
+    )
     _, q_values = evaluate_one(lagrangian, state.policy, model.lower, model.upper)
     evaluate = jax.vmap(evaluate_one, in_axes=(0, None, None, None))
     constraint_v, _ = evaluate(model.constraint_costs, state.policy, model.lower, model.upper)
@@ -92,17 +106,24 @@ def optprimaldual(
     first = state.episode == 0
     logits = jnp.log(jnp.maximum(state.policy, jnp.finfo(dtype).tiny)) - t_pi * q_values
     policy = jnp.where(first, state.policy, jax.nn.softmax(logits, axis=-1))
-    multipliers = jnp.where(first, state.multipliers, jnp.maximum(
-        state.multipliers + t_lam * (constraint_values - state.thresholds), 0.0))
+    multipliers = jnp.where(
+      first,
+      state.multipliers,
+      jnp.maximum(state.multipliers + t_lam * (constraint_values - state.thresholds), 0.0),
+    )
     cost_v, _ = evaluate_one(model.cost, policy, model.lower, model.upper)
     new_constraint_v, _ = evaluate(model.constraint_costs, policy, model.lower, model.upper)
     info = base.PlanInfo(
-        optimistic_cost_value=cost_v[0, state.initial_state],
-        optimistic_constraint_values=new_constraint_v[:, 0, state.initial_state],
-        fw_gap=jnp.zeros((), dtype),
-        pretraining=jnp.zeros((), bool),
-        off_support_transitions=model.off_support_transitions,
+      optimistic_cost_value=cost_v[0, state.initial_state],
+      optimistic_constraint_values=new_constraint_v[:, 0, state.initial_state],
+      inner_gap=jnp.zeros((), dtype),
+      pretraining=jnp.zeros((), bool),
+      off_support_transitions=model.off_support_transitions,
     )
-    return policy, state._replace(policy=policy, multipliers=multipliers), info
+    return (
+      policy,
+      base.replace_agent_state(state, multipliers=multipliers)._replace(policy=policy),
+      info,
+    )
 
   return base.Agent(init=init, plan=plan, update=base.update_fn(setting))

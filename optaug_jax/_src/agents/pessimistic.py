@@ -49,8 +49,11 @@ from . import base, registry
 
 
 def _failed(name: str, error: Exception, dtype, shape):
-  warnings.warn(f"{name}: the episode LP failed ({type(error).__name__}: {error}); playing"
-                " the safe baseline", RuntimeWarning)
+  warnings.warn(
+    f"{name}: the episode LP failed ({type(error).__name__}: {error}); playing the safe baseline",
+    RuntimeWarning,
+    stacklevel=2,
+  )
   return np.zeros(shape, dtype), np.asarray(False), np.asarray(True)
 
 
@@ -59,8 +62,9 @@ def _dope_lp(skip, cost, constraint_costs, lower, upper, initial_state, threshol
   if skip:
     return np.zeros(np.shape(cost), dtype), np.asarray(False), np.asarray(False)
   try:
-    q, feasible = lp.solve_extended_lp(cost, constraint_costs, lower, upper, initial_state,
-                                       thresholds, fallback=False)
+    q, feasible = lp.solve_extended_lp(
+      cost, constraint_costs, lower, upper, initial_state, thresholds, fallback=False
+    )
   except Exception as e:  # noqa: BLE001 - an exception here would end the whole run
     return _failed("dope", e, dtype, np.shape(cost))
   return q.astype(dtype), np.asarray(feasible), np.asarray(False)
@@ -71,8 +75,9 @@ def _pess_lp(skip, transitions, cost, constraint_costs, thresholds, initial_stat
   if skip:
     return np.zeros(np.shape(cost), dtype), np.asarray(False), np.asarray(False)
   try:
-    q, feasible = lp.solve_occupancy_lp(transitions, cost, constraint_costs, thresholds,
-                                        initial_state)
+    q, feasible = lp.solve_occupancy_lp(
+      transitions, cost, constraint_costs, thresholds, initial_state
+    )
   except Exception as e:  # noqa: BLE001 - an exception here would end the whole run
     return _failed("optpess_lp", e, dtype, np.shape(cost))
   return q.astype(dtype), np.asarray(feasible), np.asarray(False)
@@ -87,22 +92,25 @@ def _host_lp(fn, skip, out_like, *args):
   branches (`batching.batch_cond`; a batch all on the baseline makes no callback at all), and
   HiGHS would otherwise solve (and discard) an LP for every baseline seed.
   """
-  shapes = (jax.ShapeDtypeStruct(out_like.shape, out_like.dtype),
-            jax.ShapeDtypeStruct((), jnp.bool_), jax.ShapeDtypeStruct((), jnp.bool_))
+  shapes = (
+    jax.ShapeDtypeStruct(out_like.shape, out_like.dtype),
+    jax.ShapeDtypeStruct((), jnp.bool_),
+    jax.ShapeDtypeStruct((), jnp.bool_),
+  )
   return jax.pure_callback(fn, shapes, skip, *args, vmap_method="sequential")
 
 
 def _check_baseline(cmdp, safe_policy, slack) -> None:
   """`check_safe_policy` on the host when the CMDP is given and the arguments concrete."""
-  if cmdp is None or any(validation._is_traced(x) for x in
-                         jax.tree_util.tree_leaves((cmdp, safe_policy))):
+  if cmdp is None or any(
+    validation._is_traced(x) for x in jax.tree_util.tree_leaves((cmdp, safe_policy))
+  ):
     return
   checked_slack = None if validation._is_traced(slack) else slack
   cmdp_lib.check_safe_policy(cmdp, safe_policy, checked_slack)
 
 
-def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int,
-                           slack: float) -> int:
+def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int, slack: float) -> int:
   """DOPE's baseline phase `K_0 = S^2 A H^3 / (alpha - C_b)^2` (the authors' scripts)."""
   return int(math.ceil(num_states**2 * num_actions * horizon**3 / slack**2))
 
@@ -118,24 +126,25 @@ def _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp):
 
 def _problem_args(benchmark) -> dict:
   """The baseline, its slack, and the CMDP to check them against (`check_safe_policy`)."""
-  return {"safe_policy": benchmark.safe_policy, "slack": benchmark.slack,
-          "cmdp": benchmark.cmdp}
+  return {"safe_policy": benchmark.safe_policy, "slack": benchmark.slack, "cmdp": benchmark.cmdp}
 
 
 @registry.register_agent(
-    "dope", problem_args=_problem_args,
-    summary="DOPE (Bura et al. 2022): optimistic objective, pessimistic constraints, LP")
+  "dope",
+  problem_args=_problem_args,
+  summary="DOPE (Bura et al. 2022): optimistic objective, pessimistic constraints, LP",
+)
 def dope(
-    num_episodes: int,
-    safe_policy: jax.Array,
-    slack: float,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    pretrain_episodes: int | None = None,
-    *,
-    setting: setting_lib.Setting | None = None,
-    bonus_next_states: str = "support",
-    cmdp: cmdp_lib.CMDP | None = None,
+  num_episodes: int,
+  safe_policy: jax.Array,
+  slack: float,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  pretrain_episodes: int | None = None,
+  *,
+  setting: setting_lib.Setting | None = None,
+  bonus_next_states: str = "support",
+  cmdp: cmdp_lib.CMDP | None = None,
 ) -> base.Agent:
   """DOPE: doubly optimistic (objective) and pessimistic (constraints) extended LP.
 
@@ -184,8 +193,13 @@ def dope(
   resolved = setting_lib.resolve(setting)
   radius_delta = resolved.resolved_delta if delta is None else delta
   base.check_dense("dope", setting)
-  empirical = base.model_fn(num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
-                            setting=setting, model=estimates.empirical_model)
+  empirical = base.model_fn(
+    num_episodes=num_episodes,
+    delta=delta,
+    bonus_scale=bonus_scale,
+    setting=setting,
+    model=estimates.empirical_model,
+  )
 
   def plan(state: base.AgentState):
     dtype = state.multipliers.dtype
@@ -193,60 +207,82 @@ def dope(
     pi_b = jnp.asarray(safe_policy, dtype)
     k0 = pretrain_episodes
     if k0 is None:
-      k0 = min(num_episodes, dope_pretrain_episodes(
-          num_states=num_states, num_actions=num_actions, horizon=horizon, slack=float(slack)))
+      k0 = min(
+        num_episodes,
+        dope_pretrain_episodes(
+          num_states=num_states, num_actions=num_actions, horizon=horizon, slack=float(slack)
+        ),
+      )
     est = empirical(state.counts)
     beta_bar = jnp.sum(est.transition_radius, axis=-1)
     if bonus_next_states == "all" and resolved.support is not None:
       log_p, _ = setting_lib.log_factors(
-          resolved, num_states=num_states, num_actions=num_actions, horizon=horizon,
-          num_constraints=state.thresholds.shape[0], num_episodes=num_episodes,
-          delta=radius_delta)
-      unseen = jnp.minimum(bonus_scale * 14.0 * log_p / (3.0 * jnp.maximum(est.visits, 1.0)),
-                           1.0)
+        resolved,
+        num_states=num_states,
+        num_actions=num_actions,
+        horizon=horizon,
+        num_constraints=state.thresholds.shape[0],
+        num_episodes=num_episodes,
+        delta=radius_delta,
+      )
+      unseen = jnp.minimum(bonus_scale * 14.0 * log_p / (3.0 * jnp.maximum(est.visits, 1.0)), 1.0)
       unseen = jnp.where(est.visits > 0, unseen, 1.0)
       impossible = num_states - jnp.sum(jnp.asarray(resolved.support), axis=-1)
       beta_bar = beta_bar + unseen * impossible.astype(dtype)
     cost = est.cost - est.cost_radius - horizon**2 / slack * beta_bar
     constraint_costs = est.constraint_costs + est.constraint_radius + horizon * beta_bar
     lower, upper = estimates.transition_box(est)
-    baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state,
-                                    next_states=est.next_states)
+    baseline_q = planning.occupancy(
+      est.transitions, pi_b, state.initial_state, next_states=est.next_states
+    )
 
     def baseline(_):
       return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
 
     def solve(_):
-      q, feasible, failed = _host_lp(_dope_lp, pretraining, cost, cost, constraint_costs,
-                                     lower, upper, state.initial_state, state.thresholds)
+      q, feasible, failed = _host_lp(
+        _dope_lp,
+        pretraining,
+        cost,
+        cost,
+        constraint_costs,
+        lower,
+        upper,
+        state.initial_state,
+        state.thresholds,
+      )
       return jnp.where(feasible, q, baseline_q), feasible, failed
 
     pretraining = state.episode < k0
     q, feasible, failed = batching.batch_cond(pretraining, baseline, solve, None)
     policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
     info = base.PlanInfo(
-        optimistic_cost_value=jnp.sum(cost * q),
-        optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
-        fw_gap=jnp.zeros((), dtype), pretraining=pretraining | ~feasible,
-        off_support_transitions=est.off_support_transitions,
-        extras={"lp_feasible": feasible, "lp_failed": failed})
+      optimistic_cost_value=jnp.sum(cost * q),
+      optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
+      inner_gap=jnp.zeros((), dtype),
+      pretraining=pretraining | ~feasible,
+      off_support_transitions=est.off_support_transitions,
+      extras={"lp_feasible": feasible, "lp_failed": failed},
+    )
     return policy, state, info
 
   return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
 
 
 @registry.register_agent(
-    "optpess_lp", problem_args=_problem_args,
-    summary="OptPess-LP (Liu et al. 2021): pessimistic LP on the empirical model")
+  "optpess_lp",
+  problem_args=_problem_args,
+  summary="OptPess-LP (Liu et al. 2021): pessimistic LP on the empirical model",
+)
 def optpess_lp(
-    num_episodes: int,
-    safe_policy: jax.Array,
-    slack: float,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    *,
-    setting: setting_lib.Setting | None = None,
-    cmdp: cmdp_lib.CMDP | None = None,
+  num_episodes: int,
+  safe_policy: jax.Array,
+  slack: float,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  *,
+  setting: setting_lib.Setting | None = None,
+  cmdp: cmdp_lib.CMDP | None = None,
 ) -> base.Agent:
   """OptPess-LP (Liu et al. 2021, as run by Bura et al. 2022): an LP on the empirical model.
 
@@ -275,8 +311,13 @@ def optpess_lp(
   """
   _check_common(num_episodes, safe_policy, slack, None, cmdp)
   base.check_dense("optpess_lp", setting)
-  empirical = base.model_fn(num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale,
-                            setting=setting, model=estimates.empirical_model)
+  empirical = base.model_fn(
+    num_episodes=num_episodes,
+    delta=delta,
+    bonus_scale=bonus_scale,
+    setting=setting,
+    model=estimates.empirical_model,
+  )
   setting_ = setting_lib.resolve(setting)
   delta_ = setting_.resolved_delta if delta is None else delta
 
@@ -286,14 +327,21 @@ def optpess_lp(
     pi_b = jnp.asarray(safe_policy, dtype)
     est = empirical(state.counts)
     log_p, _ = setting_lib.log_factors(
-        setting_, num_states=num_states, num_actions=num_actions, horizon=horizon,
-        num_constraints=num_constraints, num_episodes=num_episodes, delta=delta_)
+      setting_,
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      num_constraints=num_constraints,
+      num_episodes=num_episodes,
+      delta=delta_,
+    )
     beta = bonus_scale * jnp.sqrt(log_p / jnp.maximum(est.visits, 1.0))
     sh = 1.0 + num_states * horizon
     cost = est.cost - (sh + 4.0 * horizon * sh / slack) * beta
     constraint_costs = est.constraint_costs + sh * beta
-    baseline_q = planning.occupancy(est.transitions, pi_b, state.initial_state,
-                                    next_states=est.next_states)
+    baseline_q = planning.occupancy(
+      est.transitions, pi_b, state.initial_state, next_states=est.next_states
+    )
     baseline_values = jnp.einsum("ihsa,hsa->i", constraint_costs, baseline_q)
     use_baseline = jnp.any(baseline_values >= state.thresholds - slack / 2.0)
 
@@ -301,18 +349,28 @@ def optpess_lp(
       return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
 
     def solve(_):
-      q, feasible, failed = _host_lp(_pess_lp, use_baseline, cost, est.transitions, cost,
-                                     constraint_costs, state.thresholds, state.initial_state)
+      q, feasible, failed = _host_lp(
+        _pess_lp,
+        use_baseline,
+        cost,
+        est.transitions,
+        cost,
+        constraint_costs,
+        state.thresholds,
+        state.initial_state,
+      )
       return jnp.where(feasible, q, baseline_q), feasible, failed
 
     q, feasible, failed = batching.batch_cond(use_baseline, baseline, solve, None)
     policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
     info = base.PlanInfo(
-        optimistic_cost_value=jnp.sum(cost * q),
-        optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
-        fw_gap=jnp.zeros((), dtype), pretraining=~feasible,
-        off_support_transitions=est.off_support_transitions,
-        extras={"lp_feasible": feasible, "lp_failed": failed})
+      optimistic_cost_value=jnp.sum(cost * q),
+      optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
+      inner_gap=jnp.zeros((), dtype),
+      pretraining=~feasible,
+      off_support_transitions=est.off_support_transitions,
+      extras={"lp_feasible": feasible, "lp_failed": failed},
+    )
     return policy, state, info
 
   return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))

@@ -9,7 +9,8 @@ new file (plus its test). Experiments, notebooks and tests build agents through
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
@@ -27,8 +28,9 @@ class AgentSpec(NamedTuple):
 AGENTS: dict[str, AgentSpec] = {}
 
 
-def register_agent(name: str, *, problem_args: Callable[[Any], dict] | None = None,
-                   summary: str = "") -> Callable:
+def register_agent(
+  name: str, *, problem_args: Callable[[Any], dict] | None = None, summary: str = ""
+) -> Callable:
   """Decorator registering an agent factory under `name` (names are unique).
 
   Args:
@@ -41,8 +43,11 @@ def register_agent(name: str, *, problem_args: Callable[[Any], dict] | None = No
   def register(factory):
     if name in AGENTS:
       raise ValueError(f"name: agent {name!r} is already registered")
-    AGENTS[name] = AgentSpec(factory=factory, problem_args=problem_args or (lambda b: {}),
-                             summary=summary or (factory.__doc__ or "").strip().split("\n")[0])
+    AGENTS[name] = AgentSpec(
+      factory=factory,
+      problem_args=problem_args or (lambda b: {}),
+      summary=summary or (factory.__doc__ or "").strip().split("\n")[0],
+    )
     return factory
 
   return register
@@ -77,15 +82,18 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
   """
   spec = _spec(name)
   if not hasattr(benchmark, "cmdp"):
-    raise ValueError(f"benchmark: expected a Benchmark (cmdp, safe_policy, slack), got"
-                     f" {type(benchmark).__name__}; oj.benchmarks.make_benchmark(name) builds"
-                     " one, oj.benchmarks.Benchmark(cmdp, *oj.safe_policy(cmdp)) wraps a CMDP")
+    raise ValueError(
+      f"benchmark: expected a Benchmark (cmdp, safe_policy, slack), got"
+      f" {type(benchmark).__name__}; oj.benchmarks.make_benchmark(name) builds"
+      " one, oj.benchmarks.Benchmark(cmdp, *oj.safe_policy(cmdp)) wraps a CMDP"
+    )
   cmdp_lib.check_cmdp(benchmark.cmdp, "make_agent")
   accepted = set(agent_options(name))
   unknown = sorted(set(options) - accepted)
   if unknown:
-    raise ValueError(f"options: agent {name!r} does not accept {unknown};"
-                     f" it accepts {sorted(accepted)}")
+    raise ValueError(
+      f"options: agent {name!r} does not accept {unknown}; it accepts {sorted(accepted)}"
+    )
   kwargs = {k: v for k, v in spec.problem_args(benchmark).items() if k in accepted}
   kwargs.update(options)
   if isinstance(kwargs.get("setting"), str):

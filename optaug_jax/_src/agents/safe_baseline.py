@@ -11,15 +11,17 @@ from . import base, registry
 
 
 @registry.register_agent(
-    "safe_baseline", problem_args=lambda b: {"safe_policy": b.safe_policy},
-    summary="Safe baseline: plays the strictly feasible policy every episode (no learning)")
+  "safe_baseline",
+  problem_args=lambda b: {"safe_policy": b.safe_policy},
+  summary="Safe baseline: plays the strictly feasible policy every episode (no learning)",
+)
 def safe_baseline(
-    num_episodes: int,
-    safe_policy: jax.Array,
-    delta: jax.typing.ArrayLike | None = None,
-    bonus_scale: jax.typing.ArrayLike = 1.0,
-    *,
-    setting: setting_lib.Setting | None = None,
+  num_episodes: int,
+  safe_policy: jax.Array,
+  delta: jax.typing.ArrayLike | None = None,
+  bonus_scale: jax.typing.ArrayLike = 1.0,
+  *,
+  setting: setting_lib.Setting | None = None,
 ) -> base.Agent:
   """Plays `safe_policy` in every episode: no constraint violation, linear cost regret.
 
@@ -38,17 +40,20 @@ def safe_baseline(
     `Agent(init, plan, update)`.
   """
   validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
-  optimistic_model = base.model_fn(num_episodes=num_episodes, delta=delta,
-                                   bonus_scale=bonus_scale, setting=setting)
+  optimistic_model = base.model_fn(
+    num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+  )
   validation.check_policy("safe_policy", safe_policy)
 
   def plan(state: base.AgentState):
     policy = jnp.asarray(safe_policy, state.multipliers.dtype)
     model = optimistic_model(state.counts)
-    q = planning.occupancy(model.transitions, policy, state.initial_state,
-                           next_states=model.next_states)
-    info = base.plan_info(model, q, fw_gap=jnp.zeros((), policy.dtype),
-                          pretraining=jnp.ones((), bool))
+    q = planning.occupancy(
+      model.transitions, policy, state.initial_state, next_states=model.next_states
+    )
+    info = base.plan_info(
+      model, q, inner_gap=jnp.zeros((), policy.dtype), pretraining=jnp.ones((), bool)
+    )
     return policy, state, info
 
   return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))

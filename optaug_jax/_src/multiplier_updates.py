@@ -1,8 +1,12 @@
-"""Multiplier updates as optax `GradientTransformation`s (for `optdual(dual_optimizer=...)`).
+"""The outer loop's multiplier updates: OptAug's dual step, and the Lagrangian agents' optax
+transformations.
 
-The dual agents minimise `-(D~ q - alpha) . lambda` over `lambda >= 0`: the "gradient"
-they feed an optimizer is `-(D~ q_k - alpha)` (minus the optimistic violation), the
-optimizer's updates are added to `lambda`, and the result is projected on `lambda >= 0`
+`dual_step` is the paper's eq. (dual-step), the augmented-Lagrangian update of OptAug-CMDP
+(and of the known-model ALM). The Lagrangian agents (`optdual(dual_optimizer=...)`) update
+their multipliers with an optax `GradientTransformation` instead: they minimise
+`-(D~ q - alpha) . lambda` over `lambda >= 0`, so the "gradient" they feed an optimizer is
+`-(D~ q_k - alpha)` (minus the optimistic violation), the optimizer's updates are added to
+`lambda`, and the result is projected on `lambda >= 0`
 (`optax.projections.projection_non_negative`). So `optax.sgd(eta)` is projected dual
 ascent (OptDual-CMDP), and `optax.optimistic_gradient_descent(eta)` is optimistic dual
 descent, the multiplier update of ReLOAD (Moskovitz et al. 2023). This module adds the two
@@ -26,14 +30,41 @@ from . import validation
 from .estimates import compensated_add
 
 
+def dual_step(
+  occupancy: jax.Array,
+  constraint_costs: jax.Array,
+  thresholds: jax.Array,
+  multipliers: jax.Array,
+  eta: jax.typing.ArrayLike,
+) -> jax.Array:
+  """The paper's eq. (dual-step): `lambda_{k+1} = [lambda_k + eta_k (D q_k - alpha)]_+`.
+
+  Also the weights of the augmented Lagrangian's gradient, eq. (nabla):
+  `grad f(q) = c + D^T dual_step(q, ...)`.
+
+  Args:
+    occupancy: `[H, S, A]` occupancy `q_k` (an agent's: the inner solution).
+    constraint_costs: `[I, H, S, A]` constraint costs `D` (an agent's: optimistic `D~_k`).
+    thresholds: `[I]` thresholds `alpha`.
+    multipliers: `[I]` current multipliers `lambda_k >= 0`.
+    eta: positive scalar step size `eta_k`.
+
+  Returns:
+    `[I]` next multipliers, non-negative.
+  """
+  violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
+  return jnp.maximum(multipliers + eta * violation, 0.0)
+
+
 class NuPIState(NamedTuple):
   """`xi`: the exponential moving average of the error (`xi_{-1} = 0`)."""
 
   xi: optax.Updates
 
 
-def nupi(learning_rate: optax.ScalarOrSchedule, *, kp: float = 0.0, ki: float = 1.0,
-         nu: float = 0.0) -> optax.GradientTransformation:
+def nupi(
+  learning_rate: optax.ScalarOrSchedule, *, kp: float = 0.0, ki: float = 1.0, nu: float = 0.0
+) -> optax.GradientTransformation:
   """nu-PI (Sohrabi et al. 2024): `theta <- theta - lr (ki e_t + kp (xi_t - xi_{t-1}))`.
 
   With the error `e_t` the incoming gradient and `xi_t = nu xi_{t-1} + (1 - nu) e_t`,
@@ -63,8 +94,9 @@ def nupi(learning_rate: optax.ScalarOrSchedule, *, kp: float = 0.0, ki: float = 
     step = jax.tree.map(lambda e, x_new, x: ki * e + kp * (x_new - x), updates, xi, state.xi)
     return step, NuPIState(xi=xi)
 
-  return optax.chain(optax.GradientTransformation(init, update),
-                     optax.scale_by_learning_rate(learning_rate))
+  return optax.chain(
+    optax.GradientTransformation(init, update), optax.scale_by_learning_rate(learning_rate)
+  )
 
 
 class PIDState(NamedTuple):
@@ -84,8 +116,10 @@ def _accumulate_nonnegative(total, compensation, value):
   """`[total + value]_+` as a compensated sum `(total, compensation)`."""
   total, compensation = compensated_add(total, compensation, value)
   negative = total < 0  # the head has the sign of the compensated sum
-  return (jnp.where(negative, 0.0, total).astype(total.dtype),
-          jnp.where(negative, 0.0, compensation).astype(total.dtype))
+  return (
+    jnp.where(negative, 0.0, total).astype(total.dtype),
+    jnp.where(negative, 0.0, compensation).astype(total.dtype),
+  )
 
 
 def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTransformation:
@@ -96,8 +130,8 @@ def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTr
   (`e_{-1} = 0`: the previous *error* starts at 0, where Stooke et al. start the previous
   *cost* at 0; the two differ in the first derivative term only, when `kd > 0`). It sets
   the multiplier rather than stepping it, so `update` needs the current `params` and
-  returns `lambda_{k+1} - lambda_k`. The gains are numbers (not schedules). `kp = kd = 0` is projected dual
-  ascent with step `ki` from `lambda = 0`.
+  returns `lambda_{k+1} - lambda_k`. The gains are numbers (not schedules). `kp = kd = 0` is
+  projected dual ascent with step `ki` from `lambda = 0`.
 
   Args:
     kp: proportional gain (>= 0).
@@ -123,25 +157,32 @@ def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTr
       integral = jax.tree.map(lambda i, e: jnp.maximum(i + e, 0.0), state.integral, error)
     else:
       leaves, treedef = jax.tree.flatten(state.integral)
-      pairs = [_accumulate_nonnegative(i, c, e) for i, c, e in zip(
-          leaves, treedef.flatten_up_to(compensation), treedef.flatten_up_to(error))]
+      pairs = [
+        _accumulate_nonnegative(i, c, e)
+        for i, c, e in zip(
+          leaves, treedef.flatten_up_to(compensation), treedef.flatten_up_to(error)
+        )
+      ]
       integral = treedef.unflatten([p[0] for p in pairs])
       compensation = treedef.unflatten([p[1] for p in pairs])
     target = jax.tree.map(
-        lambda e, i, e_prev: jnp.maximum(
-            kp * e + ki * i + kd * jnp.maximum(e - e_prev, 0.0), 0.0),
-        error, integral, state.previous_error)
+      lambda e, i, e_prev: jnp.maximum(kp * e + ki * i + kd * jnp.maximum(e - e_prev, 0.0), 0.0),
+      error,
+      integral,
+      state.previous_error,
+    )
     step = jax.tree.map(lambda t, p: t - p, target, params)
-    return step, PIDState(integral=integral, previous_error=error,
-                          integral_compensation=compensation)
+    return step, PIDState(
+      integral=integral, previous_error=error, integral_compensation=compensation
+    )
 
   return optax.GradientTransformation(init, update)
 
 
-def projected_dual_update(optimizer: optax.GradientTransformation, opt_state,
-                          multipliers: jax.Array, violation: jax.Array):
+def projected_dual_update(
+  optimizer: optax.GradientTransformation, opt_state, multipliers: jax.Array, violation: jax.Array
+):
   """One multiplier step: `lambda <- P_{>= 0}(lambda + updates(-violation))`."""
   updates, opt_state = optimizer.update(-violation, opt_state, multipliers)
-  multipliers = optax.projections.projection_non_negative(
-      optax.apply_updates(multipliers, updates))
+  multipliers = optax.projections.projection_non_negative(optax.apply_updates(multipliers, updates))
   return multipliers, opt_state

@@ -1,0 +1,41 @@
+"""The inner problem of OptAug-CMDP (eq. (primal-step)) and its solvers, one file a step.
+
+- `problem`: the problem, the objective (eq. (step1)) and its gradient (eq. (nabla)), what a
+  solve returns.
+- `solve`: `solve_inner`, the entry point every agent and analysis function calls.
+- `frank_wolfe`: the paper's Algorithm InnerOpt-FW, as a solver value.
+- `exact`: the exact solver, through the Fenchel dual (`dual_function`):
+  `dual_search` (I = 1), `cutting_planes` (I >= 2) with its `master` QP and its primal
+  `recovery`.
+- `line_search`: the exact line search on the objective; `retrieve`: eq. (subst) and
+  eq. (retrieve-p); `loops`: early-stopping and fixed-length loops.
+
+The solver factories `exact()` and `frank_wolfe()` are not re-exported here (they share
+their modules' names); the public namespace is `optaug_jax.inner`.
+"""
+
+from .exact import Exact
+from .frank_wolfe import STEP_RULES, FrankWolfe
+from .problem import (
+  InnerProblem,
+  InnerSolution,
+  SolverResult,
+  augmented_lagrangian,
+  certified_tolerance,
+)
+from .solve import GRADIENTS, UNREACHED, InnerSolver, solve_inner
+
+__all__ = (
+  "Exact",
+  "FrankWolfe",
+  "GRADIENTS",
+  "InnerProblem",
+  "InnerSolution",
+  "InnerSolver",
+  "STEP_RULES",
+  "SolverResult",
+  "UNREACHED",
+  "augmented_lagrangian",
+  "certified_tolerance",
+  "solve_inner",
+)

@@ -1,0 +1,135 @@
+"""The inner problem of OptAug-CMDP, the paper's eq. (primal-step), and what a solve returns.
+
+    min_{q in Q(box)}  f(q) = c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)   (step1)
+
+over the occupancy measures `q` of every policy and every transition function in the box
+`[lower, upper]` (the extended MDP of the optimistic model). The objective depends on the
+state-action-state occupancy `z` only through `q = sum_s' z` (eq. (retrieve-q)), and its
+gradient (eq. (nabla)) is
+
+    grad f(q) = c + D^T lambda+(q),   lambda+(q) = [lambda + eta (D q - alpha)]_+,
+
+the weights `lambda+` being the paper's dual step (eq. (dual-step)) taken at `q`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..multiplier_updates import dual_step
+
+
+class InnerProblem(NamedTuple):
+  """The data of one inner problem, eq. (primal-step), without its outer-loop state.
+
+  The multipliers `lambda` and the step size `eta` change every episode and are passed
+  next to the problem (`solve_inner(problem, multipliers, eta)`).
+  """
+
+  cost: jax.Array  # [H, S, A] c (optimistic c~_k in an agent)
+  constraint_costs: jax.Array  # [I, H, S, A] D
+  thresholds: jax.Array  # [I] alpha
+  lower: jax.Array  # [H or 1, S, A, S' or N] lower transition bounds
+  upper: jax.Array  # [H or 1, S, A, S' or N] upper transition bounds
+  initial_state: jax.Array  # [] int
+  next_states: jax.Array | None = None  # [H or 1, S, A, N] int: the sparse layout of
+  #   lower and upper (`extended_lmo`); None: dense
+
+  @classmethod
+  def of_cmdp(cls, cmdp) -> InnerProblem:
+    """The inner problem of a known CMDP: the box is the point `lower = upper = p`."""
+    return cls(
+      cost=cmdp.cost,
+      constraint_costs=cmdp.constraint_costs,
+      thresholds=cmdp.thresholds,
+      lower=cmdp.transitions,
+      upper=cmdp.transitions,
+      initial_state=cmdp.initial_state,
+      next_states=cmdp.next_states,
+    )
+
+  @classmethod
+  def of_model(cls, model, thresholds, initial_state) -> InnerProblem:
+    """The inner problem of an `OptimisticModel` (an agent's episode, eq. (opt-c))."""
+    return cls(
+      cost=model.cost,
+      constraint_costs=model.constraint_costs,
+      thresholds=thresholds,
+      lower=model.lower,
+      upper=model.upper,
+      initial_state=initial_state,
+      next_states=model.next_states,
+    )
+
+
+class SolverResult(NamedTuple):
+  """What an inner solver returns to `solve_inner` (see `oj.inner.InnerSolver`)."""
+
+  occupancy: jax.Array  # [H, S, A]
+  transitions: jax.Array | None  # [H, S, A, S'] or None when `with_transitions=False`
+  gap: jax.Array  # [] certificate: objective - optimum <= gap
+  num_iters: jax.Array  # [] int
+  dp_calls: jax.Array  # [] int
+
+
+class InnerSolution(NamedTuple):
+  """Approximate minimiser of eq. (primal-step) and its certificate."""
+
+  occupancy: jax.Array  # [H, S, A] q = sum_s' z
+  policy: jax.Array  # [H, S, A] eq. (retrieve-pi); where q_h(s) = 0 see `unreached`
+  transitions: jax.Array | None  # [H, S, A, S'] eq. (retrieve-p), in the box (None if not asked)
+  objective: jax.Array  # [] augmented Lagrangian at the returned point
+  gap: jax.Array  # [] certificate: objective - optimum <= gap (the solver's own bound)
+  num_iters: jax.Array  # [] int, iterations the solver took
+  dp_calls: jax.Array  # [] int, extended DPs (LMO calls) the solve made
+  certified: jax.Array  # [] bool, gap <= certified_tolerance(dtype) * (1 + |objective|)
+
+
+def certified_tolerance(dtype) -> float:
+  """The relative accuracy a solve must prove to count as certified (`InnerSolution.certified`):
+  `gap <= tol * (1 + |objective|)` with tol 1e-8 in float64 and 1e-4 in float32."""
+  return 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
+
+
+def augmented_lagrangian(
+  occupancy: jax.Array,
+  cost: jax.Array,
+  constraint_costs: jax.Array,
+  thresholds: jax.Array,
+  multipliers: jax.Array,
+  eta: jax.typing.ArrayLike,
+) -> jax.Array:
+  """`c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)` (paper's eq. (step1)).
+
+  Args:
+    occupancy: `[H, S, A]` occupancy `q`.
+    cost: `[H, S, A]` objective costs `c`.
+    constraint_costs: `[I, H, S, A]` constraint costs `D`.
+    thresholds: `[I]` thresholds `alpha`.
+    multipliers: `[I]` multipliers `lambda >= 0`.
+    eta: positive scalar step size.
+
+  Returns:
+    Scalar objective.
+  """
+  # Written as (eta / 2) ||[lambda / eta + (D q - alpha)]_+||^2: no eta^2 intermediate, so
+  # float32 stays finite for eta up to ~1e37 (accuracy is another matter: use x64).
+  violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
+  scaled = jnp.maximum(multipliers / eta + violation, 0.0)
+  return jnp.sum(cost * occupancy) + 0.5 * eta * jnp.sum(scaled**2)
+
+
+def objective(problem: InnerProblem, occupancy, multipliers, eta) -> jax.Array:
+  """`augmented_lagrangian` of `problem` at `occupancy`."""
+  return augmented_lagrangian(
+    occupancy, problem.cost, problem.constraint_costs, problem.thresholds, multipliers, eta
+  )
+
+
+def gradient(problem: InnerProblem, occupancy, multipliers, eta) -> jax.Array:
+  """Eq. (nabla): `c + D^T lambda+(q)`, `[H, S, A]` (the same for every next state)."""
+  weights = dual_step(occupancy, problem.constraint_costs, problem.thresholds, multipliers, eta)
+  return problem.cost + jnp.einsum("i,ihsa->hsa", weights, problem.constraint_costs)

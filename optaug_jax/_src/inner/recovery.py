@@ -1,0 +1,186 @@
+"""Primal recovery of the exact solver (I >= 2): the weights of the collected vertices.
+
+The cutting-plane loop ends with (nearly) the dual optimum `mu*`; the primal optimum is a
+mix `q = sum_j w_j q_j` of the vertices that minimise the Lagrangian at `mu*`, whose
+constraint values `y = D q` meet the optimality conditions
+
+    y_i = alpha_i + (mu*_i - lambda_i) / eta   where mu*_i > 0,
+    y_i <= alpha_i - lambda_i / eta            where mu*_i = 0.
+
+`recover` finds it as an exact least-squares problem on the simplex
+(`simplex_least_squares`, Lawson-Hanson), which does not scale with eta as the primal
+objective does; `polish` (pairwise Frank-Wolfe on the master's primal) gives a fallback
+candidate where `mu` is not accurate (float32 at large eta).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from . import problem as problem_lib
+from .line_search import exact_line_search
+
+
+def restricted_objective(values, images, w, thresholds, multipliers, eta):
+  """The objective at the mix `w` of collected vertices: `values.w + (eta / 2)
+  ||[lambda / eta + Y'w - alpha]_+||^2` (eq. (step1) at `q = sum_j w_j q_j`)."""
+  scaled = jnp.maximum(multipliers / eta + images.T @ w - thresholds, 0.0)
+  return jnp.dot(values, w) + 0.5 * eta * jnp.sum(scaled**2)
+
+
+def polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps: int = 100):
+  """Pairwise Frank-Wolfe steps (exact line search) on the master's primal,
+  `min_{w in simplex} values.w + (eta/2) ||[lambda/eta + images' w - alpha]_+||^2`, from the
+  interior-point weights: cheap (no DP), a fallback candidate for `recover` where the best
+  `mu` is not accurate (float32 at large eta). `num_steps`: see docs/design.md, "Tuned
+  constants"."""
+  base = multipliers / eta - thresholds
+
+  def step(_, w):
+    y = images.T @ w
+    mu = jnp.maximum(multipliers + eta * (y - thresholds), 0.0)
+    score = values + images @ mu  # gradient of the primal in w
+    best = jnp.argmin(jnp.where(mask, score, jnp.inf))
+    worst = jnp.argmax(jnp.where(mask & (w > 0), score, -jnp.inf))
+    amount = w[worst]
+    move = amount * (images[best] - images[worst])
+    t = exact_line_search(amount * (values[best] - values[worst]), base + y, move, eta)
+    t = jnp.where(best == worst, 0.0, t)
+    return w.at[worst].add(-t * amount).at[best].add(t * amount)
+
+  return lax.fori_loop(0, num_steps, step, w)
+
+
+def simplex_least_squares(c, allowed, *, num_iters: int):
+  """`argmin ||c w||^2` over `{w >= 0, sum w = 1, w_j = 0 off allowed}` (`c`: `[m, k]`),
+  by the Lawson-Hanson active-set method (each step solves the equality-constrained least
+  squares on the passive set exactly, so it ends in finitely many steps on the right
+  support, however ill-conditioned the points are).
+
+  The columns are rescaled to unit size first, and a vertex enters when its reduced
+  gradient `c_j . (c w) + nu` is below a tolerance of the rounding of that product
+  (`8 k eps`); the reduced gradients are computed from the residual `c w`, not from the Gram
+  matrix (whose products cancel to the residual's size and would bury it in float32
+  rounding). A tiny ridge (relative `eps`) keeps the passive-set systems regular when
+  vertices repeat or the passive set holds more than `rank(c) + 1` of them (it picks one
+  of the tied mixes).
+  """
+  dtype = c.dtype
+  k = c.shape[1]
+  eps = jnp.finfo(dtype).eps
+  size = jnp.max(jnp.where(allowed[None, :], jnp.abs(c), 0.0))
+  c = c / jnp.where(size > 0, size, 1.0)
+  gram = c.T @ c
+  ridge = eps * (1.0 + jnp.trace(gram))
+  single = jnp.diagonal(gram)  # ||c e_j||^2
+  first = jnp.argmin(jnp.where(allowed, single, jnp.inf))
+  passive = jax.nn.one_hot(first, k, dtype=bool) & allowed
+  w = jnp.where(passive, 1.0, 0.0).astype(dtype)
+  enter_tol = 8.0 * k * eps
+
+  def solve_on(passive):
+    pair = passive[:, None] & passive[None, :]
+    block = jnp.where(pair, gram, 0.0) + jnp.diag(jnp.where(passive, ridge, 1.0))
+    ones = passive.astype(dtype)
+    kkt = jnp.block([[block, ones[:, None]], [ones[None, :], jnp.zeros((1, 1), dtype)]])
+    rhs = jnp.concatenate([jnp.zeros((k,), dtype), jnp.ones((1,), dtype)])
+    sol = jnp.linalg.solve(kkt, rhs)
+    return jnp.where(passive, sol[:k], 0.0)
+
+  def body(_, carry):
+    passive, w = carry
+    z = solve_on(passive)
+    feasible = jnp.all(jnp.where(passive, z > 0, True))
+    # Optimal on the passive set: add the most improving allowed vertex, if any. Reduced
+    # gradients relative to the passive set's mean (the multiplier of sum w = 1).
+    residual = c @ z
+    score = c.T @ residual
+    nu = jnp.sum(jnp.where(passive, score * z, 0.0)) / jnp.sum(jnp.where(passive, z, 0.0))
+    reduced = jnp.where(allowed & ~passive, score - nu, jnp.inf)
+    enter = jnp.argmin(reduced)
+    grown = passive | (jax.nn.one_hot(enter, k, dtype=bool) & (reduced[enter] < -enter_tol))
+    # Infeasible: move towards z until a weight hits 0 and drop it.
+    shrinking = passive & (z <= 0)
+    ratio = jnp.where(shrinking, w / jnp.where(shrinking, w - z, 1.0), jnp.inf)
+    step = jnp.clip(jnp.min(ratio), 0.0, 1.0)
+    moved = jnp.maximum(w + step * (z - w), 0.0)
+    shrunk = passive & (moved > 0) & ~(shrinking & (ratio <= step))
+    moved = jnp.where(shrunk, moved, 0.0)
+    moved = moved / jnp.sum(moved)
+    return (jnp.where(feasible, grown, shrunk), jnp.where(feasible, z, moved))
+
+  passive, w = lax.fori_loop(0, num_iters, body, (passive, w))
+  z = solve_on(passive)
+  return jnp.where(jnp.all(jnp.where(passive, z > 0, True)), z, w)
+
+
+def recover(
+  values,
+  images,
+  mask,
+  w,
+  mu,
+  thresholds,
+  multipliers,
+  eta,
+  occ,
+  cost,
+  constraint_costs,
+  *,
+  num_candidates: int | None = None,
+):
+  """Primal weights from the dual optimum `mu` (exact by then): among the vertices that
+  minimise the Lagrangian at `mu`, the mix whose `y = Y w` meets `y_i = alpha_i +
+  (mu_i - lambda_i)/eta` where `mu_i > 0` and `y_i <= alpha_i - lambda_i/eta` where
+  `mu_i = 0` (the optimality conditions), as an exact least-squares problem on the simplex
+  (`simplex_least_squares`): unlike the primal objective, it does not scale with eta.
+
+  - Inequality rows (`mu_i = 0`) start out dropped; the ones the mix violates become
+    equalities, for up to `I` passes (by convexity, a violated row can be met with
+    equality when it can be met at all).
+  - Which vertices minimise the Lagrangian is decided up to a tolerance, and no single one
+    fits every instance: too tight drops a vertex of the optimal face, too loose admits a
+    near-twin off the face (its Lagrangian excess enters the objective). The search runs
+    for three tolerances (relative `16 eps`, `sqrt(eps)`, `100 sqrt(eps)`) at once over the
+    `num_candidates` (default `4 (I + 1)`) vertices of lowest Lagrangian, and the weights
+    with the lowest primal objective win (`w` included).
+  """
+  dtype = values.dtype
+  eps = jnp.finfo(dtype).eps
+  slots, num_constraints = images.shape
+  k = min(slots, num_candidates or 4 * (num_constraints + 1))
+  lagrangian = jnp.where(mask, values + images @ mu, jnp.inf)
+  _, index = lax.top_k(-lagrangian, k)
+  lagr, pts, valid = lagrangian[index], images[index], mask[index]
+  low = lagr[0]
+  scale = 1.0 + jnp.max(jnp.where(valid, jnp.abs(lagr), 0.0))
+  target = thresholds + (mu - multipliers) / eta
+  # mu_i below rounding level counts as 0 (the cutting-plane master returns ~1e-30, not 0).
+  # Misjudging a true 0 < mu_i <= tau costs at most ~tau^2 / eta in the objective.
+  free = mu > jnp.sqrt(eps) * (1.0 + jnp.max(jnp.abs(mu)))
+
+  def search(tol):
+    allowed = valid & (lagr <= low + tol * scale)
+
+    def one_pass(rows, _):
+      c = jnp.where(rows[:, None], pts.T - target[:, None], 0.0)  # [I, k], d = 0
+      v = simplex_least_squares(c, allowed, num_iters=3 * k)
+      over = (pts.T @ v - target) > jnp.sqrt(eps) * scale
+      return rows | over, v
+
+    _, tries = lax.scan(one_pass, free, None, length=num_constraints)
+    return tries
+
+  ladder = jnp.asarray([16 * eps, jnp.sqrt(eps), 1e2 * jnp.sqrt(eps)], dtype)
+  tries = jax.vmap(search)(ladder).reshape(-1, k)
+  candidates = jnp.zeros((tries.shape[0], slots), dtype).at[:, index].set(tries)
+  candidates = jnp.concatenate([w[None], candidates])
+
+  def objective(v):
+    q = jnp.tensordot(v, occ, axes=1)
+    return problem_lib.augmented_lagrangian(q, cost, constraint_costs, thresholds, multipliers, eta)
+
+  scores = jax.vmap(objective)(candidates)
+  return candidates[jnp.argmin(jnp.where(jnp.isfinite(scores), scores, jnp.inf))]

@@ -1,0 +1,179 @@
+"""`solve_inner`: one inner problem, eq. (primal-step), by any inner solver.
+
+Checks the arguments, runs the solver (`exact` or `frank_wolfe`, or any callable with
+their signature, see `InnerSolver`), then completes what every solver shares: the
+objective at the returned point, the certificate's verdict, the policy retrieved from the
+occupancy (eq. (retrieve-pi)) with the choice at unreached states, and the derivatives of
+the optimal value by the envelope theorem.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .. import checks, planning, validation
+from ..multiplier_updates import dual_step
+from . import problem as problem_lib
+from .exact import exact
+
+# How derivatives flow through a solve (`solve_inner(gradient=...)`).
+GRADIENTS = ("envelope", "unrolled", None)
+
+# The policy where q_h(s) = 0 (`solve_inner(unreached=...)`).
+UNREACHED = ("greedy", "uniform")
+
+
+class InnerSolver(Protocol):
+  """What `solve_inner(solver=)` and the agents' `inner=` accept: `exact(...)`,
+  `frank_wolfe(...)`, or any callable with this signature (hashable, as it is static)."""
+
+  def __call__(
+    self,
+    problem: problem_lib.InnerProblem,
+    multipliers: jax.Array,
+    eta,
+    *,
+    with_transitions: bool,
+    fill: str,
+    fixed_length: bool,
+  ) -> problem_lib.SolverResult:
+    """`fixed_length`: run the whole iteration budget (a reverse-differentiable
+    `lax.fori_loop`) rather than stopping early; the numbers must not depend on it."""
+    ...
+
+
+def solve_inner(
+  problem: problem_lib.InnerProblem,
+  multipliers: jax.Array,
+  eta: jax.typing.ArrayLike,
+  *,
+  solver: InnerSolver = exact(),
+  gradient: str | None = "envelope",
+  unreached: str = "greedy",
+  with_transitions: bool = True,
+  fill: str = planning.DEFAULT_FILL,
+  check: bool = False,
+) -> problem_lib.InnerSolution:
+  """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
+
+  Minimises `c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)` over the occupancy
+  measures of all policies and all transitions in the box `[lower, upper]`. Every solver
+  reaches that set only through its linear minimisation oracle, the extended DP
+  (`extended_lmo`).
+
+  Args:
+    problem: the `InnerProblem` (costs, thresholds, box, initial state; dense or sparse).
+    multipliers: `[I]` multipliers `lambda >= 0`.
+    eta: positive scalar (may be traced).
+    solver: `oj.inner.exact()` (default: exact, with a duality-gap certificate) or
+      `oj.inner.frank_wolfe(...)` (the paper's Algorithm InnerOpt-FW), or any
+      `InnerSolver`.
+    gradient: how derivatives flow (the values are the same in every mode):
+      `"envelope"` (default): Danskin's theorem at the returned point. Only `objective`
+        carries a derivative, that of the optimal value: `d/dc = q*`,
+        `d/dD_i = lambda+_i q*`, `d/dalpha = -lambda+`, `d/dlambda = lambda+ / eta`,
+        `d/deta = -||lambda+||^2 / (2 eta^2) + lambda+ . (D q* - alpha) / eta` with
+        `lambda+ = [lambda + eta (D q* - alpha)]_+`; for the box, the derivative of
+        `min_{q in Q(box)} <grad f(q*), q>` (same KKT multipliers). The iterations are not
+        differentiated (no memory for them); the other outputs are constants. Exact at an
+        exact optimum; the error is of the order of the solver's accuracy. Costs one
+        extended DP at the solution (shared with `unreached="greedy"`).
+      `"unrolled"`: reverse mode through the iterations: the derivative of the solver's
+        output. Its loops then run their whole budget (`lax.fori_loop`).
+      `None`: not differentiated (every output is a constant); what agents use.
+    unreached: the policy at the `(h, s)` that `q` never reaches, where eq. (retrieve-pi) is
+      0/0 and any choice leaves `q` (and the objective) unchanged. `"greedy"` (default):
+      the action of the extended DP on the gradient at the solution, `c + D^T lambda+`
+      (one more DP; the Lagrangian-optimistic action, which is what the dual-based agents
+      play everywhere); the true dynamics reach states the optimistic plan does not, and
+      there a uniform policy random-walks. `"uniform"`: the uniform policy.
+    with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
+      that only need the policy pass `False` (then `transitions` is `None`).
+    fill: the greedy-fill formulation of the extended DP (`FILL_METHODS`).
+    check: also check traced arguments (an empty box, an initial state out of range,
+      non-finite or negative costs and multipliers, non-finite thresholds, an eta that is
+      not positive and finite) through `checkify`; wrap the outer function in `oj.checked`
+      to get a `ValueError`. Concrete (eager) arguments are always checked on the host.
+
+  Returns:
+    `InnerSolution`; `objective - optimum <= gap`.
+  """
+  if not isinstance(problem, problem_lib.InnerProblem):
+    raise ValueError(
+      f"problem: expected an InnerProblem (e.g. InnerProblem.of_model or"
+      f" InnerProblem.of_cmdp), got {type(problem).__name__}"
+    )
+  validation.check_inner_solver("solver", solver)
+  validation.check_choice("gradient", gradient, GRADIENTS)
+  validation.check_choice("unreached", unreached, UNREACHED)
+  planning.check_fill(fill)
+  validation.check_positive("eta", eta, allow_none=False)
+  cost, constraint_costs = problem.cost, problem.constraint_costs
+  thresholds, lower, upper = problem.thresholds, problem.lower, problem.upper
+  chex.assert_rank(
+    [cost, constraint_costs, lower, upper, thresholds, multipliers], [3, 4, 4, 4, 1, 1]
+  )
+  chex.assert_equal_shape([lower, upper])
+  num_constraints = constraint_costs.shape[0]
+  for name, x in (("thresholds", thresholds), ("multipliers", multipliers)):
+    if x.shape != (num_constraints,):
+      raise ValueError(
+        f"{name}: expected shape ({num_constraints},) (one per constraint of"
+        f" constraint_costs), got {x.shape}"
+      )
+  checks.initial_state(problem.initial_state, cost.shape[1], "solve_inner", check=check)
+  for name, x in (
+    ("cost", cost),
+    ("constraint_costs", constraint_costs),
+    ("multipliers", multipliers),
+  ):
+    checks.finite(name, x, "solve_inner", check=check, low=0.0)
+  checks.finite("thresholds", thresholds, "solve_inner", check=check)
+  checks.finite("eta", eta, "solve_inner", check=check, low=0.0, low_open=True)
+  checks.box(lower, upper, "solve_inner", check=check)
+  if gradient == "unrolled":
+    inputs = (problem, multipliers, eta)
+  else:
+    inputs = lax.stop_gradient((problem, multipliers, eta))
+  result = solver(
+    *inputs, with_transitions=with_transitions, fill=fill, fixed_length=gradient == "unrolled"
+  )
+  if gradient is None:
+    problem, multipliers, eta = inputs
+  q = result.occupancy
+  objective = problem_lib.objective(problem, q, multipliers, eta)
+  fallback = None
+  if gradient == "envelope" or unreached == "greedy":
+    # The gradient at q*: the linearised problem there has the same optimal KKT
+    # multipliers (box sensitivity), and its extended DP acts at every (h, s).
+    grad = lax.stop_gradient(
+      cost
+      + jnp.einsum(
+        "i,ihsa->hsa",
+        dual_step(q, constraint_costs, thresholds, multipliers, eta),
+        constraint_costs,
+      )
+    )
+    linear = planning.extended_lmo(
+      grad, lower, upper, problem.initial_state, fill=fill, next_states=problem.next_states
+    )
+    if gradient == "envelope":
+      objective = objective + (linear.value - lax.stop_gradient(linear.value))
+    if unreached == "greedy":
+      fallback = jax.nn.one_hot(linear.actions, cost.shape[-1], dtype=q.dtype)
+  return problem_lib.InnerSolution(
+    occupancy=q,
+    policy=planning.policy_from_occupancy(q, fallback),  # integer actions: no gradient
+    transitions=result.transitions,
+    objective=objective,
+    gap=result.gap,
+    num_iters=result.num_iters,
+    dp_calls=result.dp_calls + (unreached == "greedy" or gradient == "envelope"),
+    certified=result.gap
+    <= (problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))),
+  )
