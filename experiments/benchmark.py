@@ -55,7 +55,7 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (this directory's shared helpers: atomic writes)
+import result_files  # noqa: E402  (this directory's modules)
 import numpy_reference as npr  # noqa: E402  (this directory's NumPy OptAug step)
 
 FILL_METHODS, DEFAULT_FILL = oj.kernels.FILL_METHODS, oj.kernels.DEFAULT_FILL
@@ -98,7 +98,7 @@ def _peak_rss_mib():
 def _problem(s, a, h, i, dtype=jnp.float32):
   cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=s, num_actions=a, horizon=h,
                         num_constraints=i, dtype=dtype)
-  policy, slack = oj.safe_policy(cmdp)
+  policy, slack = oj.safest_policy(cmdp)
   return cmdp, policy, float(slack)
 
 
@@ -713,7 +713,7 @@ def plot_size(size: dict, path: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
   fig.tight_layout()
-  common.save_figure(fig, path)
+  result_files.save_figure(fig, path)
   plt.close(fig)
 
 
@@ -822,7 +822,7 @@ def main(argv=None):
           f" 10^5 episodes x {ms['seeds']} seeds projected {ms['projected_1e5_s']:.0f} s"
           " (target 3600 s)")
   if args.out:  # one file, written whole or not at all
-    common.write_report(args.out, results)
+    result_files.write_report(args.out, results)
     if "size" in results:
       plot_size(results["size"], os.path.splitext(args.out)[0] + ".png")
   return results

@@ -5,11 +5,11 @@ checkpoint after every chunk (`--resume` continues an interrupted run; the resul
 uninterrupted run bit for bit). Writes DIR/config.json, DIR/results.npz, DIR/summary.json,
 figures, and prints a summary table.
 
-The output directory holds one run, never a mix (see experiments/common.py, ResultDir):
+The output directory holds one run, never a mix (see experiments/result_files.py, ResultDir):
 every file is written atomically (a temporary file renamed over it: a full disk or a kill
 leaves the previous file, never half of one), and DIR/manifest.json names the script, its
 settings, the files written and a status: "running", "incomplete" (stopped by
---max-chunks, or failed) or "complete" once every output is written; common.load_results
+--max-chunks, or failed) or "complete" once every output is written; result_files.load_results
 refuses a directory that is not complete. All checkpoints are verified before anything is
 written, so a refused --resume leaves DIR exactly as it was; --resume refuses a directory
 of other settings. A fresh run (no --resume) removes the previous run's checkpoints and,
@@ -25,8 +25,6 @@ another --out.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import sys
 
@@ -37,7 +35,9 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (this directory's shared helpers)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
+import runs  # noqa: E402
 
 EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = ("config.json", "results.npz", "summary.json", "regrets.png", "oscillation.png",
@@ -46,44 +46,17 @@ LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "inner_gap",
               "optimistic_cost_value", "optimistic_constraint_values")
 
 
-def build_problem(args) -> oj.benchmarks.Benchmark:
-  """The chosen benchmark (the random family takes the size flags)."""
-  kwargs = {}
-  if args.benchmark == "random":
-    kwargs = dict(seed=args.problem_seed, num_states=args.states, num_actions=args.actions,
-                  horizon=args.horizon, num_constraints=args.constraints)
-  if args.benchmark == "gridworld" and args.grid_size is not None:
-    kwargs = dict(size=args.grid_size)
-  return oj.benchmarks.make_benchmark(args.benchmark, **kwargs)
-
-
-# --bonus-scale when not given: the main experiment's 0.1 in the paper's setting, the
-# published radii (1.0) in Bura et al.'s.
-DEFAULT_BONUS_SCALE = {"paper": 0.1, "bura2022": 1.0}
-# OptDual and its multiplier-update variants: `--dual-eta` is their step.
-DUAL_AGENTS = ("optdual", "optdual_optimistic", "pid_lagrangian", "nupi_lagrangian")
 REPORT_EPISODES = (100, 300, 1000, 3000, 10000, 30000, 100000)
 
 
-def agent_options(args) -> dict:
-  """The flags as agent options (each agent takes those its factory accepts)."""
-  eta = {name: args.dual_eta for name in DUAL_AGENTS}
-  eta["optaug"] = args.eta
-  inner = (oj.inner.exact() if args.inner == "exact"
-           else oj.inner.frank_wolfe(num_iters=args.fw_iters, step_rule=args.step_rule))
-  return {"setting": args.setting, "delta": args.delta, "bonus_scale": args.bonus_scale,
-          "pretrain_episodes": {"optaug": args.pretrain}, "nu": args.nu,
-          "inner": {"optaug": inner}, "unreached": args.unreached, "eta": eta}
-
-
-_progress = common.progress
-CheckpointError = common.CheckpointError
-_digest = common.digest
+_progress = cli.progress
+CheckpointError = result_files.CheckpointError
+_digest = result_files.digest
 
 
 def _save_checkpoint(path, identity, done, state, logs, seconds):
   """Writes state, logs and the run's identity atomically (temp file, then rename)."""
-  common.save_checkpoint(path, identity, done, state,
+  result_files.save_checkpoint(path, identity, done, state,
                          {f"log_{k}": v for k, v in logs.items()}, seconds)
 
 
@@ -104,7 +77,7 @@ def _load_checkpoint(path, identity, init_state, num_seeds, total):
                 f" ({num_seeds}, {done}, ...)")
     return None
 
-  done, state, arrays, seconds = common.load_checkpoint(path, identity, init_state, total,
+  done, state, arrays, seconds = result_files.load_checkpoint(path, identity, init_state, total,
                                                         check_logs)
   return done, state, {f: [arrays[f"log_{f}"]] for f in LOG_FIELDS}, seconds
 
@@ -134,7 +107,7 @@ def run_agent(name, agent, cmdp, keys, args, checkpoint, identity, start):
     _save_checkpoint(checkpoint, identity, done, state, {f: v[0] for f, v in logs.items()},
                      seconds)
 
-  finished, seconds = common.run_chunks(
+  finished, seconds = runs.run_chunks(
       name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
       max_chunks=args.max_chunks, seconds=seconds, consume=consume, save=save,
       setting=oj.named_setting(args.setting, cmdp))
@@ -220,14 +193,6 @@ SUMMARY_COLUMNS = {
 }
 
 
-def run_title(args) -> str:
-  """A figure's identity line: problem, setting, radii, seeds and episodes."""
-  problem = args.benchmark + (f" {args.grid_size}x{args.grid_size}"
-                              if args.benchmark == "gridworld" and args.grid_size else "")
-  return (f"{problem}, {args.setting} setting (bonus scale {args.bonus_scale:g}),"
-          f" {args.seeds} seeds x {args.episodes} episodes")
-
-
 def plot(curves, logs, thresholds, run_dir, title=""):
   import matplotlib
   matplotlib.use("Agg")
@@ -258,7 +223,7 @@ def plot(curves, logs, thresholds, run_dir, title=""):
     gap = lg["constraint_values"] - np.asarray(thresholds)  # [seeds, K, I]
     last = slice(max(0, gap.shape[1] - 200), gap.shape[1])
     k = np.arange(gap.shape[1])[last] + 1
-    common.oscillation_panel(ax, k, gap[:, last], f"{name}: last {k.size} episodes")
+    runs.oscillation_panel(ax, k, gap[:, last], f"{name}: last {k.size} episodes")
   fig.suptitle(title)
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
@@ -283,153 +248,21 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   plt.close(fig)
 
 
-def build_parser(description=__doc__) -> argparse.ArgumentParser:
-  """The flags of the experiment (shared with `headline.py`, which changes defaults)."""
-  p = argparse.ArgumentParser(description=description, formatter_class=common.HelpFormatter)
-  p.add_argument("--benchmark", default="media_streaming",
-                 choices=sorted(oj.benchmarks.BENCHMARKS), help="the CMDP")
-  p.add_argument("--agents", default="optaug,optdual,optprimaldual", type=common.agent_list,
-                 help=f"comma-separated subset of: {', '.join(sorted(oj.agents.AGENTS))}"
-                      " (optcmdp is slow: one HiGHS LP per seed and episode, sequential)")
-  p.add_argument("--seeds", type=common.positive_int, default=32,
-                 help="independent runs per agent (vmapped)")
-  p.add_argument("--episodes", type=common.positive_int, default=3000,
-                 help="episodes per run (K)")
-  p.add_argument("--chunk", type=common.positive_int, default=250,
-                 help="episodes per jitted chunk (a checkpoint after each)")
-  p.add_argument("--out", default="results/cancellation",
-                 help="the run's directory (DIR): one run's files and manifest.json; a fresh"
-                      " run of other settings removes the previous run's outputs first; a"
-                      " directory of another script is refused")
-  p.add_argument("--resume", action="store_true",
-                 help="continue from DIR's checkpoints (same settings only; a refused resume"
-                      " leaves DIR as it was)")
-  p.add_argument("--max-chunks", type=common.positive_int, default=None,
-                 help="stop each agent after this many chunks (simulates an interruption);"
-                      " default: run to the end")
-  p.add_argument("--seed", type=int, default=0, help="seed of the episode keys")
-  p.add_argument("--setting", default="paper", choices=oj.SETTINGS,
-                 help="what the agents know and their confidence convention: 'paper' (learned"
-                      " costs, counts per step, all next states possible, log(6SAHK/delta),"
-                      " delta 0.1) or 'bura2022' (Bura et al. 2022's experiments: known costs"
-                      " and next-state support, counts pooled over steps, log(6S^2HK/delta),"
-                      " delta 0.01)")
-  p.add_argument("--delta", type=float, default=None,
-                 help="confidence parameter; default: the setting's (0.1 paper, 0.01"
-                      " bura2022)")
-  p.add_argument("--bonus-scale", type=float, default=None,
-                 help="multiplier of every confidence radius; default: 0.1 in the paper"
-                      " setting, 1.0 (the published radii) in bura2022")
-  p.add_argument("--pretrain", type=common.non_negative_int, default=300,
-                 help="OptAug's pre-training episodes K' (its safe baseline)")
-  p.add_argument("--eta", default=100.0, type=common.parse_eta,
-                 help="OptAug's eta: a positive float or 'paper' (the paper's schedule,"
-                      " which needs --x64)")
-  p.add_argument("--nu", type=float, default=0.5, help="nu of the paper's eta schedule")
-  p.add_argument("--fw-iters", type=common.positive_int, default=50,
-                 help="Frank-Wolfe steps (with --inner frank_wolfe)")
-  p.add_argument("--step-rule", default="linesearch", choices=oj.inner.STEP_RULES,
-                 help="Frank-Wolfe's step (with --inner frank_wolfe)")
-  p.add_argument("--inner", default="exact", choices=("exact", "frank_wolfe"),
-                 help="OptAug's inner solver: oj.inner.exact() or the paper's Frank-Wolfe"
-                      " (oj.inner.frank_wolfe, --fw-iters steps of --step-rule)")
-  p.add_argument("--unreached", default="greedy", choices=oj.inner.UNREACHED,
-                 help="OptAug's policy where its inner solution's occupancy is 0: the"
-                      " extended DP's action on the gradient there ('greedy'), or uniform"
-                      " (the choice of results committed before 2026-11-24)")
-  p.add_argument("--dual-eta", default=None, type=common.parse_eta,
-                 help="the step of OptDual and its variants (" + ", ".join(DUAL_AGENTS[1:])
-                      + "): a positive float or 'paper'; default: 'paper'")
-  p.add_argument("--x64", action="store_true", help="float64 (needed for --eta paper)")
-  # random benchmark
-  for flag, default, symbol in (("--states", 10, "S"), ("--actions", 4, "A"),
-                                ("--horizon", 10, "H"), ("--constraints", 1, "I")):
-    p.add_argument(flag, type=common.positive_int, default=default,
-                   help=f"{symbol} of --benchmark random")
-  p.add_argument("--problem-seed", type=int, default=0, help="seed of --benchmark random")
-  p.add_argument("--grid-size", type=common.positive_int, default=None,
-                 help="side of --benchmark gridworld (default 5; sparse layout above 10: with"
-                      " --setting bura2022 the agents count in its 5 slots per row)")
-  return p
-
-
-def check_args(parser, args):
-  """Refuses flag combinations that cannot work (argparse's error: usage and one line)."""
-  if args.eta is None and not args.x64:
-    parser.error("--eta paper: the paper's schedule reaches eta = 1e7 and more, which"
-                 " float32 does not resolve; add --x64, or give a constant eta (e.g."
-                 " --eta 100)")
-  return args
-
-
-def resolve_defaults(args):
-  """Fills the setting-dependent defaults (`--delta`, `--bonus-scale`) in place."""
-  if args.bonus_scale is None:
-    args.bonus_scale = DEFAULT_BONUS_SCALE[args.setting]
-  if args.delta is None:
-    args.delta = oj.Setting(log_factor=args.setting).resolved_delta
-  return args
-
-
 def parse_args(argv=None):
-  parser = build_parser()
-  return check_args(parser, parser.parse_args(argv))
-
-
-def setup(args, script: str, outputs):
-  """Config, record (config.json's content), problem, LP optimum, seed keys, agents and the
-  checked output directory (`common.ResultDir`) of a run. Writes nothing: the caller
-  verifies its checkpoints, then writes inside `run_dir.running()`. Shared with
-  `headline.py`."""
-  if args.x64:
-    jax.config.update("jax_enable_x64", True)
-  ignored = {"resume", "max_chunks", "out"}
-  if args.benchmark != "random":  # the size flags describe the random family only
-    ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
-  if args.benchmark != "gridworld" or args.grid_size is None:
-    ignored |= {"grid_size"}
-  config = {k: v for k, v in vars(args).items() if k not in ignored}
-  config.update(agents=",".join(args.agents), eta=common.eta_flag(args.eta),
-                dual_eta=common.eta_flag(args.dual_eta))
-  run_dir = common.ResultDir(args.out, script, config, outputs, resume=args.resume).check()
-  bench = build_problem(args)
-  cmdp = bench.cmdp
-  lp = oj.solve_lp(cmdp)
-  record = common.run_config(config, bench, lp)
-  record["script"] = script
-  record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
-  record["setting"] = dataclasses.replace(oj.named_setting(args.setting, cmdp),
-                                          delta=args.delta).describe()
-  print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"
-        f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
-        f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}")
-  keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
-  agents = common.make_agents(args.agents, bench, num_episodes=args.episodes,
-                              options=agent_options(args))
-  return config, record, bench, lp, keys, agents, run_dir
-
-
-def started_agents(args, config, record, agents, start):
-  """`{name: (checkpoint, identity, start(name, agent, checkpoint, identity))}` for every
-  agent, before any runs: a refused checkpoint stops the run with nothing written."""
-  out = {}
-  for name, agent in agents.items():
-    # What determines the numbers: every argument but the paths, the agent, the versions.
-    identity = common.agent_identity(config, name, record)
-    checkpoint = os.path.join(args.out, f"checkpoint_{name}.npz")
-    out[name] = checkpoint, identity, start(name, agent, checkpoint, identity)
-  return out
+  parser = runs.build_parser(__doc__)
+  return runs.check_args(parser, parser.parse_args(argv))
 
 
 def main(argv=None):
-  args = resolve_defaults(parse_args(argv))
-  config, record, bench, lp, keys, agents, run_dir = setup(args, "cancellation", OUTPUTS)
+  args = runs.resolve_defaults(parse_args(argv))
+  config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "cancellation",
+                                                                   OUTPUTS)
   cmdp = bench.cmdp
 
   def start(name, agent, checkpoint, identity):
     return start_agent(name, agent, cmdp, keys, args, checkpoint, identity)
 
-  starts = started_agents(args, config, record, agents, start)
+  starts = runs.started_agents(args, config, record, agents, start)
   logs, curves, summary = {}, {}, {}
   with run_dir.running():
     run_dir.write_json("config.json", record)
@@ -442,7 +275,7 @@ def main(argv=None):
     run_dir.write_npz("results.npz",
                       {f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()})
     run_dir.write_json("summary.json", {"columns": SUMMARY_COLUMNS, "agents": summary})
-    plot(curves, logs, cmdp.thresholds, run_dir, run_title(args))
+    plot(curves, logs, cmdp.thresholds, run_dir, runs.run_title(args))
     run_dir.complete()
   print_table(summary, args)
   return summary

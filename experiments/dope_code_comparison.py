@@ -20,7 +20,7 @@ pessimistic constraint value, and the true values of the played policies.
       --after 300 --out docs/results/dope_code_comparison/media_streaming
 
 Writes DIR/config.json and DIR/summary.json atomically, with DIR/manifest.json (see
-experiments/common.py, ResultDir): a directory of another script is refused, and a run of
+experiments/result_files.py, ResultDir): a directory of another script is refused, and a run of
 other settings replaces the previous run's files.
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import result_files  # noqa: E402  (this directory's modules)
 
 VARIANTS = ("support", "all")
 
@@ -72,8 +72,8 @@ def main(argv=None):
   total = k0 + args.after
   if total > args.num_episodes:
     raise SystemExit(f"--after: K_0 + after = {total} exceeds --num-episodes")
-  run_dir = common.result_dir(args, "dope_code_comparison", ("config.json", "summary.json"))
-  config = common.run_config(vars(args), b, lp)
+  run_dir = result_files.result_dir(args, "dope_code_comparison", ("config.json", "summary.json"))
+  config = result_files.run_config(vars(args), b, lp)
   config["script"] = "dope_code_comparison"
   config["setting"] = setting.describe()
   config["k0"] = k0

@@ -13,7 +13,7 @@ what each field is), DIR/headline.png and DIR/oscillation.png, and prints a tabl
 
 DIR holds one run, as in cancellation.py: every file is written atomically, and
 DIR/manifest.json says which script and settings wrote which files, with a status
-("running", "incomplete", "complete") that common.load_results checks. All checkpoints
+("running", "incomplete", "complete") that result_files.load_results checks. All checkpoints
 are verified before anything is written (a refused --resume leaves DIR as it was); a fresh
 run removes the previous run's checkpoints and, for other settings, its outputs; a
 directory of another script (e.g. cancellation.py's) is refused: choose another --out.
@@ -36,8 +36,9 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cancellation  # noqa: E402  (this directory's main experiment: flags and set-up)
-import common  # noqa: E402
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
+import runs  # noqa: E402
 
 EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = ("config.json", "trace.npz", "summary.json", "headline.png", "oscillation.png")
@@ -141,7 +142,7 @@ def start_agent(name, agent, cmdp, keys, args, path, identity):
       return f"its trace does not stop at episode {done}"
     return None
 
-  done, state, arrays, seconds = common.load_checkpoint(path, identity, init, k_total, check)
+  done, state, arrays, seconds = result_files.load_checkpoint(path, identity, init, k_total, check)
   print(f"{name}: resuming at episode {done} of {k_total}")
   return done, state, {k: arrays[k] for k in rec}, seconds
 
@@ -156,10 +157,10 @@ def run_agent(name, agent, cmdp, keys, args, lp_value, path, identity, start):
   def consume(log, done_before):
     reduce_chunk(rec, log, done_before, trace, lp_value, cmdp.thresholds, k_total)
 
-  finished, seconds = common.run_chunks(
+  finished, seconds = runs.run_chunks(
       name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
       max_chunks=args.max_chunks, seconds=seconds, consume=consume,
-      save=lambda done, state, seconds: common.save_checkpoint(path, identity, done, state,
+      save=lambda done, state, seconds: result_files.save_checkpoint(path, identity, done, state,
                                                                rec, seconds),
       setting=oj.named_setting(args.setting, cmdp))
   return (rec if finished else None), seconds
@@ -305,7 +306,7 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   for ax, (name, rec) in zip(axes.ravel(), records.items()):
     gap = rec["tail_constraint_values"] - np.asarray(thresholds)
     k = np.arange(trace[-1] - gap.shape[1], trace[-1]) + 1
-    common.oscillation_panel(ax, k, gap, name)
+    runs.oscillation_panel(ax, k, gap, name)
   fig.suptitle(title + f": last {gap.shape[1]} episodes")
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
@@ -327,22 +328,22 @@ def print_table(summaries, args):
 
 
 def parse_args(argv=None):
-  p = cancellation.build_parser(__doc__)
+  p = runs.build_parser(__doc__)
   # The defaults are the README's main experiment: the claim at the paper's own radii.
   p.set_defaults(benchmark="factored", agents=["optaug", "optdual"], seeds=32,
                  episodes=100_000, chunk=5000, bonus_scale=1.0, out="results/headline")
   p._option_string_actions["--bonus-scale"].help = (
       "multiplier of every confidence radius (1.0: the paper's own radii, in both settings)")
-  p.add_argument("--trace-points", type=common.positive_int, default=160,
+  p.add_argument("--trace-points", type=cli.positive_int, default=160,
                  help="log-spaced episodes at which values and totals are kept")
-  p.add_argument("--tail", type=common.positive_int, default=300,
+  p.add_argument("--tail", type=cli.positive_int, default=300,
                  help="last episodes kept in full")
-  return cancellation.check_args(p, p.parse_args(argv))
+  return runs.check_args(p, p.parse_args(argv))
 
 
 def main(argv=None):
-  args = cancellation.resolve_defaults(parse_args(argv))
-  config, record, bench, lp, keys, agents, run_dir = cancellation.setup(args, "headline",
+  args = runs.resolve_defaults(parse_args(argv))
+  config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "headline",
                                                                         OUTPUTS)
   cmdp = bench.cmdp
   trace = trace_episodes(args.episodes, args.trace_points)
@@ -350,7 +351,7 @@ def main(argv=None):
   def start(name, agent, checkpoint, identity):
     return start_agent(name, agent, cmdp, keys, args, checkpoint, identity)
 
-  starts = cancellation.started_agents(args, config, record, agents, start)
+  starts = runs.started_agents(args, config, record, agents, start)
   summaries, records = {}, {}
   with run_dir.running():
     run_dir.write_json("config.json", record)
@@ -363,7 +364,7 @@ def main(argv=None):
     run_dir.write_npz("trace.npz", {"trace": trace, **{
         f"{n}/{k}": v for n, r in records.items() for k, v in r.items()}})
     run_dir.write_json("summary.json", {"columns": COLUMNS, "agents": summaries})
-    title = cancellation.run_title(args)
+    title = runs.run_title(args)
     plot(summaries, records, trace, cmdp.thresholds, run_dir, title)
     run_dir.complete()
   print_table(summaries, args)

@@ -6,7 +6,7 @@ taken from real runs (the optimistic model and multipliers of an OptAug run afte
 eta in 1 .. 1e6: the true error `objective - optimum` (optimum by cvxpy/Clarabel in z-space)
 and the method's certificate, against the number of extended DPs. Prints the table of DP
 calls needed to reach 1e-6 and 1e-9 and writes DIR/inner_solver.json and a figure, each
-atomically, with DIR/manifest.json (experiments/common.py, ResultDir: a directory of another
+atomically, with DIR/manifest.json (experiments/result_files.py, ResultDir: a directory of another
 script is refused; a run of other settings replaces the previous run's files). float64.
 
   python experiments/inner_solver.py --out results/inner_solver   # ~10 min on 2 cores
@@ -36,7 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import optaug_jax as oj  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (this directory's shared helpers)
+import result_files  # noqa: E402  (this directory's modules)
 
 TOLERANCES = (1e-6, 1e-9)
 OUTPUTS = ("inner_solver.json", "inner_solver.png")
@@ -103,7 +103,7 @@ def main(argv=None):
   if args.quick:
     args.etas, args.constraints, args.episodes = "1,1e4", "1,2", 100
     args.fw_budgets, args.dual_budgets_1, args.dual_budgets_2 = "3,30", "10,58", "10,40"
-  run_dir = common.result_dir(args, "inner_solver", OUTPUTS)
+  run_dir = result_files.result_dir(args, "inner_solver", OUTPUTS)
   etas = [float(e) for e in args.etas.split(",")]
   budgets = {"frank_wolfe": [int(t) for t in args.fw_budgets.split(",")]}
   started = time.perf_counter()
@@ -132,7 +132,7 @@ def main(argv=None):
   print_table(results)
   with run_dir.running():
     run_dir.write_json("inner_solver.json", {
-        "arguments": vars(args), "versions": common.versions(), "seconds": seconds,
+        "arguments": vars(args), "versions": result_files.versions(), "seconds": seconds,
         "error_definition": "(objective - Clarabel optimum) / max(1, |optimum|)",
         "results": results})
     plot(results, etas, run_dir)

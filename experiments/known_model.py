@@ -6,7 +6,7 @@ last iterate converges; dual projected descent oscillates (its averages converge
   python experiments/known_model.py --out results/known_model     # ~30 s on 2 cores
 
 Writes DIR/known_model.json and DIR/known_model.png atomically, with DIR/manifest.json
-(see experiments/common.py, ResultDir): a directory of another script is refused, and a
+(see experiments/result_files.py, ResultDir): a directory of another script is refused, and a
 run of other settings replaces the previous run's files.
 """
 
@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import optaug_jax as oj  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (this directory's shared helpers)
+import result_files  # noqa: E402  (this directory's modules)
 
 OUTPUTS = ("known_model.json", "known_model.png")
 
@@ -64,7 +64,7 @@ def main(argv=None):
   p.add_argument("--dual-etas", default="0.1,0.5,2")
   p.add_argument("--out", default="results/known_model")
   args = p.parse_args(argv)
-  run_dir = common.result_dir(args, "known_model", OUTPUTS)
+  run_dir = result_files.result_dir(args, "known_model", OUTPUTS)
 
   if args.benchmark == "random":
     cmdp = oj.random_cmdp(jax.random.PRNGKey(2), num_states=5, num_actions=3, horizon=5,

@@ -44,11 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax._src import planning
+from optaug_jax._src import box, planning
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # noqa: E402  (the solver-loop inputs, LOOP_LMOS, the hardware record)
-import common  # noqa: E402  (atomic JSON)
+import result_files  # noqa: E402  (this directory's modules)
 
 FILLS = oj.kernels.FILL_METHODS
 BASELINE = "matmul"  # the default fill before "auto"
@@ -247,7 +247,7 @@ def parse_args(argv):
   p.add_argument("--out", default=None, help="write the results as JSON here")
   args = p.parse_args(argv)
   for f in args.fills:
-    planning.check_fill(f)
+    box.check_fill(f)
   return args
 
 
@@ -270,7 +270,7 @@ def main(argv=None):
     results["unroll"] = unroll_section(args)
   results["load_after"] = os.getloadavg()[0]
   if args.out:  # one file, written whole or not at all
-    common.write_report(args.out, results)
+    result_files.write_report(args.out, results)
   return results
 
 

@@ -21,7 +21,9 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (this directory's shared helpers)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
+import runs  # noqa: E402
 
 
 OUTPUTS = ("config.json", "summary.json", "results.npz")
@@ -37,7 +39,7 @@ def main(argv=None):
   parser.add_argument("--episodes", type=int, default=2000)
   parser.add_argument("--pretrain", type=int, default=200)
   parser.add_argument("--seeds", type=int, default=16)
-  parser.add_argument("--eta", type=common.parse_eta, default=20.0,
+  parser.add_argument("--eta", type=cli.parse_eta, default=20.0,
                       help="OptAug's step size: a positive float or 'paper' (the paper's"
                            " schedule; needs float64)")
   parser.add_argument("--bonus-scale", type=float, default=0.02)
@@ -50,7 +52,7 @@ def main(argv=None):
                         num_constraints=args.constraints)
   oj.validate_cmdp(cmdp)
   lp = oj.solve_lp(cmdp)
-  pi_safe, slack = oj.safe_policy(cmdp)
+  pi_safe, slack = oj.safest_policy(cmdp)
   slack = oj.check_safe_policy(cmdp, pi_safe)
   print(f"random CMDP S={args.states} A={args.actions} H={args.horizon} I={args.constraints}:"
         f" LP optimum {lp.value:.4f}, thresholds {np.round(np.asarray(cmdp.thresholds), 4)},"
@@ -58,12 +60,12 @@ def main(argv=None):
 
   k = args.episodes
   problem = oj.benchmarks.Benchmark(cmdp=cmdp, safe_policy=pi_safe, slack=slack)
-  agents = common.make_agents(
+  agents = runs.make_agents(
       ["optaug", "optdual"], problem, num_episodes=k,
       options={"pretrain_episodes": args.pretrain, "bonus_scale": args.bonus_scale,
                "eta": {"optaug": args.eta}})
   keys = jax.random.split(jax.random.PRNGKey(args.seed + 1), args.seeds)
-  run_dir = common.result_dir(args, "quickstart", OUTPUTS)  # refuses another run's directory
+  run_dir = result_files.result_dir(args, "quickstart", OUTPUTS)  # refuses another run's directory
   summary, arrays = {}, {}
   late = slice(k - k // 4, k)
   print(f"{'agent':8s} {'strong cost':>12s} {'weak cost':>10s} {'strong cons':>12s}"
@@ -75,7 +77,7 @@ def main(argv=None):
     seconds = time.perf_counter() - t0
     violation = np.max(np.asarray(log.constraint_values - cmdp.thresholds), axis=-1)
     unsafe = float(np.mean(violation[:, late] > 0.05))
-    summary[name] = common.final_regrets(log, lp.value, cmdp.thresholds)
+    summary[name] = runs.final_regrets(log, lp.value, cmdp.thresholds)
     summary[name].update(late_fraction_violation_above_0_05=unsafe, seconds=seconds)
     arrays[f"{name}_cost_value"] = np.asarray(log.cost_value)
     arrays[f"{name}_constraint_values"] = np.asarray(log.constraint_values)
@@ -84,9 +86,9 @@ def main(argv=None):
     print(f"{name:8s} {s['strong_cost']:12.2f} {s['weak_cost']:10.2f}"
           f" {s['strong_constraint']:12.2f} {s['weak_constraint']:10.2f} {unsafe:10.3f}"
           f" {seconds:6.1f}s")
-  arguments = {**vars(args), "eta": common.eta_flag(args.eta)}
+  arguments = {**vars(args), "eta": cli.eta_flag(args.eta)}
   with run_dir.running():  # atomic writes; the manifest says whether the run finished
-    run_dir.write_json("config.json", common.run_config(arguments, problem, lp), indent=2)
+    run_dir.write_json("config.json", result_files.run_config(arguments, problem, lp), indent=2)
     run_dir.write_json("summary.json", summary, indent=2)
     run_dir.write_npz("results.npz", arrays)
     run_dir.complete()

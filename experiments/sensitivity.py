@@ -13,7 +13,7 @@
   python experiments/sensitivity.py --quick                         # smaller grids
 
 Writes DIR/sensitivity.json and DIR/sensitivity.png atomically, with DIR/manifest.json
-(see experiments/common.py, ResultDir): a directory of another script is refused, and a
+(see experiments/result_files.py, ResultDir): a directory of another script is refused, and a
 run of other settings replaces the previous run's files.
 """
 
@@ -35,7 +35,7 @@ import optax  # noqa: E402
 import optaug_jax as oj  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402  (this directory's shared helpers)
+import result_files  # noqa: E402  (this directory's modules)
 
 OUTPUTS = ("sensitivity.json", "sensitivity.png")
 
@@ -196,7 +196,7 @@ def main(argv=None):
   parser.add_argument("--quick", action="store_true", help="small grids, for tests")
   parser.add_argument("--seed", type=int, default=2)
   args = parser.parse_args(argv)
-  run_dir = common.result_dir(args, "sensitivity", OUTPUTS)
+  run_dir = result_files.result_dir(args, "sensitivity", OUTPUTS)
   grid, n_iter, inner_iters, steps, reps = (25, 40, 1000, 150, 5) if not args.quick else (
       5, 15, 200, 5, 1)
   # The exact solver with a fixed budget and no stopping rule beyond its own exact end.
@@ -208,7 +208,7 @@ def main(argv=None):
   alpha0 = float(cmdp.thresholds[0])
   # From just above the safest policy's constraint value (feasible) to the unconstrained
   # optimum's (where the constraint stops binding).
-  _, v_safe = oj.policy_values(cmdp, oj.safe_policy(cmdp)[0])
+  _, v_safe = oj.policy_values(cmdp, oj.safest_policy(cmdp)[0])
   _, v_free = oj.policy_values(cmdp, oj.kernels.optimal_policy(cmdp.cost, cmdp.transitions))
   lo, hi = float(v_safe[0]), float(v_free[0])
   alphas = np.linspace(lo + 0.05 * (hi - lo), hi, grid)

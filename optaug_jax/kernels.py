@@ -5,17 +5,19 @@ Every kernel is written for one problem; batch with `jax.vmap`. The inner solver
 """
 
 from optaug_jax._src.batching import batch_cond
-from optaug_jax._src.estimates import empirical_means
-from optaug_jax._src.planning import (
+from optaug_jax._src.box import (
   AUTO_BLOCKED_MIN_STATES,
   DEFAULT_FILL,
   FILL_METHODS,
+  box_minimize,
+  resolve_fill,
+)
+from optaug_jax._src.estimates import empirical_means
+from optaug_jax._src.planning import (
   UNROLL_HORIZON,
   UNROLL_MAX_ELEMENTS,
-  box_minimize,
   optimal_policy,
   optimistic_policy_evaluation,
-  resolve_fill,
   scan_horizon,
 )
 

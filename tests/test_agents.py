@@ -20,7 +20,7 @@ def _cmdp(seed=0, dtype=None):
 
 def _optaug(m, num_episodes=30, pretrain=10, fw_iters=30, **kw):
   """OptAug with Frank-Wolfe's `fw_iters` steps as its inner solver."""
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   kw = {"eta": 20.0, "inner": oj.inner.frank_wolfe(num_iters=fw_iters), **kw}
   return oj.optaug(num_episodes=num_episodes, safe_policy=pi, pretrain_episodes=pretrain,
                    slack=slack, **kw)
@@ -39,7 +39,7 @@ def test_log_shapes_and_pretraining_phase():
   pretraining = np.asarray(log.pretraining)
   np.testing.assert_array_equal(pretraining, np.arange(30) < 10)
   # Pre-training plays the safe policy: its exact values, zero multipliers and gaps.
-  pi, _ = oj.safe_policy(m)
+  pi, _ = oj.safest_policy(m)
   v, vd = oj.policy_values(m, pi)
   np.testing.assert_allclose(log.cost_value[:10], v, rtol=1e-12)
   np.testing.assert_allclose(log.constraint_values[:10], np.broadcast_to(vd, (10, I)),
@@ -154,7 +154,7 @@ def test_run_vmapped_over_a_batch_of_cmdps():
                                             num_constraints=I))(keys)
 
   def one(key, m):
-    pi, slack = oj.safe_policy(m)
+    pi, slack = oj.safest_policy(m)
     agent = oj.optaug(num_episodes=10, safe_policy=pi, pretrain_episodes=3, slack=slack,
                       eta=10.0)
     return oj.run(agent, key, m, num_episodes=10)
@@ -205,7 +205,7 @@ def test_resume_equals_uninterrupted_run():
 @pytest.mark.slow  # 18-31 s (2-core CPU): in the slow suite to keep the default under 10 min
 def test_float32_default_run_is_finite():
   m = _cmdp(7, dtype=jnp.float32)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   # The paper's eta schedule: eta ~ 1e5 and growing.
   agent = oj.optaug(num_episodes=15, safe_policy=pi, pretrain_episodes=5, slack=slack)
   state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=15)
@@ -221,7 +221,7 @@ def test_regret_decomposition_on_a_small_cmdp():
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3,
                      num_constraints=1)
   lp = oj.solve_lp(m)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   k_total = 2000
   agent = oj.optaug(num_episodes=k_total, safe_policy=pi, pretrain_episodes=50, slack=slack,
                     eta=10.0, bonus_scale=0.05)
@@ -249,7 +249,7 @@ def test_regret_decomposition_on_a_small_cmdp():
 ])
 def test_optaug_rejects_bad_configuration(kwargs, message):
   m = _cmdp()
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   args = {"num_episodes": 20, "safe_policy": pi, "pretrain_episodes": 5, "slack": 1.0,
           **kwargs}
   with pytest.raises(ValueError, match=message):
@@ -269,7 +269,7 @@ def test_optaug_plan_matches_numpy_reference(step_rule):
   NumPy implementation, from counts gathered by a few episodes."""
   npr = ref.load_experiment_module("numpy_reference")
   m = _cmdp(8)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   agent = oj.optaug(num_episodes=40, safe_policy=pi, pretrain_episodes=6, slack=slack,
                     eta=25.0, bonus_scale=0.3,
                     inner=oj.inner.frank_wolfe(num_iters=60, step_rule=step_rule))

@@ -72,7 +72,7 @@ def test_optaug_batched_state_in_pretraining_runs_no_inner_solve():
 
   m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3,
                      num_constraints=1)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   agent = oj.optaug(num_episodes=20, safe_policy=pi, pretrain_episodes=6, slack=slack,
                     eta=5.0, inner=counting)
   keys = jax.random.split(jax.random.PRNGKey(7), 3)
@@ -95,7 +95,7 @@ def test_optaug_batch_split_between_phases_matches_single_runs():
   the same runs too (only the pre-training branch runs then)."""
   m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3,
                      num_constraints=1)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   agent = oj.optaug(num_episodes=20, safe_policy=pi, pretrain_episodes=6, slack=slack,
                     eta=5.0, inner=oj.inner.frank_wolfe(num_iters=5))
   keys = jax.random.split(jax.random.PRNGKey(7), 2)

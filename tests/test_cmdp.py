@@ -127,7 +127,7 @@ def test_random_cmdp_family_properties():
   oj.validate_cmdp(batch)
   for j in range(len(keys)):
     m = jax.tree.map(lambda x: x[j], batch)
-    pi_safe, slack = oj.safe_policy(m)
+    pi_safe, slack = oj.safest_policy(m)
     assert slack > 1e-6
     assert oj.check_safe_policy(m, pi_safe, slack) == pytest.approx(float(slack), abs=1e-9)
     pi_opt = ref_optimal_policy(m)
@@ -163,7 +163,7 @@ def test_random_cmdp_jit_vmap_parity():
 def test_safe_policy_minimises_summed_constraint_cost():
   """Against brute force over deterministic policies (the minimum is attained by one)."""
   m = _small(key=3, num_states=2, num_actions=2, horizon=3)
-  pi, _ = oj.safe_policy(m)
+  pi, _ = oj.safest_policy(m)
   d_sum = np.asarray(m.constraint_costs).sum(0)
   best = min(np.sum(d_sum * ref.occupancy_loop(m.transitions, cand, 0))
              for cand in ref.deterministic_policies(3, 2, 2))
@@ -176,7 +176,7 @@ def test_check_safe_policy_rejects_unsafe_baseline():
   pi_opt = ref_optimal_policy(m)
   with pytest.raises(ValueError, match="safe_policy: not strictly feasible"):
     oj.check_safe_policy(m, pi_opt)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   with pytest.raises(ValueError, match="slack: .* exceeds"):
     oj.check_safe_policy(m, pi, float(slack) + 0.1)
   with pytest.raises(ValueError, match="safe_policy: expected shape"):

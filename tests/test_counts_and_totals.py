@@ -130,7 +130,7 @@ def test_run_refuses_runs_the_counters_cannot_hold():
   """Case 6: the int32 episode counter wrapped at 2^31; `run` accepted any length."""
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=2,
                      num_constraints=1, dtype=F32)
-  pi, _ = oj.safe_policy(m)
+  pi, _ = oj.safest_policy(m)
   agent = oj.agents.safe_baseline(num_episodes=10, safe_policy=pi)
   state = agent.init(m.thresholds, m.initial_state, num_states=3, num_actions=2, horizon=2)
   late = state._replace(episode=jnp.asarray(oj.MAX_EPISODES - 3, jnp.int32))
@@ -159,7 +159,7 @@ def test_optaug_stays_out_of_pretraining_at_the_counter_limit():
   (multipliers reset). Now it runs up to MAX_EPISODES and the counter saturates there."""
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=2,
                      num_constraints=1, dtype=F32)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   agent = oj.optaug(num_episodes=100, safe_policy=pi, pretrain_episodes=2, slack=slack,
                     eta=5.0)
   state = agent.init(m.thresholds, m.initial_state, num_states=3, num_actions=2, horizon=2)
@@ -195,7 +195,7 @@ def test_observed_transitions_outside_the_declared_support_are_counted(wrong_sup
   with no warning. Now the log counts the distinct contradicted (h, s, a, s') and the host
   function names them; with the true support the count stays 0."""
   m, support = wrong_support
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   k = 12
 
   def make(setting):
@@ -234,7 +234,7 @@ def test_observed_transitions_outside_the_declared_support_are_counted(wrong_sup
 
 def test_summary_keeps_the_largest_off_support_count(wrong_support):
   m, support = wrong_support
-  pi, _ = oj.safe_policy(m)
+  pi, _ = oj.safest_policy(m)
   agent = oj.agents.safe_baseline(12, pi, setting=oj.Setting(support=support))
   _, log = oj.run(agent, jax.random.PRNGKey(2), m, num_episodes=12)
   _, summary = oj.run(agent, jax.random.PRNGKey(2), m, num_episodes=12, logs="summary")
@@ -247,7 +247,7 @@ def test_uncertified_inner_solves_are_logged_and_counted():
   exact dual method does; pre-training (no inner solve) counts as certified."""
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3,
                      num_constraints=1, dtype=F32)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   rough = oj.optaug(num_episodes=16, safe_policy=pi, pretrain_episodes=8, slack=slack,
                     eta=5.0, inner=oj.inner.frank_wolfe(num_iters=1), bonus_scale=0.0)
   _, log = oj.run(rough, jax.random.PRNGKey(1), m, num_episodes=16)

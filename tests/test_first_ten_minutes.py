@@ -25,7 +25,7 @@ README = (ROOT / "README.md").read_text()
 @pytest.fixture(scope="module")
 def scripts():
   return {name: ref.load_experiment_module(name)
-          for name in ("common", "cancellation", "headline")}
+          for name in ("cli", "runs", "cancellation", "headline")}
 
 
 def _cmdp(seed=0):
@@ -36,12 +36,12 @@ def _cmdp(seed=0):
 def test_readme_main_command_runs_the_claim_at_the_papers_radii(scripts):
   first = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
   assert "experiments/headline.py" in first and "--bonus-scale" not in first
-  args = scripts["cancellation"].resolve_defaults(scripts["headline"].parse_args([]))
+  args = scripts["runs"].resolve_defaults(scripts["headline"].parse_args([]))
   assert args.benchmark == "factored" and args.setting == "paper"
   assert args.bonus_scale == 1.0  # no tuned bonus
   assert args.agents == ["optaug", "optdual"]
   assert args.episodes == 100_000 and args.seeds == 32
-  title = scripts["cancellation"].run_title(args)
+  title = scripts["runs"].run_title(args)
   assert "factored" in title and "bonus scale 1" in title and "32 seeds" in title
 
 
@@ -61,16 +61,16 @@ def test_readme_states_times_with_their_conditions():
 
 
 # 3. Invalid input is refused, or warned about, in the library's words.
-def test_negative_threshold_is_refused_by_run_and_safe_policy():
+def test_negative_threshold_is_refused_by_run_and_safest_policy():
   m = _cmdp()
   bad = m._replace(thresholds=-jnp.abs(m.thresholds) - 1.0)
   agent = oj.optdual(num_episodes=10, eta=1.0)
   with pytest.raises(ValueError, match=r"run: thresholds: .*outside \[0, H\]|run: thresholds"):
     oj.run(agent, jax.random.PRNGKey(0), bad, num_episodes=2)
-  with pytest.raises(ValueError, match="safe_policy: thresholds"):
-    oj.safe_policy(bad)
+  with pytest.raises(ValueError, match="safest_policy: thresholds"):
+    oj.safest_policy(bad)
   # Under jit nothing can be read on the host: the in-program path is unchanged.
-  policy, slack = jax.jit(oj.safe_policy)(bad)
+  policy, slack = jax.jit(oj.safest_policy)(bad)
   assert float(slack) < 0
 
 
@@ -82,13 +82,13 @@ def test_float64_cmdp_without_x64_is_warned_about():
                     thresholds=np.asarray(m.thresholds, np.float64))
   with jax.enable_x64(False):
     with pytest.warns(UserWarning, match="float64 arrays but JAX's x64 mode is off"):
-      oj.safe_policy(as64)
+      oj.safest_policy(as64)
 
 
 def test_papers_eta_in_float32_is_warned_about_and_refused_by_the_scripts(scripts):
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=2, horizon=3,
                      dtype=jnp.float32)
-  pi, slack = oj.safe_policy(m)
+  pi, slack = oj.safest_policy(m)
   agent = oj.optaug(num_episodes=10, safe_policy=pi, pretrain_episodes=0, slack=slack)
   with pytest.warns(UserWarning, match="float32"):
     oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=1)
@@ -152,15 +152,13 @@ def test_readme_lists_every_top_level_name_and_counts_them():
 @pytest.mark.parametrize("script", ["cancellation", "headline"])
 def test_every_option_has_help_and_default(scripts, script, monkeypatch):
   module = scripts[script]
-  parser = (module.build_parser() if script == "cancellation" else None)
-  if parser is None:  # headline builds its parser inside parse_args
-    captured = {}
-    original = argparse.ArgumentParser.parse_args
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args",
-                        lambda self, argv=None: captured.setdefault("p", self) and original(
-                            self, argv))
-    module.parse_args([])
-    parser = captured["p"]
+  captured = {}  # both scripts build their parser inside parse_args
+  original = argparse.ArgumentParser.parse_args
+  monkeypatch.setattr(argparse.ArgumentParser, "parse_args",
+                      lambda self, argv=None: captured.setdefault("p", self) and original(
+                          self, argv))
+  module.parse_args([])
+  parser = captured["p"]
   for action in parser._actions:
     if action.dest != "help":
       assert action.help, f"{script}: {action.option_strings} has no help"
@@ -175,7 +173,7 @@ def test_every_option_has_help_and_default(scripts, script, monkeypatch):
 def test_progress_is_one_line_per_report_off_a_terminal(scripts):
   out = io.StringIO()
   for done in (1, 2, 3):
-    scripts["common"].progress("optaug", done, 3, 0.0, 4, stream=out)
+    scripts["cli"].progress("optaug", done, 3, 0.0, 4, stream=out)
   text = out.getvalue()
   assert "\r" not in text and text.count("\n") == 3
 

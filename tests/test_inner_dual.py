@@ -92,7 +92,7 @@ def test_realistic_inner_problem_from_a_run(num_constraints):
   else:
     m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=4, num_actions=3, horizon=5,
                        num_constraints=2)
-    pi, _ = oj.safe_policy(m)
+    pi, _ = oj.safest_policy(m)
   agent = oj.optaug(num_episodes=300, safe_policy=pi, pretrain_episodes=20, slack=1.0,
                     eta=100.0, bonus_scale=0.1)
   state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=60)

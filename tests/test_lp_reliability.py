@@ -64,7 +64,7 @@ def _float32_cmdp(seed=0):
 
 def _mixed_baseline(cmdp):
   """0.7 x the safest policy + 0.3 x uniform: strictly feasible here, tries every action."""
-  pi, _ = oj.safe_policy(cmdp)
+  pi, _ = oj.safest_policy(cmdp)
   pi = 0.7 * np.asarray(pi, np.float64) + 0.3 / cmdp.num_actions
   slack = oj.check_safe_policy(cmdp, pi.astype(np.float32))
   return oj.benchmarks.Benchmark(cmdp=cmdp, safe_policy=jnp.asarray(pi, jnp.float32),

@@ -19,7 +19,7 @@ INNER = {"frank_wolfe": oj.inner.frank_wolfe(num_iters=10), "dual": oj.inner.exa
 @jax.jit
 def _run(key, bonus_scale, eta, inner_flag):
   m = oj.random_cmdp(key, num_states=S, num_actions=A, horizon=H, num_constraints=2)
-  pi, _ = oj.safe_policy(m)
+  pi, _ = oj.safest_policy(m)
 
   def with_method(method):
     agent = oj.optaug(num_episodes=K, safe_policy=pi, pretrain_episodes=3, slack=1.0,

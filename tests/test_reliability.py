@@ -158,14 +158,14 @@ def _cmdp():
 ])
 def test_factories_name_every_bad_argument(build, match):
   """Case 4: each hole reported in the factories' checks."""
-  pi, _ = oj.safe_policy(_cmdp())
+  pi, _ = oj.safest_policy(_cmdp())
   with pytest.raises(ValueError, match=match):
     build(pi)
 
 
 def test_check_safe_policy_and_run_arguments():
   m = _cmdp()
-  pi, _ = oj.safe_policy(m)
+  pi, _ = oj.safest_policy(m)
   with pytest.raises(ValueError, match="slack"):
     oj.check_safe_policy(m, pi, float("nan"))
   agent = oj.optdual(10, eta=1.0)

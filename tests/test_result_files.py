@@ -22,10 +22,10 @@ from references import load_experiment_module
 EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
 
 
-def _common():
+def _result_files():
   sys.path.insert(0, str(EXPERIMENTS))
-  import common  # noqa: E402  (the scripts' shared helpers, as the scripts import them)
-  return common
+  import result_files  # noqa: E402  (as the scripts import it)
+  return result_files
 
 
 def _args(out, *extra, agents="optdual"):
@@ -77,7 +77,7 @@ def copy_of_finished(finished, tmp_path):
 
 
 def test_write_atomic_keeps_the_old_file_on_a_full_disk(tmp_path):
-  common = _common()
+  result_files = _result_files()
   path = tmp_path / "summary.json"
   path.write_text('{"good": true}')
 
@@ -86,10 +86,10 @@ def test_write_atomic_keeps_the_old_file_on_a_full_disk(tmp_path):
     raise OSError(errno.ENOSPC, "No space left on device")
 
   with pytest.raises(OSError, match="No space left"):
-    common.write_atomic(path, half_then_full, text=True)
+    result_files.write_atomic(path, half_then_full, text=True)
   assert json.loads(path.read_text()) == {"good": True}
   assert temporary_files(tmp_path) == []
-  common.write_json(path, {"good": False})
+  result_files.write_json(path, {"good": False})
   assert json.loads(path.read_text()) == {"good": False} and temporary_files(tmp_path) == []
   plain = tmp_path / "plain.json"
   plain.write_text("{}")  # the mode open() gives: the atomic write must not narrow it
@@ -124,7 +124,7 @@ def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(copy_of_fin
   """A fresh run of other settings cut short: the previous run's results are gone (not
   left next to this run's config), the directory says "incomplete", readers refuse it;
   --resume finishes it."""
-  common = _common()
+  result_files = _result_files()
   out = copy_of_finished
   assert cancellation.main(_args(out, "--eta", "50", "--max-chunks", "1")) is None
   for name in ("summary.json", "results.npz", "regrets.png", "oscillation.png",
@@ -134,9 +134,9 @@ def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(copy_of_fin
   assert config["arguments"]["eta"] == "50.0"
   assert manifest(out)["status"] == "incomplete"
   with pytest.raises(ValueError, match="incomplete"):
-    common.load_results(out)
+    result_files.load_results(out)
   cancellation.main(_args(out, "--eta", "50", "--resume"))
-  done = common.load_results(out, "cancellation")
+  done = result_files.load_results(out, "cancellation")
   assert done["manifest.json"]["status"] == "complete"
   assert done["config.json"]["arguments"]["eta"] == "50.0"
   assert set(done["summary.json"]["agents"]) == {"optdual"}
@@ -180,30 +180,30 @@ def test_a_full_disk_keeps_the_previous_summary(tmp_path, headline, monkeypatch)
   assert temporary_files(out) == []
   assert manifest(out)["status"] == "incomplete"
   with pytest.raises(ValueError, match="incomplete"):
-    _common().load_results(out)
+    _result_files().load_results(out)
 
 
 def test_load_results_reads_only_finished_runs(tmp_path):
-  common = _common()
+  result_files = _result_files()
   out = tmp_path / "run"
-  run_dir = common.ResultDir(out, "script", {"x": 1}, ("summary.json", "arrays.npz")).check()
+  run_dir = result_files.ResultDir(out, "script", {"x": 1}, ("summary.json", "arrays.npz")).check()
   with run_dir.running():
     run_dir.write_json("summary.json", {"value": 1})
     assert manifest(out)["status"] == "running" and manifest(out)["files"] == ["summary.json"]
     with pytest.raises(ValueError, match="running"):
-      common.load_results(out)
+      result_files.load_results(out)
     run_dir.write_npz("arrays.npz", {"a": np.arange(3)})
     run_dir.complete()
-  loaded = common.load_results(out, "script")
+  loaded = result_files.load_results(out, "script")
   assert loaded["summary.json"] == {"value": 1}
   np.testing.assert_array_equal(loaded["arrays.npz"]["a"], np.arange(3))
-  assert set(common.load_results(out, files=["summary.json"])) == {"manifest.json",
+  assert set(result_files.load_results(out, files=["summary.json"])) == {"manifest.json",
                                                                   "summary.json"}
   with pytest.raises(ValueError, match="not other.py"):
-    common.load_results(out, "other")
+    result_files.load_results(out, "other")
   os.remove(out / "arrays.npz")
   with pytest.raises(ValueError, match="missing"):
-    common.load_results(out)
+    result_files.load_results(out)
   os.remove(out / "manifest.json")
   with pytest.warns(UserWarning, match="no manifest"):
-    assert common.load_results(out)["summary.json"] == {"value": 1}
+    assert result_files.load_results(out)["summary.json"] == {"value": 1}

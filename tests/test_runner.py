@@ -21,7 +21,7 @@ K = 24
 def setup():
   cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=4,
                         num_constraints=2)
-  policy, slack = oj.safe_policy(cmdp)
+  policy, slack = oj.safest_policy(cmdp)
   agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4, slack=slack,
                     eta=10.0, bonus_scale=0.1,
                     inner=oj.inner.frank_wolfe(num_iters=8))
@@ -121,7 +121,7 @@ _SUBPROCESS = textwrap.dedent("""
     assert jax.device_count() == 4, jax.devices()
     cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=4,
                           num_constraints=2)
-    policy, slack = oj.safe_policy(cmdp)
+    policy, slack = oj.safest_policy(cmdp)
     agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4,
                       slack=slack, eta=10.0, bonus_scale=0.1,
                       inner=oj.inner.frank_wolfe(num_iters=8))

@@ -35,7 +35,7 @@ def _sparse_random(key, *, num_states=7, num_actions=3, horizon=4, num_constrain
 
 def _bench(cmdp):
   """A `Benchmark` of `cmdp` with its safe policy (what `make_agent` reads)."""
-  policy, slack = oj.safe_policy(cmdp)
+  policy, slack = oj.safest_policy(cmdp)
   return oj.benchmarks.Benchmark(cmdp, policy, float(slack))
 
 
@@ -318,7 +318,7 @@ def test_sparse_sampling_matches_occupancy():
 
 def test_solve_lp_agrees_across_layouts():
   dense, sparse = _sparse_random(10)
-  a, b = oj_lp.solve_lp(dense), oj_lp.solve_lp(sparse)
+  a, b = oj.solve_lp(dense), oj.solve_lp(sparse)
   np.testing.assert_allclose(b.value, a.value, atol=1e-9)
   np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-7)
 
@@ -331,7 +331,7 @@ def test_sparse_benchmarks_agree_with_dense_and_run():
     np.testing.assert_array_equal(oj.to_dense(s.cmdp).transitions, d.cmdp.transitions)
     np.testing.assert_allclose(s.cmdp.thresholds, d.cmdp.thresholds)
     np.testing.assert_allclose(s.slack, d.slack, atol=1e-9)
-    np.testing.assert_allclose(oj_lp.solve_lp(s.cmdp).value, oj_lp.solve_lp(d.cmdp).value,
+    np.testing.assert_allclose(oj.solve_lp(s.cmdp).value, oj.solve_lp(d.cmdp).value,
                                atol=1e-7)
     setting = oj.Setting(support=s.cmdp.next_states, stationary=True)
     agent = oj.agents.make_agent("optaug", s, num_episodes=6, pretrain_episodes=2, setting=setting)

@@ -1,5 +1,9 @@
 """Benchmark CMDPs with a known strictly feasible baseline. Host side, never jitted.
 
+Why one file of about 600 lines: five constructors of 60-120 lines each, their registry and
+two shared helpers (the float64 NumPy model for the LP reference, and the conversion that
+checks the baseline's slack); each constructor reads on its own.
+
 Each constructor returns a `Benchmark(cmdp, safe_policy, slack)`: a validated `CMDP`, a
 baseline policy `[H, S, A]` and its true slack `min_i (alpha_i - V^pi(d_i, p)) > 0` (the
 paper's Assumption "Strictly feasible policy"), ready for `optaug(safe_policy=...,
@@ -38,7 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .cmdp import CMDP, check_safe_policy, random_cmdp, safe_policy, validate_cmdp
+from . import validation
+from .cmdp import CMDP, check_safe_policy, random_cmdp, safest_policy, validate_cmdp
 from .lp import solve_lp
 
 BENCHMARKS: dict[str, Callable[..., Benchmark]] = {}
@@ -492,12 +497,10 @@ def queue(
   Returns:
     `Benchmark(cmdp, safe_policy [H, S, 3], slack)`.
   """
-  if int(capacity) != capacity or capacity < 1:
-    raise ValueError(f"capacity: must be an integer >= 1, got {capacity}")
+  validation.check_int("capacity", capacity, low=1)
   if not 0.0 <= arrival <= 1.0:
     raise ValueError(f"arrival: must lie in [0, 1], got {arrival}")
-  if int(horizon) != horizon or horizon < 1:
-    raise ValueError(f"horizon: must be an integer >= 1, got {horizon}")
+  validation.check_int("horizon", horizon, low=1)
   if not 0.0 < budget_fraction <= 1.0:
     raise ValueError(f"budget_fraction: must lie in (0, 1], got {budget_fraction}")
   capacity, horizon = int(capacity), int(horizon)
@@ -589,7 +592,7 @@ def random_family(
       dtype=dtype,
     )
   )
-  policy, _ = safe_policy(cmdp)
+  policy, _ = safest_policy(cmdp)
   return Benchmark(cmdp=cmdp, safe_policy=policy, slack=check_safe_policy(cmdp, policy))
 
 

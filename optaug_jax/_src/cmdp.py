@@ -1,4 +1,9 @@
-"""Finite-horizon constrained MDPs: the container, host-side validation, random instances."""
+"""Finite-horizon constrained MDPs: the container, host-side validation, random instances.
+
+Why one file of about 450 lines: `validate_cmdp` is most of it (one named check per fault
+of every field, in both layouts), and it belongs next to the container whose contract it
+states; the conversions between layouts and the safest policy use both.
+"""
 
 from __future__ import annotations
 
@@ -313,7 +318,7 @@ def check_cmdp(cmdp: CMDP, where: str) -> None:
     )
 
 
-def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
+def safest_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
   """A policy minimising the summed constraint costs, and its slack.
 
   The policy is the deterministic DP minimiser of `V^pi(sum_i d_i, p)`; its slack is the
@@ -331,7 +336,7 @@ def safe_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
     ValueError: a concrete (not traced) `cmdp` that `validate_cmdp` refuses (a threshold
       outside `[0, H]`, rows not summing to 1, ...), named.
   """
-  check_cmdp(cmdp, "safe_policy")
+  check_cmdp(cmdp, "safest_policy")
   policy = planning.optimal_policy(
     jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions, next_states=cmdp.next_states
   )
@@ -424,7 +429,7 @@ def random_cmdp(
   provisional = CMDP(
     transitions, cost, constraint_costs, jnp.zeros((num_constraints,), dtype), initial_state
   )
-  pi_safe, _ = safe_policy(provisional)
+  pi_safe, _ = safest_policy(provisional)
   _, v_safe = planning.policy_values(provisional, pi_safe)
   pi_opt = planning.optimal_policy(cost, transitions)
   _, v_opt = planning.policy_values(provisional, pi_opt)

@@ -7,6 +7,12 @@ empirical Bernstein for transitions, Hoeffding for costs, with
 
 A `Setting` (see `setting.py`) changes what is learned: known costs, counts pooled over h,
 a known next-state support, and the log factors of Bura et al. (2022).
+
+Why one file of about 550 lines: the counts, the compensated sums that keep them exact at
+any length, the empirical model and the optimistic model are one data flow (counts ->
+means and radii -> the box of eq. (opt-c)) whose layouts (dense, sparse slots, pooled
+over h) must agree at every stage; splitting it would put each layout rule in several
+files.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import setting as setting_lib
+from . import validation
 from .env import Trajectory
 
 # The most episodes a run may hold: the episode counter and the visit counts are int32
@@ -480,8 +487,7 @@ def support_violations(
   Returns:
     `SupportViolations(indices [M, 4], counts [M])`, empty when the data agree.
   """
-  if on_violation not in _ON_VIOLATION:
-    raise ValueError(f"on_violation: expected one of {_ON_VIOLATION}, got {on_violation!r}")
+  validation.check_choice("on_violation", on_violation, _ON_VIOLATION)
   setting = setting_lib.resolve(setting)
   if setting.sparse:
     # The sparse layout has no slot for an observed s' outside the support: only the

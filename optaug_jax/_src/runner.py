@@ -142,8 +142,7 @@ def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=Fa
 
 
 def _check_logs(logs):
-  if logs not in _LOGS:
-    raise ValueError(f"logs: expected one of {_LOGS}, got {logs!r}")
+  validation.check_choice("logs", logs, _LOGS)
 
 
 @functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check", "progress"))
@@ -310,8 +309,8 @@ def run_sharded(
   num_devices = mesh.devices.size
   padded = -(-num_seeds // num_devices) * num_devices
   per_device = padded // num_devices
-  if batch_size is not None and (int(batch_size) != batch_size or batch_size < 1):
-    raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
+  if batch_size is not None:
+    validation.check_int("batch_size", batch_size, low=1)
   optimal_value = jnp.broadcast_to(jnp.asarray(optimal_value), (num_seeds,))
 
   def pad(x):

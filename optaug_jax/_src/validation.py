@@ -17,7 +17,7 @@ import numpy as np
 _TINY = float(np.finfo(np.float32).tiny)
 
 
-def _is_traced(value) -> bool:
+def is_traced(value) -> bool:
   return isinstance(value, jax.core.Tracer)
 
 
@@ -53,7 +53,7 @@ def check_real(
     if allow_none:
       return None
     raise ValueError(f"{name}: required, got None")
-  if _is_traced(value):
+  if is_traced(value):
     return value
   arr = np.asarray(value)
   if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
@@ -69,7 +69,7 @@ def check_real(
 
 def check_positive(name: str, value, *, allow_none: bool = True):
   """A positive finite number (skipped for traced values and callables)."""
-  if callable(value) or (value is None and allow_none) or _is_traced(value):
+  if callable(value) or (value is None and allow_none) or is_traced(value):
     return value
   arr = np.asarray(value) if value is not None else np.asarray(np.nan)
   if (
@@ -110,7 +110,7 @@ def check_inner_solver(name: str, solver):
 
 def check_policy(name: str, policy) -> None:
   """An `[H, S, A]` array of probability rows (skipped when traced)."""
-  if _is_traced(policy):
+  if is_traced(policy):
     return
   pi = np.asarray(policy)
   if (

@@ -8,7 +8,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from .. import batching, estimates, planning, validation
+from .. import batching, box, estimates, planning, validation
 from .. import inner as inner_lib
 from .. import setting as setting_lib
 from ..inner.exact import exact
@@ -77,7 +77,7 @@ def optaug(
   *,
   setting: setting_lib.Setting | None = None,
   inner: inner_lib.InnerSolver = exact(),
-  fill: str = planning.DEFAULT_FILL,
+  fill: str = box.DEFAULT_FILL,
   unreached: str = "greedy",
 ) -> base.Agent:
   """OptAug-CMDP: pre-training with a safe policy, then optimistic augmented-Lagrangian steps.
@@ -128,7 +128,7 @@ def optaug(
     pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
   validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
   validation.check_inner_solver("inner", inner)
-  validation.check_choice("fill", fill, planning.FILL_METHODS)
+  validation.check_choice("fill", fill, box.FILL_METHODS)
   validation.check_choice("unreached", unreached, inner_lib.UNREACHED)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting

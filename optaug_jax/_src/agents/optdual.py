@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .. import estimates, multiplier_updates, planning, validation
+from .. import box, estimates, multiplier_updates, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -45,7 +45,7 @@ def optdual(
   setting: setting_lib.Setting | None = None,
   slack: jax.typing.ArrayLike | None = None,
   rho: jax.typing.ArrayLike | None = None,
-  fill: str = planning.DEFAULT_FILL,
+  fill: str = box.DEFAULT_FILL,
   dual_optimizer: DualOptimizer | None = None,
 ) -> base.Agent:
   """OptDual-CMDP: optimistic best response to the Lagrangian, projected dual ascent.
@@ -85,7 +85,7 @@ def optdual(
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
-  validation.check_choice("fill", fill, planning.FILL_METHODS)
+  validation.check_choice("fill", fill, box.FILL_METHODS)
   fixed = isinstance(dual_optimizer, optax.GradientTransformation)
   if dual_optimizer is not None and not fixed and not callable(dual_optimizer):
     raise ValueError(

@@ -6,8 +6,9 @@ Exploration for Safe Reinforcement Learning"): they aim at no constraint violati
 constraint value `C_b = alpha - slack` is known) until a pessimistic problem is feasible.
 Each episode problem is an LP solved by HiGHS on the host through `jax.pure_callback` (as
 `optcmdp`): under `vmap` the LPs of the seeds run one after another, so these agents take
-about 10-30 ms per seed-episode once the baseline phase is over. Baseline episodes solve
-no LP (the host returns at once for a seed that plays the baseline, also under `vmap`).
+tens of milliseconds per seed-episode once the baseline phase is over (docs/design.md).
+Baseline episodes solve no LP (the host returns at once for a seed that plays the
+baseline, also under `vmap`).
 
 Differences from the authors' public code (archanabura/DOPE-DoublyOptimisticPessimistic
 Exploration, `Codes/MediaControl/*-queue.py` and `Codes/FactoredCMDP/*_factored.py`, read,
@@ -103,10 +104,10 @@ def _host_lp(fn, skip, out_like, *args):
 def _check_baseline(cmdp, safe_policy, slack) -> None:
   """`check_safe_policy` on the host when the CMDP is given and the arguments concrete."""
   if cmdp is None or any(
-    validation._is_traced(x) for x in jax.tree_util.tree_leaves((cmdp, safe_policy))
+    validation.is_traced(x) for x in jax.tree_util.tree_leaves((cmdp, safe_policy))
   ):
     return
-  checked_slack = None if validation._is_traced(slack) else slack
+  checked_slack = None if validation.is_traced(slack) else slack
   cmdp_lib.check_safe_policy(cmdp, safe_policy, checked_slack)
 
 

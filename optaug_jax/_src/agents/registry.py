@@ -85,7 +85,7 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
     raise ValueError(
       f"benchmark: expected a Benchmark (cmdp, safe_policy, slack), got"
       f" {type(benchmark).__name__}; oj.benchmarks.make_benchmark(name) builds"
-      " one, oj.benchmarks.Benchmark(cmdp, *oj.safe_policy(cmdp)) wraps a CMDP"
+      " one, oj.benchmarks.Benchmark(cmdp, *oj.safest_policy(cmdp)) wraps a CMDP"
     )
   cmdp_lib.check_cmdp(benchmark.cmdp, "make_agent")
   accepted = set(agent_options(name))

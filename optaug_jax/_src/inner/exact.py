@@ -19,7 +19,7 @@ import dataclasses
 
 import jax
 
-from .. import planning, validation
+from .. import box, validation
 from . import problem as problem_lib
 from .cutting_planes import cutting_planes
 from .dual_function import default_num_iters
@@ -45,7 +45,7 @@ class Exact:
     eta,
     *,
     with_transitions: bool = True,
-    fill: str = planning.DEFAULT_FILL,
+    fill: str = box.DEFAULT_FILL,
     fixed_length: bool = False,
   ) -> problem_lib.SolverResult:
     """Solves `problem` at `(multipliers, eta)` (see `InnerSolver`)."""

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import planning, validation
+from .. import box, planning, validation
 from . import loops, retrieve
 from . import problem as problem_lib
 from .line_search import exact_line_search
@@ -61,7 +61,7 @@ class FrankWolfe:
     eta,
     *,
     with_transitions: bool = True,
-    fill: str = planning.DEFAULT_FILL,
+    fill: str = box.DEFAULT_FILL,
     fixed_length: bool = False,
   ) -> problem_lib.SolverResult:
     """Solves `problem` at `(multipliers, eta)` (see `InnerSolver`)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import planning
+from .. import box, planning
 
 
 def vertex_z(lmo: planning.LMOSolution, num_actions: int) -> jax.Array:
@@ -24,16 +24,14 @@ def vertex_z(lmo: planning.LMOSolution, num_actions: int) -> jax.Array:
   )
 
 
-def transitions_from_z(z, lower, upper, fill=planning.DEFAULT_FILL, next_states=None):
+def transitions_from_z(z, lower, upper, fill=box.DEFAULT_FILL, next_states=None):
   """Eq. (retrieve-p); where `q_h(s, a) = 0`, a fixed point of the box (lower + fill, in
   the order of the next states' indices). Sparse layout: `z` and the result are slots."""
   if next_states is None:
     num_states = z.shape[-1]
-    _, fallback = planning.box_minimize(
-      jnp.arange(num_states, dtype=z.dtype), lower, upper, method=fill
-    )
+    _, fallback = box.box_minimize(jnp.arange(num_states, dtype=z.dtype), lower, upper, method=fill)
   else:
-    _, fallback = planning.row_fill(next_states.astype(z.dtype), lower, upper)
+    _, fallback = box.row_fill(next_states.astype(z.dtype), lower, upper)
   total = jnp.sum(z, axis=-1, keepdims=True)
   tiny = jnp.finfo(z.dtype).tiny
   safe_total = jnp.where(total > tiny, total, 1.0)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import checks, planning, validation
+from .. import box, checks, planning, validation
 from ..multiplier_updates import dual_step
 from . import problem as problem_lib
 from .exact import exact
@@ -56,7 +56,7 @@ def solve_inner(
   gradient: str | None = "envelope",
   unreached: str = "greedy",
   with_transitions: bool = True,
-  fill: str = planning.DEFAULT_FILL,
+  fill: str = box.DEFAULT_FILL,
   check: bool = False,
 ) -> problem_lib.InnerSolution:
   """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
@@ -111,7 +111,7 @@ def solve_inner(
   validation.check_inner_solver("solver", solver)
   validation.check_choice("gradient", gradient, GRADIENTS)
   validation.check_choice("unreached", unreached, UNREACHED)
-  planning.check_fill(fill)
+  box.check_fill(fill)
   validation.check_positive("eta", eta, allow_none=False)
   cost, constraint_costs = problem.cost, problem.constraint_costs
   thresholds, lower, upper = problem.thresholds, problem.lower, problem.upper

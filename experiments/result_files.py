@@ -1,8 +1,5 @@
-"""Helpers shared by the experiment scripts: flags, agents from the registry, configs, files.
-
-Every script that runs agents builds them with `make_agents` (from `oj.agents.AGENTS`),
-takes step sizes with one flag convention (`parse_eta`: a positive float, or `paper` for
-the paper's schedule), and records what determines its numbers with `run_config`.
+"""Result files of the experiment scripts: atomic writes, result directories, checkpoints,
+and the record of what determined a run's numbers.
 
 Every file a script writes goes through `write_atomic` (a temporary file in the same
 directory, flushed, fsynced, then renamed over the target): a reader sees the old file or
@@ -12,12 +9,14 @@ no temporary file. A script that writes a directory of results does so through a
 written, and a status: "running", "incomplete" or "complete"), refuses a directory of
 another script or, with --resume, of other settings, and removes a previous run's outputs
 before a fresh run of other settings writes anything. `load_results` reads a directory
-back and refuses one whose run did not finish.
+back and refuses one whose run did not finish. Checkpoints (`save_checkpoint`,
+`load_checkpoint`) carry the run's identity (`agent_identity`) and a digest of their
+arrays, and are verified when read. `run_config` records the arguments, the problem's real
+sizes, the package versions and the machine.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import fnmatch
@@ -27,66 +26,15 @@ import importlib.metadata
 import json
 import os
 import platform
-import sys
 import tempfile
-import time
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import optaug_jax as oj
 
 PACKAGES = ("jax", "jaxlib", "optax", "chex", "numpy", "scipy", "optaug-jax")
-
-
-def parse_eta(text: str) -> float | None:
-  """A step-size flag: `paper` (the paper's schedule: `None`) or a positive float."""
-  if str(text).strip().lower() == "paper":
-    return None
-  try:
-    value = float(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected a positive number or 'paper', got {text!r}")
-  if not np.isfinite(value) or value <= 0:
-    raise argparse.ArgumentTypeError(f"expected a positive number or 'paper', got {text!r}")
-  return value
-
-
-def eta_flag(value: float | None) -> str:
-  """The flag text of a parsed eta (inverse of `parse_eta`), for configs."""
-  return "paper" if value is None else repr(value)
-
-
-def agent_list(text: str) -> list[str]:
-  """Comma-separated agent names, checked against the registry."""
-  names = [a.strip() for a in text.split(",") if a.strip()]
-  unknown = [n for n in names if n not in oj.agents.AGENTS]
-  if unknown or not names:
-    raise argparse.ArgumentTypeError(
-        f"unknown agents {unknown}; choose from {sorted(oj.agents.AGENTS)}")
-  return names
-
-
-def make_agents(names, benchmark, *, num_episodes: int, options: dict) -> dict:
-  """`{name: agent}` from the registry; each agent takes the options its factory accepts.
-
-  `options` maps an option name to a value for every agent that accepts it, or to a dict
-  `{agent name: value}` for agent-specific values.
-  """
-  agents = {}
-  for name in names:
-    accepted = oj.agents.agent_options(name)
-    mine = {}
-    for key, value in options.items():
-      if isinstance(value, dict):
-        if name in value:
-          mine[key] = value[name]
-      elif key in accepted:
-        mine[key] = value
-    agents[name] = oj.agents.make_agent(name, benchmark, num_episodes=num_episodes, **mine)
-  return agents
 
 
 def versions() -> dict:
@@ -117,54 +65,6 @@ def run_config(arguments: dict, benchmark, lp) -> dict:
           "machine": {"platform": platform.platform(), "processor": platform.processor()}}
 
 
-def final_regrets(log, lp_value, thresholds) -> dict:
-  """Mean over seeds of each final regret (`oj.regrets` of a `[seeds, K]` log)."""
-  reg = oj.regrets(log, lp_value, thresholds)
-  return {field: float(np.mean(np.asarray(getattr(reg, field))[..., -1]))
-          for field in reg._fields}
-
-
-def progress(name, done, total, started, seeds, stream=None):
-  """Episodes done, rate and time left: one overwritten line on a terminal, one line per
-  report otherwise (a log file, a pipe)."""
-  stream = sys.stdout if stream is None else stream
-  elapsed = time.perf_counter() - started
-  rate = done / max(elapsed, 1e-9)
-  eta_s = (total - done) / max(rate, 1e-9)
-  bar = "#" * int(30 * done / total)
-  line = (f"{name:18s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
-          f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s")
-  if stream.isatty():
-    stream.write(f"\r{line} ")
-  else:
-    stream.write(line + "\n")
-  stream.flush()
-
-
-def _int_at_least(low: int, words: str):
-  """An argparse type: an integer >= `low` (`words` names the range in the error)."""
-
-  def parse(text: str) -> int:
-    try:
-      value = int(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}")
-    if value < low:
-      raise argparse.ArgumentTypeError(f"expected {words}, got {value}")
-    return value
-
-  return parse
-
-
-positive_int = _int_at_least(1, "a positive integer")
-non_negative_int = _int_at_least(0, "an integer >= 0")
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter,
-                    argparse.ArgumentDefaultsHelpFormatter):
-  """The scripts' `--help`: the module docstring as written, every option's default."""
-
-
 class CheckpointError(ValueError):
   """A checkpoint that cannot be used for this run (the message says why and what to do)."""
 
@@ -189,11 +89,15 @@ def save_checkpoint(path, identity, done, state, arrays, seconds):
             compressed=False)
 
 
-# --- Files: every output is written whole or not at all, and a directory holds one run ---
-
 TEMP_SUFFIX = ".tmp"  # write_atomic's temporary files: NAME.<random>.tmp, next to NAME
+
+
 MANIFEST = "manifest.json"
+
+
 CHECKPOINTS = "checkpoint_*.npz"
+
+
 STATUSES = ("running", "incomplete", "complete")
 
 
@@ -586,47 +490,3 @@ def load_checkpoint(path, identity, init_state, total, check_arrays):
     raise CheckpointError(f"{path}: the state is at episode {np.unique(state.episode)}, the"
                           f" arrays at {done}; {fix}")
   return done, state, arrays, float(meta["seconds"])
-
-
-def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks, seconds,
-               consume, save, setting=None):
-  """Runs `agent` vmapped over `keys` from `state` (at episode `done`) to `total`, in
-  jitted chunks of `chunk` episodes: after each, `consume(log, done_before)` takes the
-  chunk's host log and `save(done, state, seconds)` checkpoints. Stops early after
-  `max_chunks` chunks (None: never). At the end, observed transitions that `setting`'s
-  declared support excludes are named in a warning (`oj.support_violations`). Returns
-  `(finished, seconds)`."""
-  compiled = {}  # one compiled function per chunk length
-  started = time.perf_counter() - seconds
-  chunks = 0
-  while done < total:
-    if max_chunks is not None and chunks >= max_chunks:
-      print(f"\n{name}: stopped after {chunks} chunks (--max-chunks); use --resume")
-      return False, seconds
-    n = min(chunk, total - done)
-    if n not in compiled:
-      compiled[n] = jax.jit(jax.vmap(
-          lambda key, st, n=n: oj.run(agent, key, cmdp, num_episodes=n, state=st)),
-          donate_argnums=1)
-    state, log = compiled[n](keys, state)
-    consume(jax.device_get(log), done)
-    done += n
-    chunks += 1
-    seconds = time.perf_counter() - started
-    save(done, state, seconds)
-    progress(name, done, total, started, keys.shape[0])
-  sys.stdout.write("\n")
-  if setting is not None and state is not None:
-    oj.support_violations(state.counts, setting)  # warns, naming the pairs
-  return True, seconds
-
-
-def oscillation_panel(ax, episodes, gap, title):
-  """Per-episode `max_i V(d_i) - alpha_i` of the first three seeds (`gap`: [seeds, n, I])."""
-  for s in range(min(3, gap.shape[0])):
-    ax.plot(episodes, gap[s].max(-1), lw=0.8, label=f"seed {s}")
-  ax.axhline(0, color="k", lw=0.6)
-  ax.set_title(title)
-  ax.set_xlabel("episode k")
-  ax.set_ylabel("max_i V(d_i) - alpha_i (per episode)")
-  ax.legend(fontsize=8)

@@ -1,0 +1,134 @@
+"""The package's shape: one home per public name, files a reader can take in one sitting,
+every step of the paper in the file the README names, inner solvers as values, and the
+fingerprint tool that shows a refactor changed no number."""
+
+import collections
+import pathlib
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import optaug_jax as oj
+import references as ref
+
+ROOT = pathlib.Path(__file__).parent.parent
+NAMESPACES = ("agents", "analysis", "benchmarks", "inner", "kernels", "lp", "plotting")
+
+
+def test_every_public_name_has_one_home():
+  homes = collections.defaultdict(list)
+  for name in oj.__all__:
+    if name not in NAMESPACES:
+      homes[name].append("oj")
+  for namespace in NAMESPACES:
+    module = getattr(oj, namespace)
+    for name in module.__all__:
+      homes[name].append(f"oj.{namespace}")
+      assert hasattr(module, name), (namespace, name)
+  twice = {name: where for name, where in homes.items() if len(where) > 1}
+  assert not twice, twice
+  assert not hasattr(oj, "types")
+
+
+def test_long_source_files_say_why_at_their_top():
+  """No file of `optaug_jax/_src` over 400 lines without the reason at its top."""
+  for path in sorted((ROOT / "optaug_jax" / "_src").rglob("*.py")):
+    text = path.read_text()
+    if text.count("\n") > 400:
+      docstring = text.split('"""')[1]
+      assert "Why one file" in docstring, path
+
+
+def test_the_readme_names_a_file_for_every_step_of_the_paper():
+  readme = (ROOT / "README.md").read_text()
+  table = readme[readme.index("| paper | file |"):]
+  table = table[:table.index("\n\n")]
+  files = set(re.findall(r"`([\w/]+\.py)`", table))
+  assert {"agents/optaug.py", "inner/frank_wolfe.py", "inner/dual_search.py",
+          "inner/cutting_planes.py", "multiplier_updates.py"} <= files
+  for name in files:
+    assert (ROOT / "optaug_jax" / "_src" / name).is_file(), name
+
+
+def test_no_module_reads_another_modules_private_names():
+  """`module._name` across the package's own modules (the refactor's rule)."""
+  src = ROOT / "optaug_jax" / "_src"
+  modules = {p.stem for p in src.rglob("*.py")} | {"inner", "agents"}
+  namedtuple_api = {"replace", "fields", "asdict", "make", "field_defaults"}
+  found = []
+  for path in sorted((ROOT / "optaug_jax").rglob("*.py")):
+    for line in path.read_text().splitlines():
+      code = line.split("#")[0]
+      for module, name in re.findall(r"\b(\w+)\._(\w+)", code):
+        if module in modules and not name.startswith("_") and name not in namedtuple_api:
+          found.append(f"{path.relative_to(ROOT)}: {module}._{name}")
+  assert not found, found
+
+
+def test_inner_solvers_are_hashable_values_checked_when_built():
+  assert oj.inner.exact() == oj.inner.exact(num_iters=None, tol=0.0)
+  assert hash(oj.inner.frank_wolfe()) == hash(oj.inner.frank_wolfe(100, "linesearch", None))
+  assert oj.inner.exact(tol=None) != oj.inner.exact()
+  assert "FrankWolfe(num_iters=7" in repr(oj.inner.frank_wolfe(num_iters=7))
+  with pytest.raises(ValueError, match="step_rule: expected one of"):
+    oj.inner.frank_wolfe(step_rule="armijo")
+  with pytest.raises(ValueError, match="num_iters: must be an integer"):
+    oj.inner.frank_wolfe(num_iters=2.5)
+  with pytest.raises(ValueError, match="tol: must be >= 0"):
+    oj.inner.exact(tol=-1e-3)
+  with pytest.raises(ValueError, match="inner: expected an inner solver"):
+    oj.optaug(num_episodes=10, safe_policy=jnp.full((2, 2, 2), 0.5), pretrain_episodes=1,
+              eta=1.0, inner="dual")
+  with pytest.raises(ValueError, match="problem: expected an InnerProblem"):
+    oj.solve_inner((1, 2, 3), jnp.zeros(1), 1.0)
+
+
+def test_one_default_solver_everywhere():
+  """The agents, `solve_inner` and the analysis functions default to the same value."""
+  import inspect
+  default = oj.inner.exact()
+  for fn, arg in ((oj.optaug, "inner"), (oj.solve_inner, "solver"),
+                  (oj.analysis.alm_known_model, "inner"),
+                  (oj.analysis.optimal_value_estimate, "inner"),
+                  (oj.analysis.inner_sensitivities, "solver")):
+    assert inspect.signature(fn).parameters[arg].default == default, fn.__name__
+
+
+def test_composed_agent_states_read_through_and_write_through():
+  state = oj.agents.init_state(jnp.ones(1), 0, num_states=2, num_actions=2, horizon=2)
+  composed = oj.agents.PrimalDualState(agent=state, policy=jnp.zeros((2, 2, 2)))
+  assert composed.multipliers is state.multipliers and composed.counts is state.counts
+  changed = oj.agents.replace_agent_state(composed, multipliers=jnp.full(1, 3.0))
+  assert float(changed.agent.multipliers[0]) == 3.0 and changed.policy is composed.policy
+  leaves = jax.tree.leaves(composed)
+  assert len(leaves) == len(jax.tree.leaves(state)) + 1
+  rebuilt = jax.jit(lambda s: s)(composed)
+  assert isinstance(rebuilt, oj.agents.PrimalDualState) and int(rebuilt.episode) == 0
+
+
+def test_fingerprint_compare_finds_one_ulp_and_maps_renamed_fields(tmp_path):
+  """The refactor check can fail: a one-ulp change, a missing array and a shape change are
+  each reported; the fields renamed by the refactor compare under their new names."""
+  fingerprint = ref.load_experiment_module("fingerprint")
+  x = np.linspace(0.0, 1.0, 7)
+  before = {"float64/p/optaug/log.fw_gap": x, "float64/p/optdual/state.multipliers": x,
+            "float64/p/inner0/exact.fw_gap": x}
+  after = {"float64/p/optaug/log.inner_gap": x,
+           "float64/p/optdual/state.agent.multipliers": x,
+           "float64/p/inner0/exact.gap": x}
+  np.savez(tmp_path / "a.npz", **before)
+  np.savez(tmp_path / "b.npz", **after)
+  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "b.npz")) == 0
+  bumped = dict(after)
+  bumped["float64/p/inner0/exact.gap"] = np.nextafter(x, 2.0)
+  np.savez(tmp_path / "c.npz", **bumped)
+  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "c.npz")) == 1
+  np.savez(tmp_path / "d.npz", **{k: v for k, v in after.items() if "optdual" not in k})
+  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "d.npz")) == 1
+  reshaped = dict(after)
+  reshaped["float64/p/optaug/log.inner_gap"] = x[None]
+  np.savez(tmp_path / "e.npz", **reshaped)
+  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "e.npz")) == 1
