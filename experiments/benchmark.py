@@ -8,7 +8,7 @@ noisy, so compare the ratios printed, which come from the same run):
   step     one OptAug-CMDP episode step (S=10, A=4, H=10, I=2, fw_iters=100): JAX at 1
            seed, seed by seed, 256 seeds vmapped (each fill), sharded over the host's
            devices, and the NumPy step (`experiments/numpy_reference.py`);
-  inner    the OptAug step with each inner method (Frank-Wolfe T=100, exact dual), I=2,
+  inner    the OptAug step with each inner method (Frank-Wolfe T=100, exact), I=2,
            1 seed and --seeds vmapped;
   scaling  the vmapped step against seeds, S (S^2 A H) and fw_iters;
   compile  compile time of `run` against K and the number of seeds;
@@ -261,7 +261,7 @@ def inner_section(table, args):
   cmdp, policy, slack = _problem(s, a, h, i)
   out = {}
   methods = {"frank_wolfe": dict(inner=oj.inner.frank_wolfe(num_iters=100)),
-             "dual": dict(inner=oj.inner.exact())}
+             "exact": dict(inner=oj.inner.exact())}
   keys = jax.random.split(jax.random.PRNGKey(2), n)
   for name, kw in methods.items():
     agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
@@ -308,7 +308,7 @@ def throughput_section(table, args):
   """The throughput targets' rows, measured in one run: the LMO per seed at 256 seeds; the
   OptAug episode per seed for each inner method at --throughput-seeds (S=10 A=4 H=10 I=2), with
   the NumPy reference step and seed by seed; the episode sampler alone; and the OptAug
-  default (exact dual, I = 1) on media_streaming over 64 seeds: a --slice-episodes slice of
+  default (exact, I = 1) on media_streaming over 64 seeds: a --slice-episodes slice of
   `run` past pre-training, projected to 10^5 episodes."""
   s, a, h, i = 10, 4, 10, 2
   cmdp, policy, slack = _problem(s, a, h, i)
@@ -337,7 +337,7 @@ def throughput_section(table, args):
       compile_s=c)["time_per_seed_s"] * 1e6
   # The OptAug step per inner method and number of seeds.
   methods = {"frank_wolfe": dict(inner=oj.inner.frank_wolfe(num_iters=args.fw_iters)),
-             "dual": dict(inner=oj.inner.exact())}
+             "exact": dict(inner=oj.inner.exact())}
   out["step_us_per_seed"] = {}
   for name, kw in methods.items():
     agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
@@ -373,16 +373,16 @@ def throughput_section(table, args):
   fw = out["step_us_per_seed"]["frank_wolfe"]
   many = max(n for n in args.throughput_seeds if n <= 256)
   few = min(args.throughput_seeds)
-  dual = out["step_us_per_seed"]["dual"]
+  exact = out["step_us_per_seed"]["exact"]
   out["ratios"] = {
       f"frank_wolfe_vmapped_{many}_vs_numpy": out["numpy_step_us"] / fw[many],
-      f"dual_vmapped_{many}_vs_numpy": out["numpy_step_us"] / dual[many],
+      f"exact_vmapped_{many}_vs_numpy": out["numpy_step_us"] / exact[many],
       f"frank_wolfe_vmapped_{many}_vs_{few}_seed": fw[few] / fw[many],
-      f"dual_vmapped_{many}_vs_{few}_seed": dual[few] / dual[many],
+      f"exact_vmapped_{many}_vs_{few}_seed": exact[few] / exact[many],
       "targets": {"lmo_in_loop_us_per_seed_256": 8.0, "vmapped_vs_numpy": 50.0,
                   "vmapped_vs_1_seed": 5.0, "media_streaming_1e5_x64_s": 3600.0},
   }
-  # media_streaming, the default OptAug (exact dual, I = 1), 64 seeds, past pre-training.
+  # media_streaming, the default OptAug (exact, I = 1), 64 seeds, past pre-training.
   b = oj.benchmarks.make_benchmark("media_streaming")
   n, k = args.slice_seeds, args.slice_episodes
   agent = oj.optaug(num_episodes=100_000, safe_policy=b.safe_policy, pretrain_episodes=300,
@@ -449,7 +449,7 @@ def profile_section(table, args):
   cmdp, policy, slack = _problem(s, a, h, i)
   for name, kw in {"step, frank_wolfe": dict(
                        inner=oj.inner.frank_wolfe(num_iters=args.fw_iters)),
-                   "step, dual": dict(inner=oj.inner.exact())}.items():
+                   "step, exact": dict(inner=oj.inner.exact())}.items():
     agent = oj.optaug(num_episodes=1000, safe_policy=policy, pretrain_episodes=20,
                       slack=slack, eta=100.0, **kw)
     _, batched = _step_fns(agent, cmdp)

@@ -18,7 +18,7 @@ writes into a directory holding another script's outputs (e.g. headline.py's): c
 another --out.
 
   python experiments/cancellation.py       # media_streaming, 40 s on 2 idle cores (2026-11-24)
-  python experiments/cancellation.py --benchmark random --agents optaug,optdual --seeds 64 \\
+  python experiments/cancellation.py --benchmark random_family --agents optaug,optdual --seeds 64 \\
       --episodes 5000 --out results/random
   python experiments/cancellation.py --out results/ms --resume  # continue an interrupted run
 """

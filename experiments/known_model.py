@@ -55,8 +55,9 @@ def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--benchmark", default="random",
-                 choices=sorted(oj.benchmarks.BENCHMARKS),
-                 help="'random' is a fixed 5-state member of the random family")
+                 choices=["random"] + sorted(oj.benchmarks.BENCHMARKS),
+                 help="'random' (the default): a fixed 5-state random CMDP (oj.random_cmdp);"
+                      " else a registered benchmark")
   p.add_argument("--iters", type=int, default=200)
   p.add_argument("--inner-iters", type=int, default=500,
                  help="budget of the exact inner solver (run in full: oj.inner.exact(tol=None))")

@@ -100,7 +100,7 @@ def oscillation_panel(ax, episodes, gap, title):
 def build_problem(args) -> oj.benchmarks.Benchmark:
   """The chosen benchmark (the random family takes the size flags)."""
   kwargs = {}
-  if args.benchmark == "random":
+  if args.benchmark == "random_family":
     kwargs = dict(seed=args.problem_seed, num_states=args.states, num_actions=args.actions,
                   horizon=args.horizon, num_constraints=args.constraints)
   if args.benchmark == "gridworld" and args.grid_size is not None:
@@ -198,8 +198,8 @@ def build_parser(description: str) -> argparse.ArgumentParser:
   for flag, default, symbol in (("--states", 10, "S"), ("--actions", 4, "A"),
                                 ("--horizon", 10, "H"), ("--constraints", 1, "I")):
     p.add_argument(flag, type=cli.positive_int, default=default,
-                   help=f"{symbol} of --benchmark random")
-  p.add_argument("--problem-seed", type=int, default=0, help="seed of --benchmark random")
+                   help=f"{symbol} of --benchmark random_family")
+  p.add_argument("--problem-seed", type=int, default=0, help="seed of --benchmark random_family")
   p.add_argument("--grid-size", type=cli.positive_int, default=None,
                  help="side of --benchmark gridworld (default 5; sparse layout above 10: with"
                       " --setting bura2022 the agents count in its 5 slots per row)")
@@ -232,7 +232,7 @@ def setup(args, script: str, outputs):
   if args.x64:
     jax.config.update("jax_enable_x64", True)
   ignored = {"resume", "max_chunks", "out"}
-  if args.benchmark != "random":  # the size flags describe the random family only
+  if args.benchmark != "random_family":  # the size flags describe the random family only
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
   if args.benchmark != "gridworld" or args.grid_size is None:
     ignored |= {"grid_size"}

@@ -13,7 +13,7 @@ import references as ref
 
 matplotlib.use("Agg")
 
-NAMES = ["media_streaming", "factored", "gridworld", "random", "queue"]
+NAMES = ["media_streaming", "factored", "gridworld", "random_family", "queue"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,7 +58,7 @@ def test_lp_baselines_have_four_fifths_of_the_threshold_as_slack(name):
   assert b.slack == pytest.approx({"media_streaming": 4.0, "factored": 2.4}[name], abs=1e-9)
 
 
-@pytest.mark.parametrize("name", [n if n != "random" else pytest.param(
+@pytest.mark.parametrize("name", [n if n != "random_family" else pytest.param(
     n, marks=pytest.mark.slow) for n in NAMES])  # random: 15 s, in the slow suite
 def test_constraint_binds(name):
   b = _benchmark(name)

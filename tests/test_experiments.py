@@ -21,7 +21,7 @@ def _load(name):
 @pytest.mark.slow
 def test_quickstart_runs_and_saves(tmp_path):
   summary = _load("quickstart").main(["--episodes", "60", "--pretrain", "10", "--seeds", "2",
-                                      "--fw-iters", "5", "--out", str(tmp_path)])
+                                      "--out", str(tmp_path)])
   assert set(summary) == {"optaug", "optdual"}
   for name in ["config.json", "summary.json", "results.npz"]:
     assert (tmp_path / name).exists()
@@ -40,11 +40,11 @@ def test_benchmark_quick(tmp_path):
   assert result["kernel"]["best_fill"] in oj.kernels.FILL_METHODS
   assert result["sweep"]["seeds"] == 50
   through = result["throughput"]
-  assert set(through["step_us_per_seed"]) == {"frank_wolfe", "dual"}
+  assert set(through["step_us_per_seed"]) == {"frank_wolfe", "exact"}
   assert through["media_streaming"]["projected_1e5_s"] > 0
   assert 0 < through["lmo_in_loop_us_per_seed_256"] and 0 < through["lmo_us_per_seed_256"]
   assert set(result["profile"]) == {"20 LMOs in a solver loop", "step, frank_wolfe",
-                                    "step, dual"}
+                                    "step, exact"}
   for rows in result["profile"].values():  # XLA:CPU reports its ops in the trace
     times = [r["us_per_call"] for r in rows]
     assert rows and times == sorted(times, reverse=True)
@@ -80,7 +80,7 @@ def test_sensitivity_quick(tmp_path):
 
 
 def _cancellation_args(out, *extra):
-  return ["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon", "3",
+  return ["--benchmark", "random_family", "--states", "3", "--actions", "2", "--horizon", "3",
           "--seeds", "3", "--episodes", "40", "--chunk", "15", "--pretrain", "5",
           "--fw-iters", "5", "--agents", "optaug,optdual,optprimaldual", "--out", str(out),
           *extra]
@@ -126,7 +126,7 @@ def test_inner_solver_experiment_quick(tmp_path):
     assert all(row["error"] <= row["certificate"] + 1e-8 for row in r["rows"])
   # The I = 1 bisection is exact within its budget; for I >= 2 only the certificate is
   # guaranteed (README: the cutting-plane method can stop short at eta >= 1e4).
-  dual = [r for r in results if r["method"] == "dual" and r["constraints"] == 1]
+  dual = [r for r in results if r["method"] == "exact" and r["constraints"] == 1]
   assert dual and all(r["dp_calls_to_1e-06"] is not None for r in dual)
 
 @pytest.mark.slow
@@ -151,7 +151,7 @@ def test_cancellation_bura2022_setting_is_run_and_recorded(tmp_path):
 
 
 def _headline_args(out, *extra):
-  return ["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon", "3",
+  return ["--benchmark", "random_family", "--states", "3", "--actions", "2", "--horizon", "3",
           "--seeds", "3", "--episodes", "60", "--chunk", "25", "--pretrain", "5",
           "--agents", "optaug,optdual", "--trace-points", "12", "--tail", "30",
           "--bonus-scale", "0.1", "--out", str(out), *extra]
@@ -172,7 +172,7 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
   assert trace[-1] == 60 and {30, 54} <= set(trace.tolist())
   # Independent: the cancellation experiment's full logs of the same run.
   cancellation = _load("cancellation")
-  cancellation.main(["--benchmark", "random", "--states", "3", "--actions", "2", "--horizon",
+  cancellation.main(["--benchmark", "random_family", "--states", "3", "--actions", "2", "--horizon",
                      "3", "--seeds", "3", "--episodes", "60", "--chunk", "60", "--pretrain",
                      "5", "--agents", "optaug,optdual", "--bonus-scale", "0.1",
                      "--out", str(tmp_path / "ref")])

@@ -16,7 +16,7 @@ import scipy.optimize
 
 import optaug_jax as oj
 import references as ref
-from optaug_jax._src import planning
+from optaug_jax._src import box, planning
 
 # 130 cases, ~3.5 min on one core: the slow suite (CI runs it; the default fill below
 # 128 next states is "matmul", which the default suite covers).
@@ -31,7 +31,7 @@ def block_size(request, monkeypatch):
   padded), or with blocks of 2 next states (up to 6 blocks, the crossing in any)."""
   if request.param != "default_blocks":
     size = int(request.param[-1])
-    monkeypatch.setattr(planning, "_block_size", lambda n: min(n, size))
+    monkeypatch.setattr(box, "_block_size", lambda n: min(n, size))
   return request.param
 
 
@@ -247,7 +247,7 @@ def test_auto_resolves_by_the_number_of_next_states():
 
 @pytest.mark.parametrize("threshold", [1, 10**9])
 def test_auto_is_the_fill_it_resolves_to(threshold, monkeypatch):
-  monkeypatch.setattr(planning, "AUTO_BLOCKED_MIN_STATES", threshold)
+  monkeypatch.setattr(box, "AUTO_BLOCKED_MIN_STATES", threshold)
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(8, 6))
   want = "blocked" if threshold == 1 else "matmul"
   got = jax.jit(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0))(reward, lower, upper)

@@ -547,7 +547,7 @@ def queue(
   return _finish(model, baseline, dtype)
 
 
-@register_benchmark("random")
+@register_benchmark("random_family")
 def random_family(
   *,
   seed: int = 0,
