@@ -14,28 +14,9 @@ The solver factories `exact()` and `frank_wolfe()` are not re-exported here (the
 their modules' names); the public namespace is `optaug_jax.inner`.
 """
 
-from .exact import Exact
-from .frank_wolfe import STEP_RULES, FrankWolfe
-from .problem import (
-  InnerProblem,
-  InnerSolution,
-  SolverResult,
-  augmented_lagrangian,
-  certified_tolerance,
-)
-from .solve import GRADIENTS, UNREACHED, InnerSolver, solve_inner
-
-__all__ = (
-  "Exact",
-  "FrankWolfe",
-  "GRADIENTS",
-  "InnerProblem",
-  "InnerSolution",
-  "InnerSolver",
-  "STEP_RULES",
-  "SolverResult",
-  "UNREACHED",
-  "augmented_lagrangian",
-  "certified_tolerance",
-  "solve_inner",
-)
+# What the rest of the package uses (the public namespace is `optaug_jax.inner`).
+from .problem import InnerProblem as InnerProblem
+from .problem import augmented_lagrangian as augmented_lagrangian
+from .solve import UNREACHED as UNREACHED
+from .solve import InnerSolver as InnerSolver
+from .solve import solve_inner as solve_inner
