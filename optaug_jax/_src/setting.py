@@ -182,9 +182,7 @@ class Setting:
 
     Counted per `(h, s, a)`, or per `(s, a)` summed over h when `stationary`.
     """
-    delta = self.resolved_delta if delta is None else delta
-    log_p, _ = log_factors(
-      self,
+    log_p, _ = self.log_factors(
       num_states=num_states,
       num_actions=num_actions,
       horizon=horizon,

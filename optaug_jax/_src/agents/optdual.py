@@ -151,14 +151,11 @@ def optdual(
     policy = jax.nn.one_hot(lmo.actions, q.shape[-1], dtype=dtype)
     return policy, new_state, info
 
+  init_counting_state = base.init_fn(setting)
+
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    state = base.init_state(
-      thresholds,
-      initial_state,
-      num_states=num_states,
-      num_actions=num_actions,
-      horizon=horizon,
-      setting=setting,
+    state = init_counting_state(
+      thresholds, initial_state, num_states=num_states, num_actions=num_actions, horizon=horizon
     )
     if dual_optimizer is None:
       return state

@@ -68,14 +68,11 @@ def optprimaldual(
   validation.check_positive("policy_step", policy_step)
   validation.check_positive("multiplier_step", multiplier_step)
 
+  init_counting_state = base.init_fn(setting)
+
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    state = base.init_state(
-      thresholds,
-      initial_state,
-      num_states=num_states,
-      num_actions=num_actions,
-      horizon=horizon,
-      setting=setting,
+    state = init_counting_state(
+      thresholds, initial_state, num_states=num_states, num_actions=num_actions, horizon=horizon
     )
     uniform = jnp.full(
       (horizon, num_states, num_actions), 1.0 / num_actions, state.multipliers.dtype
