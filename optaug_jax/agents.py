@@ -9,6 +9,7 @@ agent, write one module in `optaug_jax/_src/agents/` whose factory is decorated 
 """
 
 from optaug_jax._src.agents.base import (
+  Assumptions,
   ComposedAgentState,
   InitFn,
   PlanFn,
@@ -40,6 +41,7 @@ from optaug_jax._src.multiplier_updates import NuPIState, PIDState, nupi, pid_la
 __all__ = (
   "AGENTS",
   "AgentSpec",
+  "Assumptions",
   "ComposedAgentState",
   "DualOptimizerState",
   "InitFn",

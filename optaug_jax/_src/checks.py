@@ -9,12 +9,34 @@ turns a failed check into a `ValueError`. Unchecked traced calls cost nothing.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
+
+# Whether the program being traced asked for its in-program checks (`run(check=True)`,
+# `episode_step(check=True)`): the agents' `plan` functions read it for the arguments only
+# they see (a step size computed from a schedule, the multipliers of a dual step).
+_REQUESTED = contextvars.ContextVar("optaug_jax_in_program_checks", default=False)
+
+
+@contextlib.contextmanager
+def requesting(enabled: bool):
+  """Within the block, traced code is asked for its `checkify` checks (`requested()`)."""
+  token = _REQUESTED.set(bool(enabled) or _REQUESTED.get())
+  try:
+    yield
+  finally:
+    _REQUESTED.reset(token)
+
+
+def requested() -> bool:
+  """Whether the enclosing run asked for in-program checks (see `requesting`)."""
+  return _REQUESTED.get()
 
 
 def _concrete(*xs) -> bool:
@@ -70,9 +92,16 @@ def box(lower, upper, where: str, *, check: bool) -> None:
 
 
 def finite(
-  name: str, x, where: str, *, check: bool, low: float | None = None, low_open: bool = False
+  name: str,
+  x,
+  where: str,
+  *,
+  check: bool,
+  low: float | None = None,
+  low_open: bool = False,
+  high=None,
 ) -> None:
-  """Every entry of `x` is finite (and `>= low`, or `> low` when `low_open`)."""
+  """Every entry of `x` is finite (and `>= low`, or `> low` when `low_open`; `<= high`)."""
   if not (_concrete(x) or check):
     return
   x = jnp.asarray(x)
@@ -81,6 +110,10 @@ def finite(
   if low is not None:
     ok = ok & ((x > low) if low_open else (x >= low))
     bound = f" and {'>' if low_open else '>='} {low:g}"
+  if high is not None:
+    ok = ok & (x <= high)
+    bound = f" and in {'(' if low_open else '['}{low:g}, {high:g}]" if low is not None else ""
+    bound = bound or f" and <= {high:g}"
   _require(ok, f"{where}: {name} must be finite{bound}", check)
 
 
@@ -109,7 +142,7 @@ def checked(fn):
     error, out = functionalized(*args, **kwargs)
     message = error.get()
     if message is not None:
-      raise ValueError(message.split(" (check failed at")[0])
+      raise ValueError(message.split(" (check failed at")[0].removesuffix(" (`check` failed)"))
     return out
 
   return wrapped

@@ -361,27 +361,57 @@ def check_safe_policy(cmdp: CMDP, policy, slack=None, *, atol: float = 1e-6) -> 
       larger than the true one).
   """
   validate_cmdp(cmdp)
-  pi = np.asarray(policy)
-  expected = (cmdp.horizon, cmdp.num_states, cmdp.num_actions)
-  if pi.shape != expected:
-    raise ValueError(f"safe_policy: expected shape {expected} [H, S, A], got {pi.shape}")
-  _check_finite("safe_policy", pi)
-  if pi.min() < 0 or np.abs(pi.sum(-1) - 1).max() > atol:
-    raise ValueError("safe_policy: rows must be probability vectors (>= 0, summing to 1)")
-  _, values = planning.policy_values(cmdp, jnp.asarray(pi, dtype=cmdp.transitions.dtype))
-  true_slack = float(np.min(np.asarray(cmdp.thresholds) - np.asarray(values)))
-  if true_slack <= 0:
-    raise ValueError(
-      f"safe_policy: not strictly feasible (slack {true_slack:.4g} <= 0; constraint"
-      f" values {np.asarray(values)} vs thresholds {np.asarray(cmdp.thresholds)})"
+  fault = validation.policy_fault(
+    "safe_policy", policy, (cmdp.horizon, cmdp.num_states, cmdp.num_actions), atol=atol
+  )
+  if fault is not None:
+    raise ValueError(fault)
+  _, values = planning.policy_values(cmdp, jnp.asarray(policy, dtype=cmdp.transitions.dtype))
+  fault = baseline_fault(np.asarray(values), np.asarray(cmdp.thresholds), slack, atol=atol)
+  if fault is not None:
+    raise ValueError(fault)
+  return float(np.min(np.asarray(cmdp.thresholds) - np.asarray(values)))
+
+
+def baseline_fault(values: np.ndarray, thresholds: np.ndarray, slack=None, *, atol: float = 1e-6):
+  """Why a baseline with constraint values `values` `[..., I]` is not a safe baseline for
+  `thresholds` `[..., I]` with the stated `slack` (checked when not `None`), or `None`.
+
+  The baseline must be strictly feasible (true slack `min_i (alpha_i - V_i) > 0`), and a
+  stated slack must be positive, finite and at most the true slack (+ `atol`). Leading
+  axes (a batch of CMDPs) are checked together; the message names the first failing one.
+  """
+  true_slack = np.min(thresholds - values, axis=-1)
+  fmt = lambda x: "[" + ", ".join(f"{float(v):.6g}" for v in np.ravel(x)) + "]"
+  which = lambda bad: (
+    "" if np.ndim(true_slack) == 0 else f" (CMDP {tuple(int(i) for i in np.argwhere(bad)[0])})"
+  )
+  pick = lambda x, bad: x if np.ndim(true_slack) == 0 else x[tuple(np.argwhere(bad)[0])]
+  infeasible = true_slack <= 0
+  if np.any(infeasible):
+    return (
+      f"safe_policy: not strictly feasible{which(infeasible)}: its true slack is"
+      f" {float(pick(true_slack, infeasible)):.4g} <= 0 (constraint values"
+      f" {fmt(pick(values, infeasible))} against thresholds"
+      f" {fmt(pick(thresholds, infeasible))}); pass a policy that meets"
+      " every constraint with room to spare (oj.safest_policy(cmdp) gives the safest one)"
     )
-  if slack is not None:
-    slack = float(slack)
-    if not np.isfinite(slack) or slack <= 0:
-      raise ValueError(f"slack: must be positive and finite, got {slack}")
-    if slack > true_slack + atol:
-      raise ValueError(f"slack: {slack:.4g} exceeds the policy's true slack {true_slack:.4g}")
-  return true_slack
+  if slack is None:
+    return None
+  slack_arr = np.asarray(slack, dtype=float)
+  if not np.all(np.isfinite(slack_arr)) or np.any(slack_arr <= 0):
+    return f"slack: must be positive and finite, got {slack}"
+  too_large = np.broadcast_to(slack_arr, np.shape(true_slack)) > true_slack + atol
+  if np.any(too_large):
+    return (
+      f"slack: {float(pick(np.broadcast_to(slack_arr, np.shape(true_slack)), too_large)):.4g}"
+      f" exceeds the safe policy's true slack {float(pick(true_slack, too_large)):.4g}"
+      f"{which(too_large)} (constraint values"
+      f" {fmt(pick(values, too_large))} against thresholds"
+      f" {fmt(pick(thresholds, too_large))}); pass at most the true slack"
+      " (oj.check_safe_policy(cmdp, policy) returns it)"
+    )
+  return None
 
 
 def random_cmdp(

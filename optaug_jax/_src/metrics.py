@@ -188,6 +188,13 @@ def regrets(
   lead = log.cost_value.shape[:-1]
   optimal_value = jnp.asarray(optimal_value)
   thresholds = jnp.asarray(thresholds)
+  num_constraints = log.constraint_values.shape[-1]
+  if thresholds.ndim == 0 or thresholds.shape[-1] != num_constraints:
+    raise ValueError(
+      f"thresholds: expected {num_constraints} threshold(s) on the last axis, one per"
+      f" constraint of the log (constraint_values {log.constraint_values.shape}), got shape"
+      f" {thresholds.shape}"
+    )
   if (
     optimal_value.shape != lead[: optimal_value.ndim]
     or thresholds.shape[:-1] != lead[: thresholds.ndim - 1]

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from . import validation
+from . import checks, validation
 from .estimates import compensated_add
 
 
@@ -36,6 +36,8 @@ def dual_step(
   thresholds: jax.Array,
   multipliers: jax.Array,
   eta: jax.typing.ArrayLike,
+  *,
+  check: bool = False,
 ) -> jax.Array:
   """The paper's eq. (dual-step): `lambda_{k+1} = [lambda_k + eta_k (D q_k - alpha)]_+`.
 
@@ -48,10 +50,22 @@ def dual_step(
     thresholds: `[I]` thresholds `alpha`.
     multipliers: `[I]` current multipliers `lambda_k >= 0`.
     eta: positive scalar step size `eta_k`.
+    check: also check traced arguments through `checkify` (wrap the outer function in
+      `oj.checked`); concrete arguments are always checked on the host.
 
   Returns:
     `[I]` next multipliers, non-negative.
+
+  Raises:
+    ValueError: (concrete arguments, or `check=True` under `oj.checked`) multipliers that
+      are negative or not finite, an `eta` that is not positive and finite, or an
+      occupancy, costs or thresholds that are not finite.
   """
+  checks.finite("multipliers", multipliers, "dual_step", check=check, low=0.0)
+  checks.finite("eta", eta, "dual_step", check=check, low=0.0, low_open=True)
+  checks.finite("occupancy", occupancy, "dual_step", check=check)
+  checks.finite("constraint_costs", constraint_costs, "dual_step", check=check)
+  checks.finite("thresholds", thresholds, "dual_step", check=check)
   violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
   return jnp.maximum(multipliers + eta * violation, 0.0)
 

@@ -6,53 +6,15 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
-from . import checks, planning, validation
+from . import checks, planning, run_checks, validation
 from .agents.base import Agent, AgentState
 from .cmdp import CMDP, assert_cmdp_shapes, check_cmdp
 from .env import sample_episode
-from .estimates import MAX_EPISODES
 from .metrics import EpisodeLog, RunSummary, summarize_episode
 
 _LOGS = ("full", "summary")
-
-
-def _first_episode(state) -> int | None:
-  """The largest `state.episode` (over a batch) when it is concrete and readable here."""
-  if state is None:
-    return 0
-  episode = getattr(state, "episode", None)
-  if episode is None or isinstance(episode, jax.core.Tracer):
-    return None
-  if not getattr(episode, "is_fully_addressable", True):  # multi-host: not readable here
-    return None
-  episode = np.asarray(episode)
-  return int(episode.max()) if episode.size else 0
-
-
-def _check_run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
-  """Refuses a run whose episodes would not fit the int32 counters (`MAX_EPISODES`).
-
-  The episode counter and the visit counts are int32, and each episode adds one visit to
-  at most one `(s, a)` per step, so a history of `MAX_EPISODES = 2^31 - 1` episodes fits.
-  `num_episodes` alone is checked everywhere (it is static); the episode a given `state`
-  starts from is checked when it is concrete (outside `jit` and `vmap`).
-
-  Returns:
-    `num_episodes` as an int.
-  """
-  num_episodes = validation.check_int("num_episodes", num_episodes, low=0)
-  start = _first_episode(state)
-  if num_episodes > MAX_EPISODES or (start is not None and start + num_episodes > MAX_EPISODES):
-    origin = "" if not start else f" from episode {start}"
-    raise ValueError(
-      f"num_episodes: {where} of {num_episodes} episodes{origin} would end at episode"
-      f" {(start or 0) + num_episodes}, beyond MAX_EPISODES = {MAX_EPISODES} (2^31 - 1),"
-      " the most the int32 episode counter and visit counts hold"
-    )
-  return num_episodes
 
 
 def init_agent(agent: Agent, cmdp: CMDP) -> AgentState:
@@ -67,19 +29,32 @@ def init_agent(agent: Agent, cmdp: CMDP) -> AgentState:
 
 
 def episode_step(
-  agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array
+  agent: Agent, cmdp: CMDP, state: AgentState, key: jax.Array, *, check: bool = False
 ) -> tuple[AgentState, EpisodeLog]:
   """One episode: plan (optimistic model, inner solve, dual step), play, update, evaluate.
 
   The agent sees only the trajectory; the exact evaluation of `pi_k` in the true CMDP is
   for the log.
 
-  Called outside `jit` with a concrete `state`, it refuses a state already at
-  `MAX_EPISODES` (inside `jit` the counter saturates there instead; `run` refuses runs
-  that would reach it).
+  Called with a concrete CMDP, it checks it (`validate_cmdp`) and the agent's assumptions
+  (`Agent.assumptions`: a strictly feasible baseline, a stated slack at most the true one;
+  a warning for a sparse CMDP met by a dense agent). Called outside `jit` with a concrete
+  `state`, it refuses a state already at `MAX_EPISODES` (inside `jit` the counter
+  saturates there instead; `run` refuses runs that would reach it). `check=True` makes the
+  same checks inside `jit` (see `run`).
   """
-  _check_run_length(1, state, where="episode_step")
+  run_checks.run_length(1, state, where="episode_step")
   check_cmdp(cmdp, "episode_step")
+  run_checks.key(key, "episode_step")
+  run_checks.check_agent(agent, cmdp, "episode_step")
+  if check:
+    run_checks.check_in_program(agent, cmdp, "episode_step")
+  with checks.requesting(check):
+    return _episode(agent, cmdp, state, key)
+
+
+def _episode(agent, cmdp, state, key):
+  """`episode_step` without its checks (the body of a run's scan)."""
   policy, state, info = agent.plan(state)
   trajectory = sample_episode(key, cmdp, policy)
   state = agent.update(state, trajectory)
@@ -107,17 +82,22 @@ def _report(done, total):
 
 def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False, progress=None):
   """Unjitted body of `run` (shared with `run_sharded`)."""
-  _check_run_length(num_episodes)  # static: also under an outer jit or vmap
+  run_checks.run_length(num_episodes)  # static: also under an outer jit or vmap
   assert_cmdp_shapes(cmdp)
   if check:
-    checks.initial_state(cmdp.initial_state, cmdp.num_states, "run", check=True)
-    checks.distribution("cmdp.transitions", cmdp.transitions, "run", check=True)
+    run_checks.check_in_program(agent, cmdp, "run")
+  with checks.requesting(check):
+    return _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress)
+
+
+def _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress):
+  """The episodes of `_run`, a `lax.scan`."""
   if state is None:
     state = init_agent(agent, cmdp)
 
   def step(st, i):
     # Episode k's key is fold_in(key, k), made here: no [K] array of keys in memory.
-    out = episode_step(agent, cmdp, st, jax.random.fold_in(key, st.episode))
+    out = _episode(agent, cmdp, st, jax.random.fold_in(key, st.episode))
     if progress:  # `i` counts this call's episodes: never batched, so one line per report
       lax.cond(
         (i + 1) % progress == 0,
@@ -217,8 +197,10 @@ def run(
       hold no more.
   """
   _check_logs(logs)
-  _check_run_length(num_episodes, state)
+  run_checks.run_length(num_episodes, state)
   check_cmdp(cmdp, "run")
+  run_checks.key(key, "run")
+  run_checks.check_agent(agent, cmdp, "run")
   if progress is not None:
     validation.check_int("progress", progress, low=1)
   try:
@@ -265,8 +247,8 @@ def run_sharded(
 ):
   """`run` for a batch of seeds, sharded over devices, in bounded memory.
 
-  Equivalent to `jax.vmap(lambda k: run(agent, k, cmdp, ...))(keys)` (the same numbers per
-  seed), but the seeds are split over the devices of a 1-D mesh (`jax.shard_map` with
+  Equivalent to `jax.vmap(lambda k: run(agent, k, cmdp, ...))(keys)`, but the seeds are
+  split over the devices of a 1-D mesh (`jax.shard_map` with
   `NamedSharding` along the axis `"seeds"`; no communication between devices) and each
   device processes its seeds `batch_size` at a time (`lax.map`), so the memory of the
   intermediates is that of `batch_size` seeds. With `logs="summary"` the outputs are
@@ -274,6 +256,14 @@ def run_sharded(
   seeds is not a multiple of the device count, the batch is padded (by repeating the last
   seed) and the padding is dropped from the results, which then come back replicated on
   every device (pass a multiple of the device count to keep them sharded).
+
+  What is the same, whatever the seeds per device and `batch_size`: every final state and
+  every field of the log that the agent produces (multipliers, optimistic values, inner
+  certificates, sampled costs, ...) bit for bit. The exact evaluations of the played
+  policies in the true CMDP (`EpisodeLog.cost_value`, `constraint_values`, and the
+  summaries' regrets built from them) are for the log only and agree to floating-point
+  rounding (a few ulps: XLA:CPU chooses the code of their contractions by the batch shape
+  and the device, e.g. one seed at a time or 4 host devices); the agents never read them.
 
   Multi-host: call `jax.distributed.initialize()` on every process first; the default
   mesh then spans every device of every host (`jax.devices()`), and `keys` must be the
@@ -296,8 +286,10 @@ def run_sharded(
     `(final states, logs)`, each with a leading `[N]` axis.
   """
   _check_logs(logs)
-  _check_run_length(num_episodes, state, where="run_sharded")
+  run_checks.run_length(num_episodes, state, where="run_sharded")
   check_cmdp(cmdp, "run_sharded")
+  run_checks.key(keys, "run_sharded", batched=True)
+  run_checks.check_agent(agent, cmdp, "run_sharded", batched=batched_cmdp)
   if mesh is None:
     mesh = jax.make_mesh(
       (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)

@@ -67,6 +67,11 @@ class Setting:
       at 0) is reported: `EpisodeLog.off_support_transitions` counts such `(h, s, a, s')`
       (dense) or such observations (sparse) in a run, `support_violations(state.counts,
       setting)` names them (dense) or counts them (sparse).
+    all_next_states: every next state is possible, said on purpose (the paper's setting,
+      `named_setting("paper")`): no support is declared, and a sparse CMDP is then run in
+      the dense layout without the runner's warning. Excludes `support`. With the default
+      `False` and no `support`, the numbers are the same, but `run` warns when the CMDP
+      is sparse (what the dense layout costs, and `support=cmdp.next_states`).
     name: a label recorded in results (`"paper"`, `"bura2022"` or `"custom"`).
   """
 
@@ -77,11 +82,18 @@ class Setting:
   constraint_costs: Any = None
   support: Any = None
   name: str = "custom"
+  all_next_states: bool = False
 
   def __post_init__(self):
     validation.check_choice("log_factor", self.log_factor, LOG_FACTORS)
-    if not isinstance(self.stationary, (bool, np.bool_)):
-      raise ValueError(f"stationary: must be a bool, got {self.stationary!r}")
+    for flag in ("stationary", "all_next_states"):
+      if not isinstance(getattr(self, flag), (bool, np.bool_)):
+        raise ValueError(f"{flag}: must be a bool, got {getattr(self, flag)!r}")
+    if self.all_next_states and self.support is not None:
+      raise ValueError(
+        "all_next_states: True says every next state is possible; it excludes a support"
+        " (pass one or the other)"
+      )
     if self.delta is not None:
       validation.check_confidence(self.delta, 0.0)
     for field in ("cost", "constraint_costs"):
@@ -268,4 +280,4 @@ def log_factors(
   return (jnp.log(6.0 * sah_k / delta), jnp.log(6.0 * sah_k * (num_constraints + 1) / delta))
 
 
-PAPER = Setting(name="paper")
+PAPER = Setting(name="paper", all_next_states=True)

@@ -108,22 +108,45 @@ def check_inner_solver(name: str, solver):
   return solver
 
 
+def _rows(indices: np.ndarray, limit: int = 3) -> str:
+  shown = ", ".join(str(tuple(int(i) for i in row)) for row in indices[:limit])
+  more = f" and {len(indices) - limit} more" if len(indices) > limit else ""
+  return shown + more
+
+
+def policy_fault(name: str, policy, shape: tuple[int, ...] | None = None, *, atol: float = 1e-5):
+  """Why `policy` is not an `[H, S, A]` array of probability rows (of `shape`, if given),
+  naming the first offending rows `(h, s)`; `None` if it is one."""
+  pi = np.asarray(policy)
+  if shape is not None and pi.shape != tuple(shape):
+    return f"{name}: expected shape {tuple(shape)} [H, S, A], got {pi.shape}"
+  if pi.ndim != 3 or not np.issubdtype(pi.dtype, np.number) or np.iscomplexobj(pi):
+    return (
+      f"{name}: expected an [H, S, A] array of probability rows, got shape {pi.shape} and"
+      f" dtype {pi.dtype}"
+    )
+  if not np.all(np.isfinite(pi)):
+    bad = np.argwhere(~np.all(np.isfinite(pi), axis=-1))
+    return f"{name}: rows (h, s) {_rows(bad)} contain NaN or inf"
+  sums = pi.sum(-1)
+  bad = np.argwhere((pi.min(-1) < 0) | (np.abs(sums - 1) > atol))
+  if bad.size:
+    first = tuple(bad[0])
+    return (
+      f"{name}: rows (h, s) {_rows(bad)} are not probability vectors (>= 0, summing to 1);"
+      f" row {tuple(int(i) for i in first)} sums to {float(sums[first]):.6g} with smallest"
+      f" entry {float(pi[first].min()):.6g}"
+    )
+  return None
+
+
 def check_policy(name: str, policy) -> None:
   """An `[H, S, A]` array of probability rows (skipped when traced)."""
   if is_traced(policy):
     return
-  pi = np.asarray(policy)
-  if (
-    pi.ndim != 3
-    or not np.issubdtype(pi.dtype, np.number)
-    or not np.all(np.isfinite(pi))
-    or pi.min() < 0
-    or np.abs(pi.sum(-1) - 1).max() > 1e-5
-  ):
-    raise ValueError(
-      f"{name}: expected an [H, S, A] array of probability rows (>= 0, summing to 1),"
-      f" got shape {pi.shape} and dtype {pi.dtype}"
-    )
+  fault = policy_fault(name, policy)
+  if fault is not None:
+    raise ValueError(fault)
 
 
 def repeated_next_state_row(next_states) -> tuple[int, ...] | None:

@@ -8,6 +8,7 @@ steps taken so far (see `as_schedule`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -119,6 +120,29 @@ class UpdateFn(Protocol):
   def __call__(self, state: Any, trajectory: Trajectory) -> Any: ...
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Assumptions:
+  """What an agent assumes about the CMDP it will be run in, for the runner to check.
+
+  The agent never reads the true CMDP; `run`, `run_sharded` and `episode_step` do, and
+  check these against it on the host before any episode (and inside the compiled run with
+  `check=True`). Compared and hashed by identity, like the agent's functions, so an `Agent`
+  stays a static argument of `jit`.
+
+  Attributes:
+    safe_policy: `[H, S, A]` the baseline the agent relies on being strictly feasible
+      (`None`: the agent has none).
+    slack: the baseline's slack `gamma` the agent was given (`None`: not given); it must
+      not exceed the baseline's true slack `min_i (alpha_i - V^pi(d_i, p))`.
+    setting: the `Setting` the agent was built with (`None`: the default, the paper's,
+      which declares no next-state support).
+  """
+
+  safe_policy: Any = None
+  slack: Any = None
+  setting: Any = None
+
+
 class Agent(NamedTuple):
   """A CMDP learner as pure functions.
 
@@ -128,11 +152,14 @@ class Agent(NamedTuple):
       optimistic model, policy update and dual step of the current episode.
   update(state, trajectory) -> state
       counts and sums of the episode just played; advances the episode index.
+  assumptions: what the runner checks against the true CMDP (`Assumptions`: the
+      baseline, its slack, the setting); `None`: nothing to check.
   """
 
   init: InitFn
   plan: PlanFn
   update: UpdateFn
+  assumptions: Assumptions | None = None
 
 
 Schedule = jax.typing.ArrayLike | Callable[[jax.Array], jax.Array]

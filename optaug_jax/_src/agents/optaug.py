@@ -8,7 +8,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from .. import batching, box, estimates, planning, validation
+from .. import batching, box, checks, estimates, planning, validation
 from .. import inner as inner_lib
 from .. import setting as setting_lib
 from ..inner.exact import exact
@@ -179,6 +179,7 @@ def optaug(
       # Clamped: a batch split between the phases runs both branches (batch_cond).
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
+      check = checks.requested()  # `run(check=True)`: the traced eta is checked too
       problem = inner_lib.InnerProblem.of_model(model, state.thresholds, state.initial_state)
       sol = inner_lib.solve_inner(
         problem,
@@ -189,9 +190,15 @@ def optaug(
         unreached=unreached,
         with_transitions=False,
         fill=fill,
+        check=check,
       )
       multipliers = dual_step(
-        sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k
+        sol.occupancy,
+        model.constraint_costs,
+        state.thresholds,
+        state.multipliers,
+        eta_k,
+        check=check,
       )
       return (
         sol.policy,
@@ -218,4 +225,9 @@ def optaug(
     )
     return policy, state._replace(multipliers=multipliers), info
 
-  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
+  return base.Agent(
+    init=base.init_fn(setting),
+    plan=plan,
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(safe_policy=safe_policy, slack=slack, setting=setting),
+  )

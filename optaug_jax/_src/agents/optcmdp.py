@@ -114,4 +114,9 @@ def optcmdp(
     )
     return policy, state, info
 
-  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
+  return base.Agent(
+    init=base.init_fn(setting),
+    plan=plan,
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(setting=setting),
+  )

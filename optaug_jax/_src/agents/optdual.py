@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .. import box, estimates, multiplier_updates, planning, validation
+from .. import box, checks, estimates, multiplier_updates, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -136,10 +136,18 @@ def optdual(
       new_state = base.replace_agent_state(
         state,
         multipliers=multiplier_updates.dual_step(
-          q, model.constraint_costs, state.thresholds, state.multipliers, eta_k
+          q,
+          model.constraint_costs,
+          state.thresholds,
+          state.multipliers,
+          eta_k,
+          check=checks.requested(),  # `run(check=True)`: the traced eta is checked too
         ),
       )
     else:
+      if eta is not None:  # the step the optimizer was given, at this episode
+        eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
+        checks.finite("eta", eta_k, "optdual", check=checks.requested(), low=0.0, low_open=True)
       violation = jnp.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
       multipliers, dual_state = multiplier_updates.projected_dual_update(
         optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation
@@ -162,7 +170,12 @@ def optdual(
     transform = optimizer(horizon, state.multipliers.shape[0])
     return DualOptimizerState(agent=state, dual_state=transform.init(state.multipliers))
 
-  return base.Agent(init=init, plan=plan, update=base.update_fn(setting))
+  return base.Agent(
+    init=init,
+    plan=plan,
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(setting=setting),
+  )
 
 
 def _variant(name: str, dual_optimizer: Callable, summary: str) -> None:

@@ -123,4 +123,9 @@ def optprimaldual(
       info,
     )
 
-  return base.Agent(init=init, plan=plan, update=base.update_fn(setting))
+  return base.Agent(
+    init=init,
+    plan=plan,
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(setting=setting),
+  )

@@ -267,7 +267,12 @@ def dope(
     )
     return policy, state, info
 
-  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
+  return base.Agent(
+    init=base.init_fn(setting),
+    plan=plan,
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(safe_policy=safe_policy, slack=slack, setting=setting),
+  )
 
 
 @registry.register_agent(
@@ -374,4 +379,9 @@ def optpess_lp(
     )
     return policy, state, info
 
-  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
+  return base.Agent(
+    init=base.init_fn(setting),
+    plan=plan,
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(safe_policy=safe_policy, slack=slack, setting=setting),
+  )

@@ -56,4 +56,9 @@ def safe_baseline(
     )
     return policy, state, info
 
-  return base.Agent(init=base.init_fn(setting), plan=plan, update=base.update_fn(setting))
+  return base.Agent(
+    init=base.init_fn(setting),
+    plan=plan,
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(safe_policy=safe_policy, setting=setting),
+  )

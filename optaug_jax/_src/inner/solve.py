@@ -174,6 +174,21 @@ def solve_inner(
     gap=result.gap,
     num_iters=result.num_iters,
     dp_calls=result.dp_calls + (unreached == "greedy" or gradient == "envelope"),
-    certified=result.gap
-    <= (problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))),
+    certified=_valid_inputs(problem, multipliers, eta)
+    & (result.gap <= problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))),
+  )
+
+
+def _valid_inputs(problem: problem_lib.InnerProblem, multipliers, eta) -> jax.Array:
+  """Whether the solve's inputs are what its certificate assumes (finite, non-negative
+  costs and multipliers, finite thresholds, a positive finite eta): a solve of invalid
+  inputs is never reported certified, checked or not."""
+  nonnegative = lambda x: jnp.all(jnp.isfinite(x) & (x >= 0))
+  return (
+    nonnegative(problem.cost)
+    & nonnegative(problem.constraint_costs)
+    & nonnegative(multipliers)
+    & jnp.all(jnp.isfinite(problem.thresholds))
+    & jnp.isfinite(eta)
+    & (eta > 0)
   )

@@ -1,0 +1,179 @@
+"""The runner's checks: the run's length, the key, and the agent against the true CMDP.
+
+An agent states what it assumes (`Agent.assumptions`: its safe baseline, the slack it was
+told, its setting); the agent never reads the true CMDP, the runner does. On the host,
+before any episode, `check_agent` refuses a baseline that is not strictly feasible or a
+stated slack above the baseline's true slack, and warns when a sparse CMDP meets an agent
+that will count and plan densely. Inside a compiled run, `check_in_program` (the
+`check=True` of `run` and `episode_step`) checks the CMDP's costs, thresholds and
+transitions and the same baseline facts through `checkify`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+from . import checks, planning, validation
+from .agents.base import Assumptions
+from .cmdp import CMDP, baseline_fault
+from .estimates import MAX_EPISODES
+
+_policy_values = jax.jit(planning.policy_values)
+
+
+def _first_episode(state) -> int | None:
+  """The largest `state.episode` (over a batch) when it is concrete and readable here."""
+  if state is None:
+    return 0
+  episode = getattr(state, "episode", None)
+  if episode is None or isinstance(episode, jax.core.Tracer):
+    return None
+  if not getattr(episode, "is_fully_addressable", True):  # multi-host: not readable here
+    return None
+  episode = np.asarray(episode)
+  return int(episode.max()) if episode.size else 0
+
+
+def run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
+  """Refuses a run whose episodes would not fit the int32 counters (`MAX_EPISODES`).
+
+  The episode counter and the visit counts are int32, and each episode adds one visit to
+  at most one `(s, a)` per step, so a history of `MAX_EPISODES = 2^31 - 1` episodes fits.
+  `num_episodes` alone is checked everywhere (it is static); the episode a given `state`
+  starts from is checked when it is concrete (outside `jit` and `vmap`).
+
+  Returns:
+    `num_episodes` as an int.
+  """
+  num_episodes = validation.check_int("num_episodes", num_episodes, low=0)
+  start = _first_episode(state)
+  if num_episodes > MAX_EPISODES or (start is not None and start + num_episodes > MAX_EPISODES):
+    origin = "" if not start else f" from episode {start}"
+    raise ValueError(
+      f"num_episodes: {where} of {num_episodes} episodes{origin} would end at episode"
+      f" {(start or 0) + num_episodes}, beyond MAX_EPISODES = {MAX_EPISODES} (2^31 - 1),"
+      " the most the int32 episode counter and visit counts hold"
+    )
+  return num_episodes
+
+
+def key(key, where: str, *, batched: bool = False) -> None:
+  """A PRNG key (`jax.random.key(seed)`, or the raw `uint32[2]` of `jax.random.PRNGKey`);
+  with `batched`, a leading axis of them."""
+  if isinstance(key, jax.core.Tracer):
+    return
+  lead = 1 if batched else 0
+  what = "an [N] array of PRNG keys" if batched else "a PRNG key"
+  make = (
+    "jax.random.split(jax.random.key(0), N)"
+    if batched
+    else "jax.random.key(0), or jax.random.PRNGKey(0)"
+  )
+  dtype = getattr(key, "dtype", None)
+  if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+    if np.ndim(key) == lead:
+      return
+  elif dtype is not None and dtype == np.uint32 and np.ndim(key) == lead + 1:
+    return
+  shown = f"{type(key).__name__} {key!r}" if np.ndim(key) == 0 else f"shape {np.shape(key)}"
+  if dtype is not None:
+    shown += f" of dtype {dtype}"
+  raise ValueError(f"{where}: key: expected {what}, got {shown}; make one with {make}")
+
+
+def _assumptions(agent) -> Assumptions | None:
+  return getattr(agent, "assumptions", None)
+
+
+def _traced(*trees) -> bool:
+  return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees))
+
+
+def check_agent(agent, cmdp: CMDP, where: str, *, batched: bool = False) -> None:
+  """Host checks of `agent.assumptions` against `cmdp` (a batch of CMDPs with one leading
+  axis if `batched`). Skipped for what is traced (use `check=True` there)."""
+  assumptions = _assumptions(agent)
+  if assumptions is None:
+    return
+  _warn_dense_agent(assumptions.setting, cmdp, where)
+  if assumptions.safe_policy is None or _traced(cmdp, assumptions.safe_policy, assumptions.slack):
+    return
+  policy = np.asarray(assumptions.safe_policy)
+  expected = tuple(cmdp.transitions.shape[-4:-1])
+  if policy.shape != expected:
+    raise ValueError(
+      f"{where}: safe_policy: expected shape {expected} [H, S, A] of the CMDP, got {policy.shape}"
+    )
+  values_fn = jax.vmap(_policy_values, in_axes=(0, None)) if batched else _policy_values
+  with jax.ensure_compile_time_eval():  # concrete even while an outer `jit` traces
+    _, values = values_fn(cmdp, jnp.asarray(policy, cmdp.transitions.dtype))
+  fault = baseline_fault(np.asarray(values), np.asarray(cmdp.thresholds), assumptions.slack)
+  if fault is not None:
+    raise ValueError(f"{where}: {fault}")
+
+
+def _warn_dense_agent(setting, cmdp: CMDP, where: str) -> None:
+  """A sparse CMDP and an agent that declares no support: it runs in the dense layout."""
+  if not cmdp.is_sparse or (
+    setting is not None and (setting.support is not None or setting.all_next_states)
+  ):
+    return
+  steps = 1 if setting is not None and setting.stationary else cmdp.horizon
+  num_states, num_actions, slots = cmdp.num_states, cmdp.num_actions, cmdp.max_next_states
+  dense_mb = steps * num_states * num_actions * num_states * 4 / 2**20
+  sparse_mb = steps * num_states * num_actions * slots * 4 / 2**20
+  warnings.warn(
+    f"{where}: the CMDP is sparse ({slots} next-state slots per row) but the agent's setting"
+    f" declares no support, so the agent counts and plans in the dense layout: S = {num_states}"
+    f" entries per row instead of {slots} ({num_states / slots:.0f}x the work per step), and"
+    f" {dense_mb:.3g} MB of transition counts per seed instead of {sparse_mb:.3g} MB. Build the"
+    " agent with setting=oj.Setting(support=cmdp.next_states) (with the setting's other"
+    " fields), or setting=oj.Setting(all_next_states=True) if every next state is possible"
+    " on purpose (the paper's setting, named_setting('paper'))",
+    UserWarning,
+    stacklevel=3,
+  )
+
+
+def check_in_program(agent, cmdp: CMDP, where: str) -> None:
+  """`checkify` checks of `cmdp` and of the agent's baseline, for a traced run
+  (`check=True`): transition rows, initial state, costs in `[0, 1]`, thresholds in
+  `[0, H]`, and a strictly feasible baseline with a slack at most its true slack."""
+  checks.initial_state(cmdp.initial_state, cmdp.num_states, where, check=True)
+  checks.distribution("cmdp.transitions", cmdp.transitions, where, check=True)
+  checks.finite("cmdp.cost", cmdp.cost, where, check=True, low=0.0, high=1.0)
+  checks.finite(
+    "cmdp.constraint_costs", cmdp.constraint_costs, where, check=True, low=0.0, high=1.0
+  )
+  checks.finite("cmdp.thresholds", cmdp.thresholds, where, check=True, low=0.0, high=cmdp.horizon)
+  assumptions = _assumptions(agent)
+  if assumptions is None or assumptions.safe_policy is None:
+    return
+  pi = jnp.asarray(assumptions.safe_policy, cmdp.transitions.dtype)
+  _, values = planning.policy_values(cmdp, pi)
+  true_slack = jnp.min(cmdp.thresholds - values)
+  checkify.check(
+    true_slack > 0,
+    f"{where}: safe_policy: not strictly feasible: its true slack is {{slack}} <= 0"
+    " (constraint values {values} against thresholds {thresholds})",
+    slack=true_slack,
+    values=values,
+    thresholds=cmdp.thresholds,
+  )
+  if assumptions.slack is not None:
+    slack = jnp.asarray(assumptions.slack, true_slack.dtype)
+    tol = max(float(np.sqrt(np.finfo(true_slack.dtype).eps)), 1e-6)
+    checkify.check(
+      jnp.isfinite(slack) & (slack > 0) & (slack <= true_slack + tol),
+      f"{where}: slack: {{stated}} must be positive and at most the safe policy's true"
+      " slack {slack} (constraint values {values} against thresholds {thresholds})",
+      stated=slack,
+      slack=true_slack,
+      values=values,
+      thresholds=cmdp.thresholds,
+    )

@@ -1,0 +1,236 @@
+"""The runner's checks of an agent against the true CMDP (`agent_checks.py`), the in-program
+checks of `check=True`, and the argument checks of `run`, `regrets`, `dual_step` and
+`check_safe_policy`. The unsafe baselines are made independently of the code under test:
+the policy that always plays the action of largest constraint cost, evaluated by a NumPy
+loop (`_np_constraint_value`)."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import optaug_jax as oj
+
+K = 30
+
+
+@pytest.fixture(scope="module")
+def problem():
+  cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=5, num_actions=3, horizon=5)
+  safe, slack = oj.safest_policy(cmdp)
+  d = np.asarray(cmdp.constraint_costs[0])
+  worst = np.eye(cmdp.num_actions)[np.argmax(d, axis=-1)]  # [H, S, A], deterministic
+  return cmdp, np.asarray(safe), float(slack), worst
+
+
+def _np_constraint_value(cmdp, policy):
+  """V^pi(d_0) by a forward loop over steps (NumPy, independent of `planning`)."""
+  p, d = np.asarray(cmdp.transitions, float), np.asarray(cmdp.constraint_costs[0], float)
+  dist = np.zeros(cmdp.num_states)
+  dist[int(cmdp.initial_state)] = 1.0
+  total = 0.0
+  for h in range(cmdp.horizon):
+    sa = dist[:, None] * policy[h]
+    total += float(np.sum(sa * d[h]))
+    dist = np.einsum("sa,sat->t", sa, p[h])
+  return total
+
+
+def _optaug(policy, slack, **kw):
+  return oj.optaug(num_episodes=K, safe_policy=policy, slack=slack, eta=20.0,
+                   pretrain_episodes=5, **kw)
+
+
+def test_the_unsafe_policy_is_unsafe(problem):
+  cmdp, safe, slack, worst = problem
+  alpha = float(cmdp.thresholds[0])
+  assert _np_constraint_value(cmdp, worst) > alpha
+  np.testing.assert_allclose(alpha - _np_constraint_value(cmdp, safe), slack, rtol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["run", "run_sharded", "episode_step", "jit"])
+def test_an_unsafe_baseline_is_refused_by_the_runner(problem, where):
+  cmdp, safe, slack, worst = problem
+  key = jax.random.PRNGKey(1)
+  cases = [
+    (_optaug(worst, 0.5), r"safe_policy: not strictly feasible.*constraint values \[.*"
+                          r"against thresholds \["),
+    (_optaug(safe, 2 * slack), r"slack: .* exceeds the safe policy's true slack"),
+    (oj.agents.safe_baseline(K, worst), "safe_policy: not strictly feasible"),
+  ]
+  for agent, pattern in cases:
+    with pytest.raises(ValueError, match=pattern) as info:
+      if where == "run":
+        oj.run(agent, key, cmdp, num_episodes=2)
+      elif where == "run_sharded":
+        oj.run_sharded(agent, jax.random.split(key, 2), cmdp, num_episodes=2)
+      elif where == "episode_step":
+        oj.episode_step(agent, cmdp, agent.init(cmdp.thresholds, cmdp.initial_state,
+                        num_states=5, num_actions=3, horizon=5), key)
+      else:  # the CMDP closed over by an outer jit: still concrete, still checked
+        jax.jit(lambda k, a=agent: oj.run(a, k, cmdp, num_episodes=2))(key)
+    assert str(info.value).startswith("run" if where == "jit" else where)
+
+
+def test_a_safe_baseline_with_its_true_slack_runs(problem):
+  cmdp, safe, slack, _ = problem
+  _, log = oj.run(_optaug(safe, slack), jax.random.PRNGKey(1), cmdp, num_episodes=8)
+  assert np.all(np.isfinite(log.cost_value))
+
+
+def test_a_batch_of_cmdps_is_checked_cmdp_by_cmdp(problem):
+  cmdp, safe, slack, _ = problem
+  cmdps = jax.tree.map(lambda x: jnp.stack([x, x]), cmdp)
+  tight = cmdps._replace(thresholds=cmdps.thresholds.at[1].add(-0.9 * slack))
+  keys = jax.random.split(jax.random.PRNGKey(1), 2)
+  oj.run_sharded(_optaug(safe, 0.5 * slack), keys, cmdps, num_episodes=2, batched_cmdp=True)
+  with pytest.raises(ValueError, match=r"slack: .*\(CMDP \(1,\)\)"):
+    oj.run_sharded(_optaug(safe, 0.5 * slack), keys, tight, num_episodes=2, batched_cmdp=True)
+
+
+def test_a_sparse_cmdp_met_by_a_dense_agent_warns_unless_said_on_purpose(problem):
+  cmdp, safe, slack, _ = problem
+  sparse = oj.to_sparse(cmdp)
+  key = jax.random.PRNGKey(1)
+  with pytest.warns(UserWarning, match=r"dense layout.*Setting\(support=cmdp.next_states\)"):
+    oj.run(_optaug(safe, slack), key, sparse, num_episodes=2)
+  with pytest.warns(UserWarning, match="dense layout"):
+    oj.run(oj.optdual(K, eta=0.1, setting=oj.Setting(stationary=True)), key, sparse,
+           num_episodes=2)
+  quiet = [
+    _optaug(safe, slack, setting=oj.Setting(support=sparse.next_states)),
+    _optaug(safe, slack, setting=oj.Setting(all_next_states=True)),
+    _optaug(safe, slack, setting=oj.named_setting("paper")),
+  ]
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    for agent in quiet:
+      oj.run(agent, key, sparse, num_episodes=2)
+    oj.run(_optaug(safe, slack), key, cmdp, num_episodes=2)  # dense CMDP: nothing to say
+  with pytest.raises(ValueError, match="all_next_states"):
+    oj.Setting(all_next_states=True, support=sparse.next_states)
+
+
+def _checked_run(agent_fn, cmdp, eta=20.0):
+  run = lambda key, m, eta: oj.run(agent_fn(eta), key, m, num_episodes=12, check=True)
+  return oj.checked(jax.jit(run))(jax.random.PRNGKey(1), cmdp, eta)
+
+
+@pytest.mark.parametrize(
+  "change, pattern",
+  [
+    (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(jnp.nan)), r"cmdp.cost must be finite"),
+    (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(-0.5)), r"cmdp.cost .* in \[0, 1\]"),
+    (lambda m: m._replace(constraint_costs=m.constraint_costs.at[0, 1, 1, 1].set(jnp.inf)),
+     "cmdp.constraint_costs must be finite"),
+    (lambda m: m._replace(thresholds=m.thresholds + 10.0), r"cmdp.thresholds .* \[0, 5\]"),
+  ],
+)
+def test_check_true_refuses_a_bad_cmdp_passed_as_a_jit_argument(problem, change, pattern):
+  cmdp, safe, slack, _ = problem
+  with pytest.raises(ValueError, match=pattern):
+    _checked_run(lambda eta: _optaug(safe, slack), change(cmdp))
+
+
+@pytest.mark.parametrize("eta", [-1.0, 0.0, np.nan])
+@pytest.mark.parametrize("agent", ["optaug", "optdual", "optdual_sgd"])
+def test_check_true_refuses_a_traced_eta_that_is_not_positive(problem, eta, agent):
+  import optax
+
+  cmdp, safe, slack, _ = problem
+  build = {
+    "optaug": lambda e: oj.optaug(num_episodes=K, safe_policy=safe, slack=slack, eta=e,
+                                  pretrain_episodes=5),
+    "optdual": lambda e: oj.optdual(K, eta=e),
+    "optdual_sgd": lambda e: oj.optdual(K, eta=e, dual_optimizer=optax.sgd),
+  }[agent]
+  with pytest.raises(ValueError, match="eta must be finite and > 0"):
+    _checked_run(build, cmdp, eta)
+  _checked_run(build, cmdp, 0.5)  # a valid eta passes every check
+
+
+def test_check_true_refuses_a_traced_unsafe_baseline_or_slack(problem):
+  cmdp, safe, slack, worst = problem
+  run = lambda pi, s: oj.checked(jax.jit(lambda key, pi, s: oj.run(
+    oj.optaug(num_episodes=K, safe_policy=pi, slack=s, eta=20.0, pretrain_episodes=5), key,
+    cmdp, num_episodes=4, check=True)))(jax.random.PRNGKey(1), pi, s)
+  with pytest.raises(ValueError, match="safe_policy: not strictly feasible"):
+    run(jnp.asarray(worst, jnp.float32), 0.5)
+  with pytest.raises(ValueError, match="slack: .* at most the safe policy's true slack"):
+    run(jnp.asarray(safe), 2 * slack)
+  run(jnp.asarray(safe), slack)
+
+
+def test_an_invalid_solve_is_never_certified_without_check(problem):
+  cmdp, safe, slack, _ = problem
+  run = jax.jit(lambda key, eta: oj.run(
+    oj.optaug(num_episodes=K, safe_policy=safe, slack=slack, eta=eta, pretrain_episodes=5),
+    key, cmdp, num_episodes=12))
+  _, good = run(jax.random.PRNGKey(1), 20.0)
+  assert bool(np.all(good.certified))
+  for eta in (-1.0, 0.0, np.nan):
+    _, bad = run(jax.random.PRNGKey(1), eta)
+    assert not np.any(np.asarray(bad.certified)[5:]), eta
+  problem_ = oj.inner.InnerProblem.of_cmdp(cmdp)
+  solve = jax.jit(lambda lam, eta: oj.solve_inner(problem_, lam, eta))
+  assert bool(solve(jnp.zeros(1), 20.0).certified)
+  assert not bool(solve(jnp.full((1,), -1.0), 20.0).certified)
+  assert not bool(solve(jnp.full((1,), jnp.nan), 20.0).certified)
+  assert not bool(solve(jnp.zeros(1), -1.0).certified)
+
+
+def test_dual_step_checks_its_inputs(problem):
+  cmdp, safe, _, _ = problem
+  q = oj.occupancy(cmdp.transitions, jnp.asarray(safe), cmdp.initial_state)
+  d, alpha = cmdp.constraint_costs, cmdp.thresholds
+  np.testing.assert_allclose(oj.dual_step(q, d, alpha, jnp.zeros(1), 1.0),
+                             np.maximum(np.einsum("ihsa,hsa->i", d, q) - alpha, 0.0), rtol=1e-6)
+  with pytest.raises(ValueError, match="dual_step: multipliers must be finite and >= 0"):
+    oj.dual_step(q, d, alpha, jnp.full((1,), -1.0), 1.0)
+  with pytest.raises(ValueError, match="dual_step: multipliers must be finite"):
+    oj.dual_step(q, d, alpha, jnp.full((1,), jnp.nan), 1.0)
+  with pytest.raises(ValueError, match="dual_step: eta must be finite and > 0"):
+    oj.dual_step(q, d, alpha, jnp.zeros(1), -1.0)
+  traced = oj.checked(jax.jit(lambda lam, eta: oj.dual_step(q, d, alpha, lam, eta, check=True)))
+  with pytest.raises(ValueError, match="dual_step: multipliers"):
+    traced(jnp.full((1,), -1.0), 1.0)
+  with pytest.raises(ValueError, match="dual_step: eta"):
+    traced(jnp.zeros(1), jnp.nan)
+  np.testing.assert_array_equal(traced(jnp.zeros(1), 1.0), oj.dual_step(q, d, alpha,
+                                jnp.zeros(1), 1.0))
+
+
+def test_run_names_a_key_that_is_not_a_prng_key(problem):
+  cmdp, safe, slack, _ = problem
+  agent = _optaug(safe, slack)
+  with pytest.raises(ValueError, match=r"run: key: expected a PRNG key, got int 1; make one"
+                                       r" with jax.random.key"):
+    oj.run(agent, 1, cmdp, num_episodes=2)
+  with pytest.raises(ValueError, match="run_sharded: key: expected an \\[N\\] array"):
+    oj.run_sharded(agent, jax.random.PRNGKey(0), cmdp, num_episodes=2)
+  oj.run(agent, jax.random.key(1), cmdp, num_episodes=2)  # a typed key works too
+
+
+def test_regrets_refuses_thresholds_that_do_not_fit_the_log(problem):
+  cmdp, safe, slack, _ = problem
+  _, log = oj.run(_optaug(safe, slack), jax.random.PRNGKey(1), cmdp, num_episodes=4)
+  with pytest.raises(ValueError, match=r"thresholds: expected 1 threshold\(s\).*got shape"
+                                       r" \(2,\)"):
+    oj.regrets(log, 1.0, jnp.array([1.0, 2.0]))
+  with pytest.raises(ValueError, match="thresholds"):
+    oj.regrets(log, 1.0, 1.0)
+  oj.regrets(log, 1.0, cmdp.thresholds)
+
+
+def test_check_safe_policy_names_the_rows_that_are_not_distributions(problem):
+  cmdp, safe, _, _ = problem
+  half = safe.copy()
+  half[2, 3] *= 0.5
+  half[4, 0] *= 0.5
+  with pytest.raises(ValueError, match=r"safe_policy: rows \(h, s\) \(2, 3\), \(4, 0\) are not"
+                                       r" probability vectors.*sums to 0.5"):
+    oj.check_safe_policy(cmdp, half)
+  with pytest.raises(ValueError, match=r"safe_policy: rows \(h, s\) \(2, 3\)"):
+    oj.optaug(num_episodes=K, safe_policy=half, slack=0.1, eta=1.0)

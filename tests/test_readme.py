@@ -1,0 +1,77 @@
+"""The README's Python code runs, and prints what the README shows (as doctest would).
+
+Every ```python block of README.md runs, in order, in one namespace of a fresh interpreter
+with JAX's defaults (later blocks use the names of earlier ones, as a reader's session
+would). A block followed by a ```text block
+must print exactly that text. The Quick start runs in the default suite; the whole README
+in the slow one.
+"""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def _blocks():
+  """`(python source, expected output or None)` for each python block, in order."""
+  fences = [(m.group(1), m.group(2)) for m in _FENCE.finditer(README)]
+  out = []
+  for i, (kind, body) in enumerate(fences):
+    if kind != "python":
+      continue
+    following = fences[i + 1] if i + 1 < len(fences) else None
+    expected = following[1] if following and following[0] == "text" else None
+    out.append((body, expected))
+  return out
+
+
+_RUNNER = """
+import contextlib, io, json, sys
+blocks = json.load(sys.stdin)
+namespace = {}
+for source in blocks:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, "README.md", "exec"), namespace)
+    sys.stdout.write(json.dumps(printed.getvalue()) + "\\n")
+"""
+
+
+def _run(blocks):
+  """Runs the blocks as a reader would: a fresh interpreter with JAX's defaults (float32;
+  the test suite's own process runs in float64)."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+  out = subprocess.run(
+    [sys.executable, "-c", _RUNNER], input=json.dumps([b for b, _ in blocks]), env=env,
+    cwd=ROOT, capture_output=True, text=True, timeout=1200,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  printed = [json.loads(line) for line in out.stdout.splitlines()]
+  assert len(printed) == len(blocks)
+  for (source, expected), got in zip(blocks, printed):
+    if expected is not None:
+      assert got == expected, f"README block:\n{source}"
+
+
+def test_the_readme_has_a_quick_start_with_its_output():
+  blocks = _blocks()
+  assert len(blocks) >= 4
+  assert "oj.optaug(" in blocks[0][0] and blocks[0][1] is not None
+
+
+def test_quick_start_prints_what_the_readme_shows():
+  _run(_blocks()[:1])
+
+
+@pytest.mark.slow
+def test_every_python_block_of_the_readme_runs_and_prints_what_it_shows():
+  _run(_blocks())
