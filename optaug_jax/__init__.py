@@ -24,7 +24,6 @@ from optaug_jax._src.cmdp import (
 )
 from optaug_jax._src.env import Trajectory, sample_episode
 from optaug_jax._src.estimates import (
-  MAX_EPISODES,
   Counts,
   OptimisticModel,
   init_counts,
@@ -36,6 +35,7 @@ from optaug_jax._src.inner import augmented_lagrangian, solve_inner
 from optaug_jax._src.lp import solve_lp
 from optaug_jax._src.metrics import EpisodeLog, Regrets, RunSummary, regrets
 from optaug_jax._src.multiplier_updates import dual_step
+from optaug_jax._src.numerics import MAX_EPISODES
 from optaug_jax._src.planning import (
   ExtendedSolution,
   LMOSolution,

@@ -27,10 +27,7 @@ import numpy as np
 from . import setting as setting_lib
 from . import validation
 from .env import Trajectory
-
-# The most episodes a run may hold: the episode counter and the visit counts are int32
-# (each episode adds at most one visit to an `(h, s, a)`), so `run` refuses longer runs.
-MAX_EPISODES = 2**31 - 1
+from .numerics import MAX_EPISODES, compensated_add
 
 
 class Counts(NamedTuple):
@@ -98,38 +95,6 @@ def init_counts(
     constraint_cost_compensation=jnp.zeros((num_constraints,) + shape, dtype),
     off_support=None if num_next_states is None else jnp.zeros((), jnp.int32),
   )
-
-
-def two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """`(s, e)` with `s = fl(a + b)` and `e = a + b - s` exactly (Knuth's TwoSum, branch-free).
-
-  XLA keeps the order of floating-point additions (no reassociation), so the error term
-  survives `jit` on CPU and GPU (tested under `jit`).
-  """
-  s = a + b
-  b_virtual = s - a
-  e = (a - (s - b_virtual)) + (b - b_virtual)
-  return s, e
-
-
-def compensated_add(
-  total: jax.Array,
-  compensation: jax.Array,
-  value: jax.Array,
-  value_compensation: jax.typing.ArrayLike = 0.0,
-) -> tuple[jax.Array, jax.Array]:
-  """Adds `value (+ value_compensation)` to the compensated sum `(total, compensation)`.
-
-  A double-word sum (Neumaier's compensation, renormalised): the rounding error of every
-  addition goes into `compensation`, which is folded back so that `total` stays the sum
-  rounded to its dtype and `compensation` the (small) remainder. Exact integer sums below
-  2^24 (float32) keep `compensation == 0` and `total` equal to a plain sum, bit for bit.
-
-  Returns:
-    `(total, compensation)` after the addition.
-  """
-  s, e = two_sum(total, value)
-  return two_sum(s, compensation + value_compensation + e)
 
 
 def _saturating_increment(counts: jax.Array, index, valid=True) -> jax.Array:

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .estimates import MAX_EPISODES, compensated_add
+from .numerics import MAX_EPISODES, compensated_add
 
 
 class EpisodeLog(NamedTuple):
@@ -38,7 +38,7 @@ class RunSummary(NamedTuple):
   Per-constraint totals are kept; the paper's constraint regrets are their max over `i`
   (`Regrets.strong_constraint[..., -1] == max_i strong_constraint[..., i]`).
 
-  The five sums are compensated (`estimates.compensated_add`): each field is the total
+  The five sums are compensated (`numerics.compensated_add`): each field is the total
   rounded to its dtype, and `compensation` holds what that rounding left out, so 10^7
   episodes in float32 keep the totals to within a few float32 roundings (a plain float32
   sum of 10^7 values 0.1 is 8.8% off). Counters are int32: `run` refuses runs beyond

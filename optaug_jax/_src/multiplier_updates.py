@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from . import checks, validation
-from .estimates import compensated_add
+from .numerics import compensated_add
 
 
 def dual_step(
@@ -116,7 +116,7 @@ def nupi(
 class PIDState(NamedTuple):
   """The PID Lagrangian's integral (kept >= 0) and the previous error.
 
-  The integral is a compensated running sum (`estimates.compensated_add`): `integral` is
+  The integral is a compensated running sum (`numerics.compensated_add`): `integral` is
   the sum rounded to its dtype, `integral_compensation` the rest, so a long run in float32
   does not lose the small errors added to a large integral.
   """

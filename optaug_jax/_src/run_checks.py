@@ -21,7 +21,7 @@ from jax.experimental import checkify
 from . import checks, planning, validation
 from .agents.base import Assumptions
 from .cmdp import CMDP, baseline_fault
-from .estimates import MAX_EPISODES
+from .numerics import MAX_EPISODES
 
 _policy_values = jax.jit(planning.policy_values)
 

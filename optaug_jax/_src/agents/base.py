@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import estimates, validation
+from .. import estimates, numerics, validation
 from .. import setting as setting_lib
 from ..env import Trajectory
 
@@ -241,7 +241,7 @@ def update_state(
   the sparse layout's slots (`Setting.next_states()`), `None` for dense counts.
   """
   episode = jnp.asarray(state.episode)
-  episode = episode + (episode < estimates.MAX_EPISODES).astype(episode.dtype)
+  episode = episode + (episode < numerics.MAX_EPISODES).astype(episode.dtype)
   return replace_agent_state(
     state, counts=estimates.update_counts(state.counts, trajectory, next_states), episode=episode
   )

@@ -8,7 +8,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from .. import batching, box, checks, estimates, planning, validation
+from .. import batching, box, checks, numerics, planning, validation
 from .. import inner as inner_lib
 from .. import setting as setting_lib
 from ..inner.exact import exact
@@ -123,7 +123,7 @@ def optaug(
     the inner solve (0 in pre-training), `PlanInfo.certified` is the inner solve's
     `InnerSolution.certified` (True in pre-training).
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
+  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   if pretrain_episodes is None:
     pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
   validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import batching, estimates, lp, planning, validation
+from .. import batching, lp, numerics, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -70,7 +70,7 @@ def optcmdp(
     and `"lp_failed"` (bool, HiGHS failed and the safest occupancy came from extended value
     iteration).
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
+  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )

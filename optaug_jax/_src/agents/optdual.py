@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .. import box, checks, estimates, multiplier_updates, planning, validation
+from .. import box, checks, multiplier_updates, numerics, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -81,7 +81,7 @@ def optdual(
     `Agent(init, plan, update)`; with a `dual_optimizer` its state is a
     `DualOptimizerState`.
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
+  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )

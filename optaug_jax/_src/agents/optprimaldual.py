@@ -9,7 +9,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import estimates, planning, validation
+from .. import numerics, planning, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -61,7 +61,7 @@ def optprimaldual(
   Returns:
     `Agent(init, plan, update)`; its state is a `PrimalDualState`.
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
+  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import batching, estimates, lp, planning, validation
+from .. import batching, estimates, lp, numerics, planning, validation
 from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
 from . import base, registry
@@ -117,7 +117,7 @@ def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int, s
 
 
 def _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp):
-  validation.check_int("num_episodes", num_episodes, low=1, high=estimates.MAX_EPISODES)
+  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   validation.check_policy("safe_policy", safe_policy)
   validation.check_positive("slack", slack, allow_none=False)
   if pretrain_episodes is not None:
