@@ -1,12 +1,15 @@
-"""Agents: factories returning `Agent(init, plan, update)`, registered in `registry.AGENTS`.
+"""Agents: factories returning `Agent(init, plan, update, assumptions)`.
 
-Every module of this package is imported here, so a new agent module registers itself
-(`@register_agent`) without touching any other file. The public names are re-exported by
-`optaug_jax.agents`.
+The built-in agents are the modules listed here; importing them registers their factories
+in `registry.AGENTS` (`@register_agent`). A new agent is one module, added to this list.
+The public names are re-exported by `optaug_jax.agents`.
 """
 
-import importlib
-import pkgutil
-
-for _module in pkgutil.iter_modules(__path__):
-  importlib.import_module(f"{__name__}.{_module.name}")
+from . import (  # noqa: F401  (imported to register their agents)
+  optaug,
+  optcmdp,
+  optdual,
+  optprimaldual,
+  pessimistic,
+  safe_baseline,
+)

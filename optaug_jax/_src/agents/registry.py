@@ -1,8 +1,8 @@
 """The registry of agents: `AGENTS[name]` builds an agent for a benchmark problem.
 
 An agent module registers its factory with `@register_agent(name, problem_args=...)`;
-the package imports every module of `optaug_jax._src.agents`, so adding an agent is one
-new file (plus its test). Experiments, notebooks and tests build agents through
+`optaug_jax/_src/agents/__init__.py` lists the built-in agent modules, so adding an agent
+is one new file, one line in that list, and its test. Experiments, notebooks and tests build agents through
 `make_agent(name, benchmark, num_episodes=K, **options)`.
 """
 
