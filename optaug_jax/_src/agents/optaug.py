@@ -116,7 +116,7 @@ def optaug(
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
     unreached: the policy where the inner solution's occupancy is 0 (`solve_inner`):
       `"greedy"` (default; the extended DP's action on the gradient at the solution) or
-      `"uniform"` (the choice of every result committed before 2026-11-24).
+      `"uniform"` (uniform over the actions there).
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of
