@@ -20,7 +20,7 @@ controllers of the Lagrangian-control literature:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -171,6 +171,7 @@ def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTr
       integral = jax.tree.map(lambda i, e: jnp.maximum(i + e, 0.0), state.integral, error)
     else:
       leaves, treedef = jax.tree.flatten(state.integral)
+      treedef = cast(Any, treedef)  # jax's PyTreeDef has no type stubs
       pairs = [
         _accumulate_nonnegative(i, c, e)
         for i, c, e in zip(

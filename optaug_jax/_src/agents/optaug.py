@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from . import base, registry
 DEFAULT_PRETRAIN_EPISODES = 300
 
 
-def paper_eta_schedule(horizon: int, slack, nu) -> base.Schedule:
+def paper_eta_schedule(horizon: int, slack, nu) -> Callable[[jax.Array], jax.Array]:
   """The paper's step sizes `eta_{K'+k} = ((2 + 3k) sigma)^2.5`, `sigma = H / (nu gamma)`.
 
   Remark "main-param" of the paper. The returned schedule takes the 0-based count of

@@ -115,6 +115,7 @@ def optdual(
     lr = (
       step_size(horizon, num_constraints, 0) if eta is None or not callable(eta) else eta
     )  # a schedule of the update count (= the episode index here)
+    assert callable(dual_optimizer)  # a transformation or a callable (checked above)
     return dual_optimizer(lr)
 
   def plan(state):

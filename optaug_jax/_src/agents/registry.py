@@ -2,8 +2,8 @@
 
 An agent module registers its factory with `@register_agent(name, problem_args=...)`;
 `optaug_jax/_src/agents/__init__.py` lists the built-in agent modules, so adding an agent
-is one new file, one line in that list, and its test. Experiments, notebooks and tests build agents through
-`make_agent(name, benchmark, num_episodes=K, **options)`.
+is one new file, one line in that list, and its test. Experiments, notebooks and tests
+build agents through `make_agent(name, benchmark, num_episodes=K, **options)`.
 """
 
 from __future__ import annotations

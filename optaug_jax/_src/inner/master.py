@@ -37,7 +37,8 @@ def spd_solve(a, b):
   n = a.shape[0]
   if n > UNROLLED_SOLVE_MAX:
     return jnp.linalg.solve(a, b)
-  low = [[None] * n for _ in range(n)]
+  zero = jnp.zeros((), a.dtype)
+  low: list[list[jax.Array]] = [[zero] * n for _ in range(n)]
   info = jnp.finfo(a.dtype)
   for j in range(n):
     diag = a[j, j] - sum((low[j][k] ** 2 for k in range(j)), jnp.zeros((), a.dtype))
@@ -45,10 +46,10 @@ def spd_solve(a, b):
     for i in range(j + 1, n):
       off = a[i, j] - sum((low[i][k] * low[j][k] for k in range(j)), jnp.zeros((), a.dtype))
       low[i][j] = off / low[j][j]
-  y = []
+  y: list[jax.Array] = []
   for i in range(n):
     y.append((b[i] - sum((low[i][k] * y[k] for k in range(i)), jnp.zeros((), a.dtype))) / low[i][i])
-  x = [None] * n
+  x: list[jax.Array] = [zero] * n
   for i in reversed(range(n)):
     x[i] = (y[i] - sum((low[k][i] * x[k] for k in range(i + 1, n)), jnp.zeros((), a.dtype))) / low[
       i
