@@ -207,20 +207,3 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
     np.testing.assert_array_equal(cut[key], data[key], err_msg=key)
   with pytest.raises(ValueError, match="belongs to another run"):
     headline.main(_headline_args(tmp_path / "cut", "--resume", "--eta", "5"))
-
-
-@pytest.mark.slow
-def test_readme_quick_start_snippet_prints_labelled_numbers():
-  """Run as a new user would (a fresh process: float32, no test configuration)."""
-  import subprocess
-  import sys
-  readme = (EXPERIMENTS.parent / "README.md").read_text()
-  start = readme.index("```python", readme.index("## Quick start")) + len("```python")
-  code = readme[start:readme.index("```", start)]
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       check=True, timeout=600).stdout
-  shown = readme[readme.index("It prints"):]
-  shown = shown[shown.index("```") + 3:]
-  shown = shown[:shown.index("```")].strip()
-  assert out.strip().splitlines()[0] == shown.splitlines()[0]  # V* and alpha exactly
-  assert out.count("=") == shown.count("=") and "strong constraint regret" in out

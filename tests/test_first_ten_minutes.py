@@ -6,7 +6,6 @@ One test per case of the report that opened this work (a fresh clone, README onl
 
 import argparse
 import io
-import json
 import pathlib
 import re
 
@@ -43,21 +42,6 @@ def test_readme_main_command_runs_the_claim_at_the_papers_radii(scripts):
   assert args.episodes == 100_000 and args.seeds == 32
   title = scripts["runs"].run_title(args)
   assert "factored" in title and "bonus scale 1" in title and "32 seeds" in title
-
-
-# 2. Times are stated with the machine and the load they were measured at, and agree with
-# the committed run of the main command.
-def test_readme_states_times_with_their_conditions():
-  head = README[:README.index("## The headline result")]
-  main = re.search(r"takes (\d+) s on 2\s+idle CPU cores, measured", head)
-  assert main, "the main experiment's time, with its machine and load"
-  summary = json.loads((ROOT / "docs/results/main/summary.json").read_text())
-  agents_s = sum(a["seconds"] for a in summary["agents"].values())
-  # The agents' runs are most of the stated time (the committed run may have shared the
-  # machine: within a factor of 2).
-  assert agents_s / 2 <= int(main.group(1)) <= 2 * agents_s
-  assert re.search(r"Run the tests\*\* \(\d+ tests, about \d+ minutes on two idle CPU cores",
-                   head)
 
 
 # 3. Invalid input is refused, or warned about, in the library's words.
@@ -143,9 +127,8 @@ def test_named_setting_accepts_a_benchmark_or_a_cmdp():
     oj.named_setting("bura2022", 3)
 
 
-def test_readme_lists_every_top_level_name_and_counts_them():
-  row = next(line for line in README.splitlines() if line.startswith("| `optaug_jax` ("))
-  assert int(re.search(r"\((\d+) names\)", row).group(1)) == len(oj.__all__)
+def test_readme_lists_every_top_level_name():
+  row = next(line for line in README.splitlines() if line.startswith("| `optaug_jax` "))
   assert set(re.findall(r"`(\w+)`", row)) - {"optaug_jax"} == set(oj.__all__)
 
 
@@ -197,11 +180,3 @@ def test_figures_carry_the_runs_identity_and_share_axes(scripts, tmp_path):
     assert fig._suptitle is not None and "factored" in fig._suptitle.get_text()
   axes = figures["oscillation.png"].axes
   assert axes[0].get_shared_y_axes().joined(axes[0], axes[1])
-
-
-def test_readme_says_how_to_run_the_notebooks():
-  import tomllib
-  extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-      "optional-dependencies"]
-  assert any(r.startswith("jupyterlab") for r in extras["notebooks"])
-  assert '".[notebooks]"' in README and "jupyter lab notebooks/" in README
