@@ -43,7 +43,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import validation
-from .cmdp import CMDP, check_safe_policy, random_cmdp, safest_policy, validate_cmdp
+from .cmdp import (
+  CMDP,
+  check_safe_policy,
+  merge_repeated_next_states,
+  random_cmdp,
+  safest_policy,
+  validate_cmdp,
+)
 from .lp import solve_lp
 
 BENCHMARKS: dict[str, Callable[..., Benchmark]] = {}
@@ -262,28 +269,22 @@ def sparse_rows(
   """The sparse layout of rows given as candidate moves: `(next_states, probabilities)`.
 
   `targets [..., M]` (int) and `probs [..., M]` list each row's possible moves (repeats
-  and zero probabilities allowed); the result merges repeats, drops zeros and sorts each
-  row's next states, in `width` slots (default: the largest row), -1 in empty slots.
+  and zero probabilities allowed); the result merges repeats (`merge_repeated_next_states`),
+  drops zeros and sorts each row's next states, in `width` slots (default: the largest
+  row), -1 in empty slots.
   """
   targets, probs = np.asarray(targets), np.asarray(probs, np.float64)
-  rows = targets.reshape(-1, targets.shape[-1])
-  weights = probs.reshape(rows.shape)
-  merged: list[dict[int, float]] = [{} for _ in range(rows.shape[0])]
-  for i in range(rows.shape[0]):
-    for t, w in zip(rows[i].tolist(), weights[i].tolist()):
-      if w > 0:
-        merged[i][t] = merged[i].get(t, 0.0) + w
-  widest = max(len(m) for m in merged)
+  moves = probs > 0
+  next_states, merged = merge_repeated_next_states(
+    np.where(moves, targets, -1), np.where(moves, probs, 0.0)
+  )
+  widest = int((next_states >= 0).sum(-1).max(initial=0))
   width = widest if width is None else width
   if width < widest:
     raise ValueError(f"width: {width} slots, but a row has {widest} next states")
-  next_states = np.full((rows.shape[0], width), -1, np.int32)
-  out = np.zeros((rows.shape[0], width))
-  for i, m in enumerate(merged):
-    for j, t in enumerate(sorted(m)):
-      next_states[i, j], out[i, j] = t, m[t]
-  shape = targets.shape[:-1] + (width,)
-  return next_states.reshape(shape), out.reshape(shape)
+  pad = [(0, 0)] * (targets.ndim - 1) + [(0, max(width - targets.shape[-1], 0))]
+  next_states = np.pad(next_states, pad, constant_values=-1)[..., :width]
+  return next_states, np.pad(merged, pad)[..., :width]
 
 
 def _grid_model(
