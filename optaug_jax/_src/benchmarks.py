@@ -577,8 +577,8 @@ def inventory(*, horizon: int = 7, dtype=None) -> Benchmark:
   - objective: their reward is the expected revenue `0.08 E[min(D, y)]` (8/100 per unit
     sold; their sum `sum_d P(s'|s,a) f(d)` over the demands with `y - d >= 0` is this
     expectation, since `P(0|s,a) = P(D >= y)`), divided by its maximum `0.08 x 1.65`
-    (`y = 5`), and maximised. Here the objective cost is `1 - reward` (the revenue lost
-    against a full store), minimised: `V = H - V_reward`, the same optimal policies and
+    (`y = 5`), and maximised. Here the objective cost is `1 - reward` (the scaled revenue
+    lost against a full store), minimised: `V = H - V_reward`, the same optimal policies and
     the same regrets;
   - constraint: the ordering cost `4 + 2 x` for an order of `x > 0` units (0 for none) plus
     the holding cost `y` of the stock after ordering, divided by its maximum 19 (5 units
@@ -588,14 +588,16 @@ def inventory(*, horizon: int = 7, dtype=None) -> Benchmark:
   free capacity), so the number of actions varies with the state; the CMDP format needs
   `A` actions everywhere, so here every state has the 6 actions and an order beyond the
   free capacity is cut to it: in state `s`, the actions `a >= 5 - s` are copies (same
-  costs, same transitions) of the full order. Copies change neither the set of occupancy
-  measures nor the optimum; a learner does have more `(s, a)` pairs to visit (36 against
-  their 21). Their horizon convention is ours (`H` steps `h = 0..H-1`, each with its
+  costs, same transitions) of the full order. Copies change neither the distributions of
+  (stock, order) that policies can reach nor the optimum; a learner does have more
+  `(s, a)` pairs to visit (36 against their 21). Their horizon convention is ours (`H` steps `h = 0..H-1`, each with its
   costs, the start distribution at step 0).
 
-  The revenue needs stock, the stock costs budget, and the unconstrained optimum orders
-  far more than `H / 2` allows, so the constraint binds. Baseline: the LP-optimal policy
-  for `alpha / 5` (their `C_b = CONSTRAINT / 5`); its slack is `4 alpha / 5`.
+  The revenue needs stock and the stock costs budget: the unconstrained optimum keeps the
+  store full at every step (objective 0, constraint value 4.505 for `H = 7`), above
+  `alpha = 3.5`, so the constraint binds (`V* = 0.33468`, multiplier 0.921). Baseline:
+  the LP-optimal policy for `alpha / 5` (their `C_b = CONSTRAINT / 5`); its slack is
+  `4 alpha / 5` (2.8 for `H = 7`, objective 5.4443).
 
   Args:
     horizon: `H` (theirs: 7).
