@@ -590,8 +590,8 @@ def inventory(*, horizon: int = 7, dtype=None) -> Benchmark:
   free capacity is cut to it: in state `s`, the actions `a >= 5 - s` are copies (same
   costs, same transitions) of the full order. Copies change neither the distributions of
   (stock, order) that policies can reach nor the optimum; a learner does have more
-  `(s, a)` pairs to visit (36 against their 21). Their horizon convention is ours (`H` steps `h = 0..H-1`, each with its
-  costs, the start distribution at step 0).
+  `(s, a)` pairs to visit (36 against their 21). Their horizon convention is ours (`H`
+  steps `h = 0..H-1`, each with its costs, the start distribution at step 0).
 
   The revenue needs stock and the stock costs budget: the unconstrained optimum keeps the
   store full at every step (objective 0, constraint value 4.505 for `H = 7`), above
