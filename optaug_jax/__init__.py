@@ -16,6 +16,7 @@ from optaug_jax._src.checks import checked
 from optaug_jax._src.cmdp import (
   CMDP,
   check_safe_policy,
+  merge_repeated_next_states,
   random_cmdp,
   safest_policy,
   to_dense,
@@ -82,6 +83,7 @@ __all__ = (
   "extended_lmo",
   "extended_value_iteration",
   "init_counts",
+  "merge_repeated_next_states",
   "named_setting",
   "occupancy",
   "optaug",

@@ -13,7 +13,7 @@ import references as ref
 
 matplotlib.use("Agg")
 
-NAMES = ["media_streaming", "factored", "gridworld", "random_family", "queue"]
+NAMES = ["media_streaming", "factored", "gridworld", "random_family", "queue", "inventory"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,12 +50,14 @@ def test_safe_policy_strictly_feasible(name):
   assert b.slack > 0
 
 
-@pytest.mark.parametrize("name", ["media_streaming", "factored"])
+@pytest.mark.parametrize("name", ["media_streaming", "factored", "inventory"])
 def test_lp_baselines_have_four_fifths_of_the_threshold_as_slack(name):
   """By construction (module docstring) the baseline is LP-optimal for alpha / 5, and that
-  smaller constraint binds: slack = 4 alpha / 5 (media_streaming: 4.0, factored: 2.4)."""
+  smaller constraint binds: slack = 4 alpha / 5 (media_streaming: 4.0, factored: 2.4,
+  inventory: 2.8)."""
   b = _benchmark(name)
-  assert b.slack == pytest.approx({"media_streaming": 4.0, "factored": 2.4}[name], abs=1e-9)
+  expected = {"media_streaming": 4.0, "factored": 2.4, "inventory": 2.8}[name]
+  assert b.slack == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("name", [n if n != "random_family" else pytest.param(
@@ -229,3 +231,98 @@ def test_make_benchmark_kwargs_and_unknown_name():
   assert benchmarks.make_benchmark("factored", horizon=9).cmdp.horizon == 9
   with pytest.raises(ValueError, match="unknown benchmark"):
     benchmarks.make_benchmark("race_track")
+
+
+def _inventory_by_loops(num_states=6):
+  """The authors' inventory model (Bura et al. 2022) restated with plain loops over their
+  state-dependent action sets `a = 0..S-1-s`: `(P[s][a] [S'], reward[s][a], cost[s][a])`,
+  reward and cost divided by their maxima."""
+  demand = [0.3, 0.2, 0.2, 0.2, 0.05, 0.05]
+  p, reward, cost = {}, {}, {}
+  for s in range(num_states):
+    for a in range(num_states - s):
+      row = np.zeros(num_states)
+      revenue = 0.0
+      for d, prob in enumerate(demand):
+        row[max(s + a - d, 0)] += prob
+        revenue += prob * 0.08 * min(d, s + a)
+      p[s, a] = row
+      reward[s, a] = revenue
+      cost[s, a] = (4 + 2 * a if a > 0 else 0) + (s + a)
+  r_max, c_max = max(reward.values()), max(cost.values())
+  return (p, {k: v / r_max for k, v in reward.items()},
+          {k: v / c_max for k, v in cost.items()})
+
+
+def _inventory_lp(horizon, threshold):
+  """The largest expected revenue `sum q R` subject to `sum q C <= threshold` over the
+  occupancy measures `q[h, s, a]` of the authors' action sets, by HiGHS (scipy)."""
+  from scipy.optimize import linprog
+  p, reward, cost = _inventory_by_loops()
+  pairs = sorted(p)
+  index = {(h, s, a): i for i, (h, (s, a)) in enumerate(
+      (h, pair) for h in range(horizon) for pair in pairs)}
+  n = len(index)
+  a_eq, b_eq = [], []
+  for h in range(horizon):
+    for t in range(6):
+      row = np.zeros(n)
+      for (s, a) in pairs:
+        if s == t:
+          row[index[h, s, a]] += 1.0
+        if h > 0:
+          row[index[h - 1, s, a]] -= p[s, a][t]
+      a_eq.append(row)
+      b_eq.append(1.0 if (h == 0 and t == 0) else 0.0)
+  c = np.zeros(n)
+  d = np.zeros(n)
+  for (_, s, a), i in index.items():
+    c[i], d[i] = -reward[s, a], cost[s, a]
+  res = linprog(c, A_ub=d[None], b_ub=[threshold], A_eq=np.array(a_eq), b_eq=b_eq,
+                bounds=(0, None), method="highs")
+  assert res.status == 0, res.message
+  return -res.fun
+
+
+def test_inventory_is_the_authors_model():
+  """Transitions and costs against loops over the authors' action sets: an order beyond
+  the free capacity is the full order; the objective cost is 1 - the scaled revenue."""
+  b = _benchmark("inventory")
+  m = b.cmdp
+  assert (m.horizon, m.num_states, m.num_actions) == (7, 6, 6)
+  assert float(m.thresholds[0]) == 3.5 and int(m.initial_state) == 0
+  p, reward, cost = _inventory_by_loops()
+  got_p, got_c, got_d = (np.asarray(x) for x in (m.transitions, m.cost, m.constraint_costs[0]))
+  for s in range(6):
+    for a in range(6):
+      cut = min(a, 5 - s)
+      for h in range(7):
+        np.testing.assert_allclose(got_p[h, s, a], p[s, cut], rtol=0, atol=1e-15)
+        assert got_c[h, s, a] == pytest.approx(1.0 - reward[s, cut], abs=1e-12)
+        assert got_d[h, s, a] == pytest.approx(cost[s, cut], abs=1e-12)
+  assert got_d.max() == 1.0 and got_c.min() == 0.0 and got_c.max() == 1.0
+  # As sparse rows the stock-outs repeat state 0; merged, they are the dense rows.
+  level = np.minimum(np.arange(6)[:, None] + np.arange(6)[None, :], 5)
+  targets = np.maximum(level[..., None] - np.arange(6), 0)
+  ns, probs = oj.merge_repeated_next_states(
+      targets, np.broadcast_to(benchmarks.INVENTORY_DEMAND, targets.shape))
+  tile = lambda x: jnp.asarray(np.broadcast_to(x, (7,) + x.shape))
+  dense = oj.to_dense(m._replace(transitions=tile(probs), next_states=tile(ns)))
+  np.testing.assert_allclose(dense.transitions, got_p, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("horizon", [7, 4])
+def test_inventory_optimum_against_an_independent_lp(horizon):
+  """solve_lp's V* against HiGHS on the authors' LP (revenue maximised, their action
+  sets): V* = H - the largest revenue; the same for the baseline's alpha / 5 LP."""
+  b = benchmarks.inventory(horizon=horizon) if horizon != 7 else _benchmark("inventory")
+  alpha = horizon / 2
+  assert float(b.cmdp.thresholds[0]) == alpha
+  lp = oj.solve_lp(b.cmdp)
+  assert lp.value == pytest.approx(horizon - _inventory_lp(horizon, alpha), abs=1e-8)
+  value, constraint = oj.policy_values(b.cmdp, b.safe_policy)
+  assert float(value) == pytest.approx(horizon - _inventory_lp(horizon, alpha / 5), abs=1e-8)
+  assert float(constraint[0]) == pytest.approx(alpha / 5, abs=1e-8)
+  assert b.slack == pytest.approx(4 * alpha / 5, abs=1e-8)
+  if horizon == 7:
+    assert lp.value == pytest.approx(0.33467847, abs=1e-8)  # V*; revenue 6.66532153

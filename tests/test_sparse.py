@@ -341,3 +341,120 @@ def test_sparse_benchmarks_agree_with_dense_and_run():
     for leaf in jax.tree.leaves(state):
       assert leaf.size <= s.cmdp.horizon * s.cmdp.num_states * s.cmdp.num_actions * 2, (
           leaf.shape)
+
+
+def _rows_with_repeats(seed, shape=(3, 5, 2), width=6, num_states=5):
+  """Random sparse rows `[*shape, width]` that repeat next states, with empty slots (-1) and
+  zero-probability slots; each row sums to 1."""
+  rng = np.random.default_rng(seed)
+  ns = rng.integers(0, num_states, size=shape + (width,))
+  empty = rng.uniform(size=ns.shape) < 0.2
+  empty[..., 0] = False  # every row keeps a next state
+  ns = np.where(empty, -1, ns)
+  p = np.where(empty, 0.0, rng.uniform(size=ns.shape))
+  p = np.where(rng.uniform(size=ns.shape) < 0.1, 0.0, p)
+  p[..., 0] += 1e-3  # no row of zeros only
+  return ns, p / p.sum(-1, keepdims=True)
+
+
+def _merge_loop(ns, p):
+  """Reference: per row, a dict next state -> summed probability (plain Python loops)."""
+  rows = []
+  for row_ns, row_p in zip(ns.reshape(-1, ns.shape[-1]).tolist(),
+                           p.reshape(-1, p.shape[-1]).tolist()):
+    merged = {}
+    for t, w in zip(row_ns, row_p):
+      if t >= 0:
+        merged[t] = merged.get(t, 0.0) + w
+    rows.append(merged)
+  return rows
+
+
+def _repeats(ns):
+  """Whether some row names a next state twice (plain loops over the rows)."""
+  return any(len(set(t for t in row if t >= 0)) < sum(t >= 0 for t in row)
+             for row in ns.reshape(-1, ns.shape[-1]).tolist())
+
+
+def _dense_add_at(ns, p, num_states):
+  """Dense rows `[..., S']` of sparse rows, repeats accumulated by `np.add.at`."""
+  out = np.zeros(ns.shape[:-1] + (num_states,))
+  index = np.indices(ns.shape[:-1])
+  for n in range(ns.shape[-1]):
+    taken = ns[..., n] >= 0
+    np.add.at(out, tuple(i[taken] for i in index) + (ns[..., n][taken],), p[..., n][taken])
+  return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_merge_repeated_next_states_against_a_dict_loop(seed):
+  ns, p = _rows_with_repeats(seed)
+  assert _repeats(ns)  # the input does repeat
+  out_ns, out_p = oj.merge_repeated_next_states(ns, p)
+  assert out_ns.shape == ns.shape and out_p.shape == p.shape  # N unchanged
+  assert out_ns.dtype == np.int32 and out_p.dtype == p.dtype
+  assert not _repeats(out_ns)
+  np.testing.assert_allclose(out_p.sum(-1), 1.0, rtol=0, atol=1e-12)
+  for merged, row_ns, row_p in zip(_merge_loop(ns, p), out_ns.reshape(-1, ns.shape[-1]),
+                                   out_p.reshape(-1, ns.shape[-1])):
+    k = len(merged)
+    assert row_ns[:k].tolist() == sorted(merged)  # increasing, then empty slots
+    np.testing.assert_allclose(row_p[:k], [merged[t] for t in sorted(merged)], rtol=0,
+                               atol=1e-15)
+    assert np.all(row_ns[k:] == -1) and np.all(row_p[k:] == 0.0)
+  # The same model written densely, both ways.
+  np.testing.assert_allclose(_dense_add_at(out_ns, out_p, 5), _dense_add_at(ns, p, 5),
+                             rtol=0, atol=1e-15)
+
+
+def test_merge_keeps_rows_without_repeats():
+  """`to_sparse` rows (increasing, no repeats) come back identical; a permuted row without
+  repeats comes back sorted, with the same (next state, probability) pairs."""
+  _, sparse = _sparse_random(4)
+  ns, p = np.asarray(sparse.next_states), np.asarray(sparse.transitions)
+  out_ns, out_p = oj.merge_repeated_next_states(ns, p)
+  np.testing.assert_array_equal(out_ns, ns)
+  np.testing.assert_array_equal(out_p, p)
+  perm = np.random.default_rng(4).permutation(ns.shape[-1])
+  out_ns, out_p = oj.merge_repeated_next_states(ns[..., perm], p[..., perm])
+  np.testing.assert_array_equal(out_ns, ns)
+  np.testing.assert_array_equal(out_p, p)
+  # Zero-probability next states keep their slot (the agent's support may read them).
+  kept_ns, kept_p = oj.merge_repeated_next_states(np.array([3, 1, 3, -1]),
+                                                  np.array([0.5, 0.0, 0.5, 0.0]))
+  assert kept_ns.tolist() == [1, 3, -1, -1] and kept_p.tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_cmdp_from_merged_rows_equals_the_dense_cmdp():
+  """Rows with repeats (an inventory clipped at 0): validate_cmdp refuses them and names
+  the helper; the merged rows make a CMDP equal to the dense one built by np.add.at."""
+  m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=5, num_actions=2, horizon=3)
+  ns, p = _rows_with_repeats(5, shape=(3, 5, 2), width=6, num_states=5)
+  raw = m._replace(transitions=jnp.asarray(p), next_states=jnp.asarray(ns, jnp.int32))
+  with pytest.raises(ValueError, match=r"names a next state twice; merge the repeats .*"
+                     r"oj\.merge_repeated_next_states\(next_states, transitions\)"):
+    oj.validate_cmdp(raw)
+  out_ns, out_p = oj.merge_repeated_next_states(raw.next_states, raw.transitions)
+  sparse = oj.validate_cmdp(m._replace(transitions=jnp.asarray(out_p),
+                                       next_states=jnp.asarray(out_ns)))
+  dense = oj.validate_cmdp(m._replace(transitions=jnp.asarray(_dense_add_at(ns, p, 5))))
+  np.testing.assert_allclose(oj.to_dense(sparse).transitions, dense.transitions, rtol=0,
+                             atol=1e-15)
+  np.testing.assert_allclose(oj.solve_lp(sparse).value, oj.solve_lp(dense).value, atol=1e-9)
+  policy = jax.nn.softmax(jnp.asarray(np.random.default_rng(5).normal(size=m.cost.shape)))
+  for x, y in zip(oj.policy_values(sparse, policy), oj.policy_values(dense, policy)):
+    np.testing.assert_allclose(x, y, atol=1e-12)
+
+
+def test_merge_repeated_next_states_names_bad_input():
+  ns, p = np.array([[0, 0, -1]]), np.array([[0.5, 0.5, 0.0]])
+  with pytest.raises(ValueError, match="next_states: expected the shape"):
+    oj.merge_repeated_next_states(ns[:, :2], p)
+  with pytest.raises(ValueError, match="next_states: expected integer"):
+    oj.merge_repeated_next_states(ns.astype(np.float64), p)
+  with pytest.raises(ValueError, match="next_states: -2"):
+    oj.merge_repeated_next_states(np.array([[0, -2, -1]]), p)
+  with pytest.raises(ValueError, match="empty slot"):
+    oj.merge_repeated_next_states(np.array([[0, -1, -1]]), p)
+  float32 = oj.merge_repeated_next_states(ns, p.astype(np.float32))[1]
+  assert float32.dtype == np.float32 and float32.tolist() == [[1.0, 0.0, 0.0]]

@@ -1,6 +1,6 @@
 """Benchmark CMDPs with a known strictly feasible baseline. Host side, never jitted.
 
-Why one file of about 600 lines: five constructors of 60-120 lines each, their registry and
+Why one file of about 700 lines: six constructors of 60-120 lines each, their registry and
 two shared helpers (the float64 NumPy model for the LP reference, and the conversion that
 checks the baseline's slack); each constructor reads on its own.
 
@@ -19,6 +19,9 @@ positive.
 - `factored`: the small "factored" CMDP of the same paper, in the form used here: three
   states on a cycle; staying is expensive but free of constraint cost, moving is cheap
   but uses the budget `H / 2`. Its optima can be checked by hand (see `factored`).
+- `inventory`: the inventory-control CMDP of the same paper (S = 6 stock levels, orders
+  up to the free capacity, H = 7), from the authors' code: lost revenue against a budget
+  of `H / 2` on ordering and holding costs (see `inventory` for the conversion).
 - `gridworld`: the race-track story of the OptAug-CMDP paper (Müller, Alatur, Ramponi,
   He; Section 1 and the remark on the strictly feasible policy): a slippery grid where
   the fastest line to the finish cuts across hazard ("off-track") cells, a slower line
@@ -43,7 +46,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import validation
-from .cmdp import CMDP, check_safe_policy, random_cmdp, safest_policy, validate_cmdp
+from .cmdp import (
+  CMDP,
+  check_safe_policy,
+  merge_repeated_next_states,
+  random_cmdp,
+  safest_policy,
+  validate_cmdp,
+)
 from .lp import solve_lp
 
 BENCHMARKS: dict[str, Callable[..., Benchmark]] = {}
@@ -262,28 +272,22 @@ def sparse_rows(
   """The sparse layout of rows given as candidate moves: `(next_states, probabilities)`.
 
   `targets [..., M]` (int) and `probs [..., M]` list each row's possible moves (repeats
-  and zero probabilities allowed); the result merges repeats, drops zeros and sorts each
-  row's next states, in `width` slots (default: the largest row), -1 in empty slots.
+  and zero probabilities allowed); the result merges repeats (`merge_repeated_next_states`),
+  drops zeros and sorts each row's next states, in `width` slots (default: the largest
+  row), -1 in empty slots.
   """
   targets, probs = np.asarray(targets), np.asarray(probs, np.float64)
-  rows = targets.reshape(-1, targets.shape[-1])
-  weights = probs.reshape(rows.shape)
-  merged: list[dict[int, float]] = [{} for _ in range(rows.shape[0])]
-  for i in range(rows.shape[0]):
-    for t, w in zip(rows[i].tolist(), weights[i].tolist()):
-      if w > 0:
-        merged[i][t] = merged[i].get(t, 0.0) + w
-  widest = max(len(m) for m in merged)
+  moves = probs > 0
+  next_states, merged = merge_repeated_next_states(
+    np.where(moves, targets, -1), np.where(moves, probs, 0.0)
+  )
+  widest = int((next_states >= 0).sum(-1).max(initial=0))
   width = widest if width is None else width
   if width < widest:
     raise ValueError(f"width: {width} slots, but a row has {widest} next states")
-  next_states = np.full((rows.shape[0], width), -1, np.int32)
-  out = np.zeros((rows.shape[0], width))
-  for i, m in enumerate(merged):
-    for j, t in enumerate(sorted(m)):
-      next_states[i, j], out[i, j] = t, m[t]
-  shape = targets.shape[:-1] + (width,)
-  return next_states.reshape(shape), out.reshape(shape)
+  pad = [(0, 0)] * (targets.ndim - 1) + [(0, max(width - targets.shape[-1], 0))]
+  next_states = np.pad(next_states, pad, constant_values=-1)[..., :width]
+  return next_states, np.pad(merged, pad)[..., :width]
 
 
 def _grid_model(
@@ -545,6 +549,90 @@ def queue(
   baseline = np.zeros((horizon, num_states, len(QUEUE_RATES)))
   baseline[..., 0] = 1.0
   return _finish(model, baseline, dtype)
+
+
+# Demand distribution of `inventory` on 0..5 units per step (Bura et al. 2022).
+INVENTORY_DEMAND = (0.3, 0.2, 0.2, 0.2, 0.05, 0.05)
+
+
+@register_benchmark("inventory")
+def inventory(*, horizon: int = 7, dtype=None) -> Benchmark:
+  """Inventory control (Bura et al. 2022, "DOPE"), `S = 6`, `A = 6`, one constraint.
+
+  Source: the authors' public code, archanabura/DOPE-DoublyOptimisticPessimisticExploration,
+  `Codes/InventoryControl/model-in.py` (read, not run; no code copied). Their run: `H = 7`,
+  `K = 10^6` episodes (`NUMBER_EPISODES`), `delta = 0.01`.
+
+  State `s` is the stock, 0..5 units; the episode starts with an empty store (state 0).
+  Action `a` orders `min(a, 5 - s)` units, so that the stock after ordering is
+  `y = min(s + a, 5)`. A demand `D` of 0..5 units arrives with probabilities
+  `INVENTORY_DEMAND` = 0.3, 0.2, 0.2, 0.2, 0.05, 0.05; `min(D, y)` units are sold, unmet
+  demand is lost, and the next stock is `max(y - D, 0)` (so every `D >= y` lands in state 0:
+  the rows repeat that next state, merged as `merge_repeated_next_states` does). The same
+  at every step.
+
+  Costs, scaled to `[0, 1]` as their script does (each divided by its maximum over the
+  available `(s, a)`):
+
+  - objective: their reward is the expected revenue `0.08 E[min(D, y)]` (8/100 per unit
+    sold; their sum `sum_d P(s'|s,a) f(d)` over the demands with `y - d >= 0` is this
+    expectation, since `P(0|s,a) = P(D >= y)`), divided by its maximum `0.08 x 1.65`
+    (`y = 5`), and maximised. Here the objective cost is `1 - reward` (the scaled revenue
+    lost against a full store), minimised: `V = H - V_reward`, the same optimal policies and
+    the same regrets;
+  - constraint: the ordering cost `4 + 2 x` for an order of `x > 0` units (0 for none) plus
+    the holding cost `y` of the stock after ordering, divided by its maximum 19 (5 units
+    ordered into an empty store). Threshold `alpha = H / 2` (their `CONSTRAINT`).
+
+  Conversion of the action set: their state `s` offers only the orders `0..5 - s` (the
+  free capacity), so the number of actions varies with the state; the CMDP format needs
+  `A` actions everywhere, so here every state has the 6 actions and an order beyond the
+  free capacity is cut to it: in state `s`, the actions `a >= 5 - s` are copies (same
+  costs, same transitions) of the full order. Copies change neither the distributions of
+  (stock, order) that policies can reach nor the optimum; a learner does have more
+  `(s, a)` pairs to visit (36 against their 21). Their horizon convention is ours (`H`
+  steps `h = 0..H-1`, each with its costs, the start distribution at step 0).
+
+  The revenue needs stock and the stock costs budget: the unconstrained optimum keeps the
+  store full at every step (objective 0, constraint value 4.505 for `H = 7`), above
+  `alpha = 3.5`, so the constraint binds (`V* = 0.33468`, multiplier 0.921). Baseline:
+  the LP-optimal policy for `alpha / 5` (their `C_b = CONSTRAINT / 5`); its slack is
+  `4 alpha / 5` (2.8 for `H = 7`, objective 5.4443).
+
+  Args:
+    horizon: `H` (theirs: 7).
+    dtype: float dtype of the arrays (default: JAX's default float).
+
+  Returns:
+    `Benchmark(cmdp, safe_policy [H, 6, 6], slack)`.
+  """
+  validation.check_int("horizon", horizon, low=1)
+  horizon = int(horizon)
+  demand = np.asarray(INVENTORY_DEMAND)
+  num_states = len(demand)  # stock 0..5; demand 0..5
+  stock, action = np.meshgrid(np.arange(num_states), np.arange(num_states), indexing="ij")
+  order = np.minimum(action, num_states - 1 - stock)  # [S, A], cut to the free capacity
+  level = stock + order  # y, the stock after ordering
+  # Candidate next stocks of each (s, a), one per demand; repeats of 0 merged.
+  targets = np.maximum(level[..., None] - np.arange(num_states), 0)
+  ns, slots = merge_repeated_next_states(targets, np.broadcast_to(demand, targets.shape))
+  p = np.zeros((num_states, num_states, num_states))
+  s_idx, a_idx = np.meshgrid(np.arange(num_states), np.arange(num_states), indexing="ij")
+  for n in range(num_states):
+    taken = ns[..., n] >= 0
+    p[s_idx[taken], a_idx[taken], ns[..., n][taken]] = slots[..., n][taken]
+  sales = np.minimum(np.arange(num_states)[None, None, :], level[..., None])  # [S, A, D]
+  revenue = np.sum(demand * sales, axis=-1)  # E[min(D, y)] (the price 0.08 cancels)
+  spend = np.where(order > 0, 4.0 + 2.0 * order, 0.0) + level
+  tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
+  model = _numpy_cmdp(
+    tile(p),
+    tile(1.0 - revenue / revenue.max()),
+    tile(spend / spend.max()),
+    horizon / 2.0,
+    0,
+  )
+  return _finish(model, _lp_baseline(model), dtype)
 
 
 @register_benchmark("random_family")

@@ -30,8 +30,9 @@ class CMDP(NamedTuple):
     `[H, S, A, S]`;
   - sparse: at most `N` possible next states per `(h, s, a)`: `next_states[h, s, a, n]` is
     the next state of slot `n` (-1: an empty slot) and `transitions[h, s, a, n]` its
-    probability (0 in empty slots), both `[H, S, A, N]`. Every kernel then works in
-    `S A N` per step instead of `S A S` (`to_sparse`, `to_dense` convert; the
+    probability (0 in empty slots), both `[H, S, A, N]`. A row names each next state
+    at most once (`merge_repeated_next_states` merges repeats). Every kernel then works
+    in `S A N` per step instead of `S A S` (`to_sparse`, `to_dense` convert; the
     `Setting.support` of an agent takes the same `next_states`).
   """
 
@@ -108,7 +109,9 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
   float dtypes (`SUPPORTED_DTYPES`: float32 or float64, one for all fields), NaN/inf,
   negative transitions, transition rows not summing to 1 (within `atol`), costs
   outside `[0, 1]`, thresholds outside `[0, H]`, initial state not an integer in `[0, S)`,
-  no constraint. Ranges are checked exactly; only the row sums have a tolerance.
+  no constraint; in the sparse layout, next states outside `[-1, S)`, probability in an
+  empty slot, a row naming a next state twice (`merge_repeated_next_states` merges such
+  rows). Ranges are checked exactly; only the row sums have a tolerance.
 
   Args:
     cmdp: a `CMDP` (possibly batched).
@@ -240,7 +243,11 @@ def _check_next_states(ns: np.ndarray, p: np.ndarray, num_states: int) -> None:
     )
   dup = validation.repeated_next_state_row(ns)
   if dup is not None:
-    raise ValueError(f"next_states: row {dup} [.., h, s, a] names a next state twice")
+    raise ValueError(
+      f"next_states: row {dup} [.., h, s, a] names a next state twice; merge the repeats"
+      " (adding their probabilities) with oj.merge_repeated_next_states(next_states,"
+      " transitions)"
+    )
 
 
 def to_sparse(cmdp: CMDP, *, max_next_states: int | None = None) -> CMDP:
@@ -289,6 +296,72 @@ def dense_rows(values, next_states, num_states: int) -> np.ndarray:
   rows = np.repeat(np.arange(flat.shape[0]), values.shape[-1])
   np.add.at(flat, (rows, np.where(ns < 0, num_states, ns).reshape(-1)), values.reshape(-1))
   return flat.reshape(out.shape)[..., :num_states]
+
+
+def merge_repeated_next_states(next_states, transitions) -> tuple[np.ndarray, np.ndarray]:
+  """Host side: sparse-layout rows with each next state named once, repeats merged.
+
+  A row of the sparse layout may not name a next state twice (`validate_cmdp` refuses it).
+  Rows built from a model's outcomes often do: an inventory clipped at an empty stock, a
+  move into a wall that stays in place. This adds the probabilities of the slots that
+  share a next state. Each row of the result holds its distinct next states in increasing
+  order (the order `to_sparse` builds, whose ties the sparse kernels break as the dense
+  ones do), then empty slots (-1, probability 0), in the same `N` slots: shapes stay
+  static. A next state named with probability 0 keeps its slot (it stays possible for
+  an agent's support); empty input slots are dropped. A row without repeats keeps its
+  (next state, probability) pairs. Vectorised over all rows; no tolerance is involved.
+
+  Args:
+    next_states: `[..., N]` int, a state or -1 (an empty slot) per slot.
+    transitions: `[..., N]` probabilities of the slots (0 in empty slots), float.
+
+  Returns:
+    `(next_states [..., N] int32, transitions [..., N])` as NumPy arrays, the
+    probabilities in the input's float dtype, ready for `CMDP(transitions=...,
+    next_states=...)`.
+
+  Raises:
+    ValueError: shapes that differ, non-integer next states, a next state below -1, or an
+      empty slot with a non-zero probability.
+  """
+  ns, p = np.asarray(next_states), np.asarray(transitions)
+  if ns.shape != p.shape or ns.ndim < 1:
+    raise ValueError(
+      f"next_states: expected the shape of transitions {p.shape} ([..., N]), got {ns.shape}"
+    )
+  if not np.issubdtype(ns.dtype, np.integer):
+    raise ValueError(f"next_states: expected integer state indices, got dtype {ns.dtype}")
+  if not np.issubdtype(p.dtype, np.floating):
+    p = p.astype(np.float64)
+  if ns.size and ns.min() < -1:
+    where = np.unravel_index(np.argmin(ns), ns.shape)
+    raise ValueError(
+      f"next_states: {int(ns[where])} at {_at(where)} is neither a state nor -1 (an empty slot)"
+    )
+  if np.any((ns < 0) & (p != 0)):
+    where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
+    raise ValueError(
+      f"transitions: empty slot {_at(where)} (next_states -1) has probability"
+      f" {float(p[where]):.6g}; empty slots must hold 0"
+    )
+  width = ns.shape[-1]
+  rows = ns.reshape(-1, width).astype(np.int64)
+  probs = p.reshape(rows.shape)
+  # Sort each row by next state (stable: repeats stay in slot order), empty slots last.
+  big = np.iinfo(np.int64).max
+  order = np.argsort(np.where(rows < 0, big, rows), axis=-1, kind="stable")
+  rows = np.take_along_axis(rows, order, axis=-1)
+  probs = np.take_along_axis(probs, order, axis=-1)
+  valid = rows >= 0
+  first = valid.copy()
+  first[:, 1:] &= rows[:, 1:] != rows[:, :-1]
+  slot = np.cumsum(first, axis=-1) - 1  # output slot of each valid input slot
+  flat = np.arange(rows.shape[0])[:, None] * width + slot
+  # bincount adds in input order: a repeat's probabilities sum in slot order.
+  merged = np.bincount(flat[valid], weights=probs[valid], minlength=rows.size)
+  out_ns = np.full(rows.size, -1, np.int32)
+  out_ns[flat[first]] = rows[first]
+  return out_ns.reshape(ns.shape), merged.astype(p.dtype).reshape(ns.shape)
 
 
 def check_cmdp(cmdp: CMDP, where: str) -> None:
