@@ -13,7 +13,8 @@ import references as ref
 
 matplotlib.use("Agg")
 
-NAMES = ["media_streaming", "factored", "gridworld", "random_family", "queue", "inventory"]
+NAMES = ["media_streaming", "factored", "gridworld", "random_family", "queue", "inventory",
+         "lost_sales"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -326,3 +327,36 @@ def test_inventory_optimum_against_an_independent_lp(horizon):
   assert b.slack == pytest.approx(4 * alpha / 5, abs=1e-8)
   if horizon == 7:
     assert lp.value == pytest.approx(0.33467847, abs=1e-8)  # V*; revenue 6.66532153
+
+
+def test_lost_sales_is_the_documented_inventory():
+  """Rows, costs and threshold of a small instance against a loop over stocks, orders and
+  demands (math.comb for the binomial demand)."""
+  import math
+  cap, sizes, dmax, horizon = 9, (0, 2, 5), 4, 5
+  b = benchmarks.lost_sales(capacity=cap, order_sizes=sizes, max_demand=dmax,
+                            horizon=horizon, budget_fraction=0.4)
+  dense = oj.to_dense(b.cmdp)
+  p = np.asarray(dense.transitions)[0]
+  demand = [math.comb(dmax, d) / 2**dmax for d in range(dmax + 1)]
+  for s in range(cap + 1):
+    for a, size in enumerate(sizes):
+      y = min(s + size, cap)
+      expected = np.zeros(cap + 1)
+      left = lost = 0.0
+      for d, pd in enumerate(demand):
+        expected[max(y - d, 0)] += pd
+        left += pd * max(y - d, 0)
+        lost += pd * max(d - y, 0)
+      np.testing.assert_allclose(p[s, a], expected, atol=1e-12)
+      assert float(dense.cost[0, s, a]) == pytest.approx(0.5 * left / cap + 0.5 * lost / dmax)
+      order = y - s
+      spend = 0.2 + 0.8 * order / 5 if order > 0 else 0.0
+      assert float(dense.constraint_costs[0, 0, s, a]) == pytest.approx(spend)
+  assert float(b.cmdp.thresholds[0]) == pytest.approx(0.4 * horizon)
+  assert b.slack == pytest.approx(0.4 * horizon)  # the baseline never orders
+  assert int(b.cmdp.initial_state) == 0
+  assert benchmarks.lost_sales().cmdp.transitions.shape == (20, 200, 4, 13)
+  with pytest.raises(ValueError, match="order_sizes"):
+    benchmarks.lost_sales(order_sizes=(0, -1))
+

@@ -1,6 +1,6 @@
 """Benchmark CMDPs with a known strictly feasible baseline. Host side, never jitted.
 
-Why one file of about 700 lines: six constructors of 60-120 lines each, their registry and
+Why one file of about 800 lines: seven constructors of 60-120 lines each, their registry and
 two shared helpers (the float64 NumPy model for the LP reference, and the conversion that
 checks the baseline's slack); each constructor reads on its own.
 
@@ -28,6 +28,9 @@ positive.
   avoids them, and the constraint bounds the expected number of hazard visits.
 - `queue`: a single-server queue of 200 lengths with service-rate control (3 rates):
   holding cost against an energy budget; a birth-death chain (3 next states per row).
+- `lost_sales`: a lost-sales inventory of 200 stock levels with four order sizes and an
+  ordering budget (sparse, 13 next states per row): a user's own model of a few hundred
+  states, written for the inner solve's cost benchmark.
 - `random_family`: one member of `random_cmdp`'s documented family (Dirichlet(1)
   transitions, uniform costs, thresholds halfway between the safe and the unconstrained
   constraint values), with `safe_policy` as baseline. Default sizes S=10, A=4, H=10, I=1.
@@ -38,6 +41,7 @@ slack is four fifths of the threshold when that smaller constraint binds).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -633,6 +637,80 @@ def inventory(*, horizon: int = 7, dtype=None) -> Benchmark:
     0,
   )
   return _finish(model, _lp_baseline(model), dtype)
+
+
+@register_benchmark("lost_sales")
+def lost_sales(
+  *,
+  capacity: int = 199,
+  order_sizes: tuple[int, ...] = (0, 4, 8, 16),
+  max_demand: int = 12,
+  horizon: int = 20,
+  budget_fraction: float = 0.3,
+  dtype=None,
+) -> Benchmark:
+  """A lost-sales inventory on an ordering budget: `S = capacity + 1` stock levels, sparse.
+
+  State `s` is the stock, `0..capacity`; the episode starts with an empty store. Action
+  `a` orders `order_sizes[a]` units (cut to the free capacity), so the stock after ordering
+  is `y = min(s + order, capacity)`. A demand `D ~ Binomial(max_demand, 1/2)` arrives; unmet
+  demand is lost and the next stock is `max(y - D, 0)`: `max_demand + 1` slots per row
+  (the demands that empty the store land in state 0 together, merged by
+  `sparse_rows`). The same at every step.
+
+  Objective cost (in `[0, 1]`): half the expected stock left over, `E[(y - D)_+] /
+  capacity`, plus half the expected lost sales, `E[(D - y)_+] / max_demand`. Constraint
+  cost: the ordering cost `0.2 + 0.8 order / max(order_sizes)` of a positive order (0 for
+  none), with threshold `budget_fraction * H`. Without the budget one would order about
+  the mean demand at every step; the default budget (`0.3 H`) buys an order of 8 at
+  roughly every other step, so the constraint binds. Baseline: never order (constraint
+  value 0, slack = the threshold).
+
+  Written for the cost benchmark of the inner solve (`experiments/episode_cost.py`): a
+  sparse CMDP of a few hundred states with a handful of actions, as a user's own model
+  would be; not from a publication.
+
+  Args:
+    capacity: the largest stock (`>= 1`).
+    order_sizes: the order of each action (non-negative ints, the first usually 0).
+    max_demand: the demand's largest value (`>= 1`).
+    horizon: `H`.
+    budget_fraction: the threshold as a fraction of `H`, in `(0, 1]`.
+    dtype: float dtype of the arrays (default: JAX's default float).
+
+  Returns:
+    `Benchmark(cmdp, safe_policy [H, S, A], slack)` (the baseline orders the smallest
+    size: nothing with the default sizes).
+  """
+  validation.check_int("capacity", capacity, low=1)
+  validation.check_int("max_demand", max_demand, low=1)
+  validation.check_int("horizon", horizon, low=1)
+  sizes = np.asarray(order_sizes)
+  if sizes.ndim != 1 or sizes.size < 1 or not np.issubdtype(sizes.dtype, np.integer):
+    raise ValueError(f"order_sizes: expected a non-empty tuple of ints, got {order_sizes!r}")
+  if np.any(sizes < 0) or np.max(sizes) < 1:
+    raise ValueError(f"order_sizes: must be >= 0 with one positive, got {order_sizes!r}")
+  if not 0.0 < budget_fraction <= 1.0:
+    raise ValueError(f"budget_fraction: must lie in (0, 1], got {budget_fraction}")
+  capacity, max_demand, horizon = int(capacity), int(max_demand), int(horizon)
+  num_states = capacity + 1
+  demands = np.arange(max_demand + 1)
+  demand = np.asarray([math.comb(max_demand, int(d)) for d in demands], np.float64)
+  demand /= demand.sum()
+  stock = np.arange(num_states)[:, None]  # [S, 1]
+  order = np.minimum(sizes[None, :], capacity - stock)  # [S, A], cut to the free capacity
+  level = stock + order  # y
+  targets = np.maximum(level[..., None] - demands, 0)  # [S, A, D + 1]
+  ns, p = sparse_rows(targets, np.broadcast_to(demand, targets.shape), width=max_demand + 1)
+  left = np.sum(demand * np.maximum(level[..., None] - demands, 0), axis=-1)
+  lost = np.sum(demand * np.maximum(demands - level[..., None], 0), axis=-1)
+  cost = 0.5 * left / capacity + 0.5 * lost / max_demand
+  spend = np.where(order > 0, 0.2 + 0.8 * order / sizes.max(), 0.0)
+  tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
+  model = _numpy_cmdp(tile(p), tile(cost), tile(spend), budget_fraction * horizon, 0, tile(ns))
+  baseline = np.zeros((horizon, num_states, sizes.size))
+  baseline[..., int(np.argmin(sizes))] = 1.0
+  return _finish(model, baseline, dtype)
 
 
 @register_benchmark("random_family")
