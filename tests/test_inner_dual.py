@@ -58,9 +58,10 @@ def _check_against_cvxpy(m, lower, upper, lam, eta):
 def test_dual_solve_matches_cvxpy(num_constraints, eta):
   m, lower, upper = _instance(num_constraints)
   sol, _ = _check_against_cvxpy(m, lower, upper, LAMBDAS[num_constraints], eta)
-  # DP calls do not grow with eta: the whole budget with tol=None (and one DP for the
-  # policy where q = 0, `unreached="greedy"`) ...
-  assert int(sol.dp_calls) == (62 if num_constraints == 1 else 84)
+  # DP calls do not grow with eta: the whole budget with tol=None (I = 1: and the DPs at
+  # the prox centre and at the primal point's multiplier, whose actions are the policy
+  # where q = 0; I >= 2: and one DP for that policy, `unreached="greedy"`) ...
+  assert int(sol.dp_calls) == (60 if num_constraints == 1 else 84)
   # ... and far fewer when the search stops at an exact dual (tol=0), just as exact.
   early = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=m.initial_state), jnp.asarray(LAMBDAS[num_constraints]), eta, solver=oj.inner.exact(tol=0.0))
   assert int(early.dp_calls) <= (17 if num_constraints == 1 else 41), int(early.dp_calls)

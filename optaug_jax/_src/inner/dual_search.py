@@ -1,14 +1,26 @@
-"""The exact solver for one constraint (I = 1): a safeguarded cutting-plane search on the
-one-dimensional dual `psi(mu)` (see `dual_function`).
+"""The exact solver for one constraint (I = 1): a warm-started, safeguarded cutting-plane
+search on the one-dimensional dual `psi(mu)` (see `dual_function`).
 
-`mu*` lies in `[0, lambda + eta (max D q - alpha)_+]` (since `D q - alpha = (mu* -
-lambda) / eta` there). Each step queries the maximiser of the model built from the two
-bracketing vertices' Lagrangian lines (a kink of `Phi` or the stationary point of one
-quadratic piece), or the bracket's midpoint when the last model step did not halve it
-(bisection on the supergradient `D q(mu) - alpha - (mu - lambda) / eta`). The search ends
-exactly when the DP finds nothing below the model at its maximiser (Kelley's finite end on
-the kinks of `Phi`). Both bracketing vertices then minimise the Lagrangian at `mu*`, so the
-optimum lies on their segment: an exact line search there gives the primal point.
+`psi` is maximised at `mu* = lambda + eta (D q* - alpha)`, and `D q(mu)` does not increase
+with `mu`. The search starts at the prox centre `lambda` (in an agent, the last episode's
+`mu*`): one DP there, with supergradient `g = D q(lambda) - alpha`, brackets `mu*` in
+`[lambda, lambda + eta g]` when `g > 0` and in `[max(0, lambda + eta g), lambda]` otherwise
+(the one-cut model's maximiser is the far end). Cheap exact ends come first:
+
+- `g <= 0` at `lambda = 0`: `mu* = 0` (one DP in all; the plan meets the constraint);
+- the DP at the far end: where the vertex has not changed in between, the supergradient
+  there is 0 and that end is `mu*` (two DPs in all).
+
+Otherwise each step queries the maximiser of the model built from the two bracketing
+vertices' Lagrangian lines (a kink of `Phi` or the stationary point of one quadratic
+piece), or the bracket's midpoint when the last model step did not halve it (bisection on
+the supergradient `D q(mu) - alpha - (mu - lambda) / eta`). The search ends exactly when
+the DP finds nothing below the model at its maximiser (Kelley's finite end on the kinks of
+`Phi`). Both bracketing vertices then minimise the Lagrangian at `mu*`, so the optimum lies
+on their segment: an exact line search there gives the primal point. The last DP, at the
+search's final dual point, is returned as `SolverResult.lmo`: `solve_inner` takes the
+greedy actions at unreached states from it instead of one more DP. Only a search that ran
+out of steps pays a last DP at the primal point's multiplier (to tighten its certificate).
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import planning
+from .. import batching, planning
 from ..multiplier_updates import dual_step
 from . import loops, retrieve
 from . import problem as problem_lib
@@ -27,14 +39,18 @@ from .line_search import exact_line_search
 
 
 class _SearchState(NamedTuple):
-  it: jax.Array  # [] int, steps taken
+  it: jax.Array  # [] int, DPs taken in the loop
   done: jax.Array  # [] bool, the dual is solved
   stalls: jax.Array  # [] int, 1 when the last model step did not halve the bracket
   lo: jax.Array  # [] bracket's left end (mu* >= lo)
   hi: jax.Array  # [] bracket's right end (mu* <= hi)
+  has_lo: jax.Array  # [] bool, v_lo is the vertex at lo (False: lo not queried yet)
+  has_hi: jax.Array  # [] bool, v_hi is the vertex at hi
   v_lo: planning.LMOSolution  # the extended DP's vertex at lo
   v_hi: planning.LMOSolution  # the extended DP's vertex at hi
   best: jax.Array  # [] the best dual value psi queried (a lower bound of f*)
+  mu_last: jax.Array  # [] the last query
+  v_last: planning.LMOSolution  # the extended DP at mu_last
 
 
 def two_cut_search(
@@ -48,11 +64,12 @@ def two_cut_search(
   fill: str,
   fixed_length: bool,
 ) -> problem_lib.SolverResult:
-  """The I = 1 exact solve (module docstring); `num_iters` steps at most."""
+  """The I = 1 exact solve (module docstring); `num_iters` loop steps at most."""
   cost, constraint_costs, thresholds = (problem.cost, problem.constraint_costs, problem.thresholds)
   dtype = cost.dtype
   d, alpha, lam = constraint_costs[0], thresholds[0], multipliers[0]
   num_actions = cost.shape[-1]
+  tiny = 16 * jnp.finfo(dtype).eps
 
   def oracle(mu):
     return planning.extended_lmo(
@@ -67,18 +84,28 @@ def two_cut_search(
   def psi(mu, v):
     return dual_value(mu[None], v.value, thresholds, multipliers, eta)
 
-  def slope(mu, v):  # a supergradient of psi at mu: D q(mu) - alpha - (mu - lambda) / eta
-    return jnp.sum(d * v.occupancy) - alpha - (mu - lam) / eta
+  def constraint(v):
+    return jnp.sum(d * v.occupancy)
 
-  # mu* <= lambda + eta (max D q - alpha)_+ since D q - alpha = (mu* - lambda) / eta there.
-  bound = jnp.sum(jnp.max(d.reshape(d.shape[0], -1), axis=-1))
-  lo, hi = jnp.zeros((), dtype), lam + eta * jnp.maximum(bound - alpha, 0.0)
-  v_lo, v_hi = oracle(lo), oracle(hi)
-  best = jnp.maximum(psi(lo, v_lo), psi(hi, v_hi))
-  tiny = 16 * jnp.finfo(dtype).eps
+  def slope(mu, v):  # a supergradient of psi at mu: D q(mu) - alpha - (mu - lambda) / eta
+    return constraint(v) - alpha - (mu - lam) / eta
+
+  def slope_noise(mu, v):  # the rounding of `slope`
+    return tiny * (1.0 + jnp.abs(constraint(v)) + jnp.abs(alpha) + jnp.abs(mu - lam) / eta)
+
+  # The warm start: one DP at the prox centre, and the bracket its supergradient gives.
+  v0 = oracle(lam)
+  g0 = slope(lam, v0)
+  up = g0 > 0
+  far = jnp.maximum(lam + eta * g0, 0.0)  # the one-cut model's maximiser
+  at_zero = ~up & (lam <= 0)  # g <= 0 at mu = 0: mu* = 0
+  flat = jnp.abs(g0) <= slope_noise(lam, v0)  # mu* = lambda (to rounding)
+  solved = at_zero | flat
+  lo = jnp.where(up | solved, lam, far)
+  hi = jnp.where(up & ~solved, far, lam)
 
   def lines(v):  # the Lagrangian of vertex v as a line in mu: a + mu y
-    return jnp.sum(cost * v.occupancy), jnp.sum(d * v.occupancy)
+    return jnp.sum(cost * v.occupancy), constraint(v)
 
   def candidate(lo, hi, a_lo, y_lo, a_hi, y_hi):
     """Maximiser of the two-cut model `min(L_lo, L_hi)(mu) - mu alpha - (mu - lambda)^2 /
@@ -90,59 +117,92 @@ def two_cut_search(
     return jnp.clip(mu, lo, hi)
 
   def body(s: _SearchState) -> _SearchState:
-    # Safeguarded: the model's maximiser, or the midpoint when the model failed to halve
-    # the bracket last time (bisection's guarantee, Kelley's finite end on the kinks).
+    # An end of the bracket not queried yet comes first; then the model's maximiser, or
+    # the midpoint when the model failed to halve the bracket last time (bisection's
+    # guarantee, Kelley's finite end on the kinks).
+    need_hi, need_lo = ~s.has_hi, ~s.has_lo
     (a_lo, y_lo), (a_hi, y_hi) = lines(s.v_lo), lines(s.v_hi)
     model = candidate(s.lo, s.hi, a_lo, y_lo, a_hi, y_hi)
-    mu = jnp.where(s.stalls > 0, 0.5 * (s.lo + s.hi), model)
+    searched = jnp.where(s.stalls > 0, 0.5 * (s.lo + s.hi), model)
+    mu = jnp.where(need_hi, s.hi, jnp.where(need_lo, s.lo, searched))
     v = oracle(mu)
-    # The model is an upper bound of Phi built from two of its lines; where it meets Phi at
-    # its own maximiser, that point maximises psi: stop (exact, up to rounding).
+    best_now = jnp.maximum(s.best, psi(mu, v))
+    g, noise = slope(mu, v), slope_noise(mu, v)
+    # An end query: the bracket's end is mu* when the supergradient there points out of it.
+    end_solved = (need_hi & (g >= -noise)) | (need_lo & (g <= noise))
+    # A model step: the model is an upper bound of Phi built from two of its lines; where it
+    # meets Phi at its own maximiser, that point maximises psi: stop (exact, up to rounding).
     upper = jnp.minimum(a_lo + mu * y_lo, a_hi + mu * y_hi)
     scale = 1.0 + jnp.abs(upper)
-    done = (s.stalls == 0) & (v.value >= upper - tiny * scale)
-    best_now = jnp.maximum(s.best, psi(mu, v))
+    model_solved = (s.stalls == 0) & (v.value >= upper - tiny * scale)
     if tol is not None:  # the model's maximum bounds max psi from above
       model_max = dual_value(mu[None], upper, thresholds, multipliers, eta)
-      done = done | ((s.stalls == 0) & (model_max - best_now <= tol * scale))
-    up = slope(mu, v) > 0  # mu* >= mu
-    new_lo, new_hi = jnp.where(up, mu, s.lo), jnp.where(up, s.hi, mu)
+      model_solved = model_solved | ((s.stalls == 0) & (model_max - best_now <= tol * scale))
+    is_end = need_hi | need_lo
+    done = jnp.where(is_end, end_solved, model_solved)
+    step_up = jnp.where(need_hi, False, jnp.where(need_lo, True, g > 0))  # mu* >= mu
+    new_lo = jnp.where(end_solved | (~is_end & step_up), mu, s.lo)
+    new_hi = jnp.where(end_solved | (~is_end & ~step_up), mu, s.hi)
     halved = (new_hi - new_lo) <= 0.5 * (s.hi - s.lo)
+    take_lo = end_solved | step_up
+    take_hi = end_solved | ~step_up
     return _SearchState(
       it=s.it + 1,
       done=done,
-      stalls=(~halved & (s.stalls == 0)).astype(jnp.int32),
+      stalls=(~is_end & ~halved & (s.stalls == 0)).astype(jnp.int32),
       lo=new_lo,
       hi=new_hi,
-      v_lo=loops.tree_where(up, v, s.v_lo),
-      v_hi=loops.tree_where(up, s.v_hi, v),
+      has_lo=s.has_lo | take_lo,
+      has_hi=s.has_hi | take_hi,
+      v_lo=loops.tree_where(take_lo, v, s.v_lo),
+      v_hi=loops.tree_where(take_hi, v, s.v_hi),
       best=best_now,
+      mu_last=mu,
+      v_last=v,
     )
 
   early = tol is not None and not fixed_length
   start = _SearchState(
     it=jnp.zeros((), jnp.int32),
-    done=jnp.zeros((), bool),
+    done=solved,
     stalls=jnp.zeros((), jnp.int32),
     lo=lo,
     hi=hi,
-    v_lo=v_lo,
-    v_hi=v_hi,
-    best=best,
+    has_lo=up | solved,
+    has_hi=~up | solved,
+    v_lo=v0,
+    v_hi=v0,
+    best=psi(lam, v0),
+    mu_last=lam,
+    v_last=v0,
   )
   s = loops.iterate(
     body, start, num_iters=num_iters, running=lambda s: (s.it < num_iters) & ~s.done, early=early
   )
   v_lo, v_hi, best = s.v_lo, s.v_hi, s.best
   # Both bracketing vertices minimise the Lagrangian at mu*: the optimum lies on their
-  # segment (the whole optimal face when the bracket holds a single kink of Phi).
+  # segment (the whole optimal face when the bracket holds a single kink of Phi). An end
+  # never queried (a search out of steps) has no vertex: its segment is the other end.
+  v_lo = loops.tree_where(s.has_lo, v_lo, v_hi)
+  v_hi = loops.tree_where(s.has_hi, v_hi, v_lo)
   direction = v_lo.occupancy - v_hi.occupancy
   a = lam / eta + jnp.sum(d * v_hi.occupancy) - alpha
   step = exact_line_search(jnp.sum(cost * direction), a[None], jnp.sum(d * direction)[None], eta)
   q = v_hi.occupancy + step * direction
-  mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)[0]
-  best = jnp.maximum(best, psi(mu_hat, oracle(mu_hat)))
   objective = problem_lib.objective(problem, q, multipliers, eta)
+  mu_last, v_last, extra = s.mu_last, s.v_last, jnp.zeros((), jnp.int32)
+
+  def certify(_):  # one more DP, at the primal point's multiplier: a tighter certificate
+    mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)[0]
+    return mu_hat, oracle(mu_hat), jnp.ones((), jnp.int32)
+
+  if early:  # only a search out of steps pays it (skipped when the whole batch finished)
+    mu_last, v_last, extra = batching.batch_cond(
+      s.done, lambda _: (mu_last, v_last, extra), certify, None
+    )
+  else:  # every step is paid anyway
+    mu_last, v_last, extra = certify(None)
+  best = jnp.maximum(best, psi(mu_last, v_last))
   transitions = None
   if with_transitions:
     z = step * retrieve.vertex_z(v_lo, num_actions) + (1.0 - step) * retrieve.vertex_z(
@@ -156,5 +216,7 @@ def two_cut_search(
     transitions=transitions,
     gap=jnp.maximum(objective - best, 0.0),
     num_iters=s.it,
-    dp_calls=(s.it if early else jnp.asarray(num_iters, jnp.int32)) + 3,
+    dp_calls=(s.it if early else jnp.asarray(num_iters, jnp.int32)) + 1 + extra,
+    lmo=v_last,
+    lmo_multipliers=mu_last[None],
   )

@@ -14,7 +14,7 @@ the weights `lambda+` being the paper's dual step (eq. (dual-step)) taken at `q`
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -73,6 +73,11 @@ class SolverResult(NamedTuple):
   gap: jax.Array  # [] certificate: objective - optimum <= gap
   num_iters: jax.Array  # [] int
   dp_calls: jax.Array  # [] int
+  lmo: Any = None  # planning.LMOSolution | None: the extended DP at the costs
+  #   `c + D^T lmo_multipliers`, multipliers that are the solution's `lambda+` to the
+  #   solver's accuracy (`solve_inner` takes the greedy actions at unreached states from it
+  #   instead of one more DP); None: the solver has none
+  lmo_multipliers: jax.Array | None = None  # [I]
 
 
 class InnerSolution(NamedTuple):

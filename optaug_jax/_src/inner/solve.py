@@ -89,9 +89,11 @@ def solve_inner(
     unreached: the policy at the `(h, s)` that `q` never reaches, where eq. (retrieve-pi) is
       0/0 and any choice leaves `q` (and the objective) unchanged. `"greedy"` (default):
       the action of the extended DP on the gradient at the solution, `c + D^T lambda+`
-      (one more DP; the Lagrangian-optimistic action, which is what the dual-based agents
-      play everywhere); the true dynamics reach states the optimistic plan does not, and
-      there a uniform policy random-walks. `"uniform"`: the uniform policy.
+      (the Lagrangian-optimistic action, which is what the dual-based agents play
+      everywhere; one more DP, unless the solver's last DP was at that gradient to its
+      accuracy, `SolverResult.lmo`, as the I = 1 exact search's is, and `gradient` is not
+      `"envelope"`, which needs its own); the true dynamics reach states the optimistic
+      plan does not, and there a uniform policy random-walks. `"uniform"`: the uniform policy.
     with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
       that only need the policy pass `False` (then `transitions` is `None`).
     fill: the greedy-fill formulation of the extended DP (`FILL_METHODS`).
@@ -148,7 +150,10 @@ def solve_inner(
   q = result.occupancy
   objective = problem_lib.objective(problem, q, multipliers, eta)
   fallback = None
-  if gradient == "envelope" or unreached == "greedy":
+  reuse = result.lmo is not None and gradient != "envelope"  # the solver's last DP
+  if reuse and unreached == "greedy":
+    fallback = jax.nn.one_hot(result.lmo.actions, cost.shape[-1], dtype=q.dtype)
+  if gradient == "envelope" or (unreached == "greedy" and not reuse):
     # The gradient at q*: the linearised problem there has the same optimal KKT
     # multipliers (box sensitivity), and its extended DP acts at every (h, s).
     grad = lax.stop_gradient(
@@ -173,7 +178,7 @@ def solve_inner(
     objective=objective,
     gap=result.gap,
     num_iters=result.num_iters,
-    dp_calls=result.dp_calls + (unreached == "greedy" or gradient == "envelope"),
+    dp_calls=result.dp_calls + (gradient == "envelope" or (unreached == "greedy" and not reuse)),
     certified=_valid_inputs(problem, multipliers, eta)
     & (result.gap <= problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))),
   )
