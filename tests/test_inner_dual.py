@@ -274,3 +274,59 @@ def test_small_spd_solve_matches_numpy(n):
     indefinite = np.diag(np.r_[np.ones(n - 1), -1.0])
     assert np.isfinite(np.asarray(master.spd_solve(jnp.asarray(indefinite),
                                                    jnp.asarray(b[0])))).all()
+
+
+def _two_actions(threshold):
+  """One state, one step, two actions: cost (0, 1), constraint cost (1, 0). The inner
+  problem is `min_t (1 - t) + ||[lambda + eta (t - alpha)]_+||^2 / (2 eta)` over the weight
+  `t` of action 0, solvable by hand."""
+  ones = jnp.ones((1, 1, 2, 1))
+  return oj.inner.InnerProblem(
+    cost=jnp.asarray([[[0.0, 1.0]]]), constraint_costs=jnp.asarray([[[[1.0, 0.0]]]]),
+    thresholds=jnp.asarray([threshold]), lower=ones, upper=ones, initial_state=0)
+
+
+@pytest.mark.parametrize("lam, eta, weight, optimum, dps", [
+    (0.0, 0.1, 1.0, 0.0125, 2),  # the vertex holds up to the far end lambda + eta g = 0.05
+    (0.0, 10.0, 0.6, 0.45, 3),  # the far end (5) has the other vertex: one step, at the kink
+    (2.0, 10.0, 0.4, 0.65, 3),  # g < 0 at lambda = 2: the bracket [0, 2], mu* = 1
+    (0.0, 10.0, None, None, 1),  # alpha = 1: the plan at lambda = 0 is feasible, mu* = 0
+])
+def test_warm_start_on_a_problem_solved_by_hand(lam, eta, weight, optimum, dps):
+  """`f(t) = 1 - t + [lambda + eta (t - alpha)]_+^2 / (2 eta)` over the weight `t` of action
+  0 (alpha = 1/2): `t* = 1, f* = 0.05^2 / 0.2`; `t* = 0.6, f* = 0.4 + 5 (0.1)^2`;
+  `t* = 0.4, f* = 0.6 + 1 / 20`; with alpha = 1, `t* = 1, f* = 0`. The DPs the warm-started
+  search pays for each exit, and the solution against a grid over `t`."""
+  alpha = 0.5 if weight is not None else 1.0
+  weight, optimum = (1.0, 0.0) if weight is None else (weight, optimum)
+  sol = oj.solve_inner(_two_actions(alpha), jnp.asarray([lam]), eta, gradient=None)
+  assert float(sol.occupancy[0, 0, 0]) == pytest.approx(weight, abs=1e-9)
+  assert float(sol.objective) == pytest.approx(optimum, abs=1e-12)
+  grid = np.linspace(0.0, 1.0, 100_001)
+  f = 1.0 - grid + np.maximum(lam + eta * (grid - alpha), 0.0) ** 2 / (2 * eta)
+  assert float(sol.objective) == pytest.approx(f.min(), abs=1e-9)
+  assert float(sol.gap) <= 1e-12 and bool(sol.certified)
+  assert int(sol.dp_calls) == dps
+
+
+def test_warm_start_exits_batched_as_unbatched():
+  """A vmapped batch whose members leave the search at different exits (mu* = 0 at once,
+  the far end, a model step, out of steps with num_iters=1: the certifying DP) against each
+  member's unbatched solve."""
+  m, lower, upper = _instance(1)
+  thresholds = jnp.asarray([[float(m.horizon)], [0.5 * float(m.thresholds[0])],
+                            [float(m.thresholds[0])], [0.3 * float(m.thresholds[0])]])
+  lams = jnp.asarray([[0.0], [0.3], [0.0], [1.0]])
+
+  def solve(alpha, lam, num_iters):
+    problem = _problem(m._replace(thresholds=alpha), lower, upper)
+    return oj.solve_inner(problem, lam, 10.0, gradient=None,
+                          solver=oj.inner.exact(num_iters=num_iters))
+
+  for num_iters in (None, 1):
+    batched = jax.jit(jax.vmap(lambda a, l: solve(a, l, num_iters)))(thresholds, lams)
+    for i in range(len(lams)):
+      one = solve(thresholds[i], lams[i], num_iters)
+      for field in ("occupancy", "objective", "gap", "dp_calls", "policy"):
+        np.testing.assert_allclose(getattr(batched, field)[i], getattr(one, field),
+                                   rtol=1e-12, atol=1e-12, err_msg=f"{field} {i} {num_iters}")
