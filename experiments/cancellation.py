@@ -17,10 +17,33 @@ when its settings differed, the previous run's outputs, before it writes anythin
 writes into a directory holding another script's outputs (e.g. headline.py's): choose
 another --out.
 
+Defaults: media_streaming, the paper setting, OptAug, OptDual and OptPrimalDual, 32 seeds x
+3000 episodes, --bonus-scale 0.1 in the paper setting (the tuned bonus of the recorded
+media_streaming and random-family runs, docs/results/ms64 and rand64) and 1.0 (the
+published radii) in bura2022. headline.py shares every other flag but defaults to 1.0 in
+both settings (the paper's own radii: its main experiment tests the claim without a tuned
+bonus), factored, OptAug and OptDual, 1e5 episodes.
+
+Your own CMDP: --benchmark MODULE:FUNCTION or path/to/file.py:FUNCTION. FUNCTION() is
+called with no arguments and returns an oj.benchmarks.Benchmark, an oj.CMDP (its baseline:
+oj.safest_policy) or a tuple (cmdp, safe_policy); the CMDP is converted to the run's float
+dtype and checked (oj.validate_cmdp), the baseline must be strictly feasible
+(oj.check_safe_policy). The spec and a digest of the problem's arrays are part of the run's
+settings (config.json): --resume refuses another function, or one whose CMDP changed.
+
+Flags are checked together before any work: a mistake ends with argparse's usage and one
+line naming the flags (exit status 2); so does what the library refuses while the run is
+set up (the problem, an agent's options), and a refused --resume, in one line `SCRIPT.py:
+error: ...` (exit status 2). An output directory that cannot be written, or a full disk,
+ends with one line naming the file and the fault (exit status 1); Ctrl-C with one line
+saying which checkpoints are saved and the command that continues the run (exit status
+130). No traceback for any of these (OPTAUG_TRACEBACK=1 shows it).
+
   python experiments/cancellation.py       # media_streaming, 40 s on 2 idle cores (2026-11-24)
   python experiments/cancellation.py --benchmark random_family --agents optaug,optdual --seeds 64 \\
       --episodes 5000 --out results/random
   python experiments/cancellation.py --out results/ms --resume  # continue an interrupted run
+  python experiments/cancellation.py --benchmark my_cmdps:corridor --out results/corridor
 """
 
 from __future__ import annotations
@@ -249,8 +272,7 @@ def plot(curves, logs, thresholds, run_dir, title=""):
 
 
 def parse_args(argv=None):
-  parser = runs.build_parser(__doc__)
-  return runs.check_args(parser, parser.parse_args(argv))
+  return runs.parse(runs.build_parser(__doc__), argv)[0]
 
 
 def main(argv=None):
@@ -301,4 +323,4 @@ def print_table(summary, args):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("cancellation", main)

@@ -18,11 +18,34 @@ are verified before anything is written (a refused --resume leaves DIR as it was
 run removes the previous run's checkpoints and, for other settings, its outputs; a
 directory of another script (e.g. cancellation.py's) is refused: choose another --out.
 
+Defaults: the README's main experiment (factored, the paper setting, OptAug and OptDual, 32
+seeds x 1e5 episodes) at the paper's own radii: --bonus-scale 1.0 in both settings, so that
+the claim is tested without a tuned bonus. cancellation.py shares every other flag but
+defaults to --bonus-scale 0.1 in the paper setting (the tuned bonus of its recorded
+media_streaming and random-family runs, docs/results/ms64 and rand64), media_streaming,
+3000 episodes and OptPrimalDual too.
+
+Your own CMDP: --benchmark MODULE:FUNCTION or path/to/file.py:FUNCTION. FUNCTION() is
+called with no arguments and returns an oj.benchmarks.Benchmark, an oj.CMDP (its baseline:
+oj.safest_policy) or a tuple (cmdp, safe_policy); the CMDP is converted to the run's float
+dtype and checked (oj.validate_cmdp), the baseline must be strictly feasible
+(oj.check_safe_policy). The spec and a digest of the problem's arrays are part of the run's
+settings (config.json): --resume refuses another function, or one whose CMDP changed.
+
+Flags are checked together before any work: a mistake ends with argparse's usage and one
+line naming the flags (exit status 2); so does what the library refuses while the run is
+set up (the problem, an agent's options), and a refused --resume, in one line `SCRIPT.py:
+error: ...` (exit status 2). An output directory that cannot be written, or a full disk,
+ends with one line naming the file and the fault (exit status 1); Ctrl-C with one line
+saying which checkpoints are saved and the command that continues the run (exit status
+130). No traceback for any of these (OPTAUG_TRACEBACK=1 shows it).
+
   python experiments/headline.py     # the main experiment: factored, paper radii, OptAug and
                                      # OptDual, 32 seeds x 1e5 episodes (see README.md)
   python experiments/headline.py --benchmark media_streaming --bonus-scale 0.1 --seeds 64 \\
       --agents optaug,optdual,optdual_optimistic,pid_lagrangian,nupi_lagrangian \\
       --out results/headline_ms          # docs/results/headline/media_streaming (56 min)
+  python experiments/headline.py --benchmark my_cmdps.py:corridor --out results/corridor
 """
 
 from __future__ import annotations
@@ -333,12 +356,24 @@ def parse_args(argv=None):
   p.set_defaults(benchmark="factored", agents=["optaug", "optdual"], seeds=32,
                  episodes=100_000, chunk=5000, bonus_scale=1.0, out="results/headline")
   p._option_string_actions["--bonus-scale"].help = (
-      "multiplier of every confidence radius (1.0: the paper's own radii, in both settings)")
+      "multiplier of every confidence radius (0: no optimism); default 1.0 in both settings:"
+      " the paper's own radii, so that the main experiment tests the claim without a tuned"
+      " bonus (cancellation.py's default differs: 0.1 in the paper setting, the tuned bonus"
+      " of its recorded runs)")
   p.add_argument("--trace-points", type=cli.positive_int, default=160,
-                 help="log-spaced episodes at which values and totals are kept")
+                 help="log-spaced episodes at which values and totals are kept (at most"
+                      " --episodes)")
   p.add_argument("--tail", type=cli.positive_int, default=300,
-                 help="last episodes kept in full")
-  return runs.check_args(p, p.parse_args(argv))
+                 help="last episodes kept in full (at most --episodes; the default is cut"
+                      " to --episodes)")
+  args, given = runs.parse(p, argv)
+  for dest, flag in (("tail", "--tail"), ("trace_points", "--trace-points")):
+    value = getattr(args, dest)
+    if dest in given and value > args.episodes:
+      p.error(f"{flag} {value} must be at most --episodes {args.episodes}: a run of"
+              f" {args.episodes} episodes has no more to keep; give {flag}"
+              f" {args.episodes} or fewer")
+  return args
 
 
 def main(argv=None):
@@ -376,4 +411,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("headline", main)
