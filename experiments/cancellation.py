@@ -217,28 +217,39 @@ SUMMARY_COLUMNS = {
 
 
 def plot(curves, logs, thresholds, run_dir, title=""):
+  """regrets.png, oscillation.png and multipliers.png, saved in `run_dir`; returns
+  `{file name: Figure}`. Regret bands are 95% intervals over seeds (a fill with an edge);
+  where one is thinner on screen than its line, its legend label states the final
+  interval."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+  from matplotlib.colors import to_rgba
   fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-  for name, reg in curves.items():
+  bands = {ax: [] for ax in axes.ravel()}
+  for i, (name, reg) in enumerate(curves.items()):
     for ax, field in zip(axes.ravel(), ["strong_cost", "weak_cost", "strong_constraint",
                                         "weak_constraint"]):
       c = reg[field]
-      mean, half = c.mean(0), 1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0])
+      mean = c.mean(0)
+      half = (1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0]) if c.shape[0] > 1
+              else np.zeros_like(mean))
       k = np.arange(1, c.shape[1] + 1)
-      ax.plot(k, mean, label=name)
-      ax.fill_between(k, mean - half, mean + half, alpha=0.25)
+      bands[ax].append(runs.mean_with_band(ax, k, mean, mean - half, mean + half,
+                                           color=f"C{i}", label=name))
       ax.set_title(field.replace("_", " ") + " regret (cumulative)")
       ax.set_xlabel("episode k")
       ax.set_ylabel("cumulative regret (mean over seeds, 95% band)")
   for ax in axes.ravel():
-    ax.legend(fontsize=8)
     ax.grid(alpha=0.3, lw=0.4)
   fig.suptitle(title)
   fig.tight_layout()
+  for ax in axes.ravel():  # layout final: which bands cannot be seen
+    runs.label_narrow_bands(ax, bands[ax])
+    ax.legend(fontsize=8)
   run_dir.save_figure(fig, "regrets.png", dpi=110)
   plt.close(fig)
+  figures = {"regrets.png": fig}
 
   fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 4.0), squeeze=False,
                            sharey=True)
@@ -251,16 +262,20 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
+  figures["oscillation.png"] = fig
 
   num_constraints = next(iter(logs.values()))["multipliers"].shape[-1]
   fig, axes = plt.subplots(1, num_constraints, figsize=(6 * num_constraints, 3.8),
                            squeeze=False)
   for i, ax in enumerate(axes[0]):
-    for name, lg in logs.items():
+    for j, (name, lg) in enumerate(logs.items()):
       m = lg["multipliers"][..., i]
       k = np.arange(1, m.shape[1] + 1)
-      ax.plot(k, np.median(m, 0), label=name)
-      ax.fill_between(k, np.percentile(m, 10, 0), np.percentile(m, 90, 0), alpha=0.2, lw=0)
+      color = f"C{j}"
+      ax.plot(k, np.median(m, 0), label=name, color=color, zorder=2)
+      ax.fill_between(k, np.percentile(m, 10, 0), np.percentile(m, 90, 0), zorder=1,
+                      facecolor=to_rgba(color, runs.BAND_FACE_ALPHA),
+                      edgecolor=to_rgba(color, runs.BAND_EDGE_ALPHA), linewidth=0.7)
     ax.set_xlabel("episode k")
     ax.set_ylabel(f"multiplier lambda_{i + 1} (median, 10-90% band)")
     ax.grid(alpha=0.3, lw=0.4)
@@ -269,6 +284,8 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   fig.tight_layout()
   run_dir.save_figure(fig, "multipliers.png", dpi=110)
   plt.close(fig)
+  figures["multipliers.png"] = fig
+  return figures
 
 
 def parse_args(argv=None):

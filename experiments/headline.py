@@ -262,6 +262,11 @@ def summarise(rec, trace, num_episodes, seconds):
 
 
 def plot(summaries, records, trace, thresholds, run_dir, title):
+  """headline.png and oscillation.png, saved in `run_dir`; returns `{file name: Figure}`.
+
+  Bands are 95% intervals over seeds (a fill with an edge); where one is thinner on screen
+  than its line, its legend label states the last point's interval. The dashed fits of the
+  cumulative regret are drawn above the data, darker and thicker."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -270,20 +275,20 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   fig, axes = plt.subplots(2, 3, figsize=(16, 9))
   colors = {n: f"C{i}" for i, n in enumerate(summaries)}
   t = trace
+  bands = {ax: [] for ax in axes.ravel()}
   for name, s in summaries.items():
     c = colors[name]
     for ax, key in ((axes[0, 0], "window_violation"), (axes[0, 1], "window_positive_violation"),
                     (axes[0, 2], "window_cost_gap")):
       mean, (lo, hi) = np.array(s[key]["mean"]), map(np.array, s[key]["ci95"])
-      ax.plot(t, mean, color=c, label=name)
-      ax.fill_between(t, lo, hi, color=c, alpha=0.2, lw=0)
+      bands[ax].append(runs.mean_with_band(ax, t, mean, lo, hi, color=c, label=name))
     axes[1, 0].plot(t, s["window_unsafe"]["0.05"], color=c, label=name)
-    cum = records[name]["trace_strong_constraint"].max(-1).mean(0)
-    axes[1, 1].plot(t, cum, color=c, label=f"{name}")
+    cum = _mean_ci(records[name]["trace_strong_constraint"].max(-1))
+    bands[axes[1, 1]].append(runs.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
     fit = s["fit"]["strong_constraint"]
     tt = t[t >= fit["fit_from_episode"]].astype(float)
-    axes[1, 1].plot(tt, fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt, color=c, ls="--",
-                    lw=0.9)
+    runs.fit_line(axes[1, 1], tt, fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt, color=c,
+                  label=f"{name} fit, c = {fit['c']:.3g}")
     for i in range(num_constraints):
       med = np.median(records[name]["trace_multipliers"][..., i], 0)
       axes[1, 2].plot(t, med, color=c, ls=["-", ":", "-."][i % 3],
@@ -314,11 +319,14 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
     ax.set_xlabel("episode k" if ax is axes[1, 1] else "episode k (log scale)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both", lw=0.4)
-    ax.legend(fontsize=8)
   fig.suptitle(title + " (bands: 95% interval over seeds)")
   fig.tight_layout()
+  for ax, _, _ in labels:  # scales and layout final: which bands cannot be seen
+    runs.label_narrow_bands(ax, bands[ax])
+    ax.legend(fontsize=8)
   run_dir.save_figure(fig, "headline.png", dpi=110)
   plt.close(fig)
+  figures = {"headline.png": fig}
 
   cols = min(3, len(records))
   rows = -(-len(records) // cols)
@@ -334,6 +342,8 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
+  figures["oscillation.png"] = fig
+  return figures
 
 
 def print_table(summaries, args):
