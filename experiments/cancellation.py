@@ -289,7 +289,7 @@ def plot(curves, logs, thresholds, run_dir, title=""):
 
 
 def parse_args(argv=None):
-  return runs.parse(runs.build_parser(__doc__), argv)[0]
+  return runs.parse(runs.build_parser(__doc__, "cancellation.py"), argv)[0]
 
 
 def main(argv=None):

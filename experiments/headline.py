@@ -361,7 +361,7 @@ def print_table(summaries, args):
 
 
 def parse_args(argv=None):
-  p = runs.build_parser(__doc__)
+  p = runs.build_parser(__doc__, "headline.py")
   # The defaults are the README's main experiment: the claim at the paper's own radii.
   p.set_defaults(benchmark="factored", agents=["optaug", "optdual"], seeds=32,
                  episodes=100_000, chunk=5000, bonus_scale=1.0, out="results/headline")

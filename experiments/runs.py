@@ -149,6 +149,8 @@ def band_is_narrow(ax, band) -> bool:
   ok = np.isfinite(x) & np.isfinite(lo) & np.isfinite(hi)
   if not ok.any():
     return False
+  if np.all(hi[ok] == lo[ok]):  # no width at all (identical seeds, one seed), any scale
+    return True
   with np.errstate(all="ignore"):
     low = ax.transData.transform(np.column_stack([x[ok], lo[ok]]))[:, 1]
     high = ax.transData.transform(np.column_stack([x[ok], hi[ok]]))[:, 1]
@@ -367,9 +369,11 @@ BENCHMARK_HELP = (
     " function, or a changed one")
 
 
-def build_parser(description: str) -> argparse.ArgumentParser:
-  """The flags of the experiment (shared with `headline.py`, which changes defaults)."""
-  p = argparse.ArgumentParser(description=description, formatter_class=cli.HelpFormatter)
+def build_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:
+  """The flags of the experiment (shared with `headline.py`, which changes defaults);
+  `prog`: the script's name in usage and errors (default: how it was started)."""
+  p = argparse.ArgumentParser(prog=prog, description=description,
+                              formatter_class=cli.HelpFormatter)
   p.add_argument("--benchmark", default="media_streaming", type=cli.benchmark_name,
                  metavar="NAME|MODULE:FUNCTION",
                  help=BENCHMARK_HELP.format(names=", ".join(sorted(oj.benchmarks.BENCHMARKS))))
@@ -485,6 +489,11 @@ def check_args(parser, args, given=frozenset()):
   if args.episodes > MAX_EPISODES:
     parser.error(f"--episodes {args.episodes}: at most {MAX_EPISODES} (episode counters"
                  " are int32)")
+  tiny = float(np.finfo(np.float32).tiny)
+  if args.delta is not None and args.delta < tiny:
+    parser.error(f"--delta {args.delta:g}: below float32's smallest normal number"
+                 f" ({tiny:.3g}), where the confidence radii are computed; give a larger"
+                 " --delta")
   if "optaug" in args.agents and args.pretrain > args.episodes:
     default = "" if "pretrain" in given else " (its default)"
     parser.error(f"--pretrain {args.pretrain}{default} must be at most --episodes"
@@ -507,6 +516,13 @@ def check_args(parser, args, given=frozenset()):
     parser.error(f"--grid-size {args.grid_size}: it describes --benchmark gridworld only, and"
                  f" this run's is --benchmark {benchmark}; drop --grid-size, or choose"
                  " --benchmark gridworld")
+  lp_agents = [a for a in args.agents if a in LP_AGENTS]
+  if (benchmark == "gridworld" and (args.grid_size or 5) > 10 and args.setting == "bura2022"
+      and lp_agents):
+    parser.error(f"--agents {','.join(lp_agents)} with --setting bura2022 and --grid-size"
+                 f" {args.grid_size}: the gridworld above size 10 has the sparse layout, whose"
+                 " support these agents' LPs (H*S*A*S' variables) cannot take; choose"
+                 " --grid-size 10 or less, --setting paper, or other --agents")
   if benchmark == "gridworld" and args.grid_size is not None and args.grid_size < 3:
     parser.error(f"--grid-size {args.grid_size}: the gridworld needs a side of at least 3"
                  " (its hazards leave the start and the goal free only from size 3)")
@@ -516,6 +532,9 @@ def check_args(parser, args, given=frozenset()):
     except cli.UsageError as e:
       parser.error(str(e))
   return args
+
+
+LP_AGENTS = ("optcmdp", "dope", "optpess_lp")  # dense LPs: no sparse support (bura2022)
 
 
 MAX_EPISODES = 2**31 - 1  # the library's episode counters (oj numerics.MAX_EPISODES)
@@ -587,7 +606,10 @@ def setup(args, script: str, outputs):
   except ValueError as e:
     raise _library_refused(f"--setting {args.setting} with --benchmark {args.benchmark}",
                            e) from e
-  record["setting"] = dataclasses.replace(setting, delta=args.delta).describe()
+  try:
+    record["setting"] = dataclasses.replace(setting, delta=args.delta).describe()
+  except ValueError as e:
+    raise _library_refused(f"--setting {args.setting} --delta {args.delta:g}", e) from e
   print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"
         f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
         f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}")
