@@ -292,6 +292,9 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
     cmdp, policy = value
   else:
     raise fail(f"{name}() returned {type(value).__name__}; expected {BENCHMARK_FORMS}")
+  if not isinstance(cmdp, oj.CMDP):
+    raise fail(f"{name}() returned a Benchmark whose cmdp is a {type(cmdp).__name__}; expected"
+               " an oj.CMDP")
   if np.ndim(cmdp.cost) != 3:
     raise fail(f"{name}() returned a batch of CMDPs (cost of shape {np.shape(cmdp.cost)});"
                " expected one CMDP (cost [H, S, A])")

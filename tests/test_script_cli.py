@@ -342,6 +342,17 @@ def invalid():
   return oj.benchmarks.make_benchmark("factored").cmdp._replace(transitions=None)
 
 
+def not_a_cmdp():
+  b = oj.benchmarks.make_benchmark("factored")
+  return b._replace(cmdp=dict(b.cmdp._asdict()))
+
+
+def batch():
+  import jax
+  b = oj.benchmarks.make_benchmark("factored")
+  return jax.tree.map(lambda x: x[None], b.cmdp)
+
+
 def broken():
   return 1 / 0
 
@@ -363,6 +374,10 @@ def _module(directory, scale=1.0):
     ("unsafe", "no safe baseline: safe_policy: not strictly feasible"),
     ("overstated", "no safe baseline: slack: "),
     ("invalid", "invalid CMDP: "),
+    ("not_a_cmdp", "not_a_cmdp() returned a Benchmark whose cmdp is a dict; expected an"
+                   " oj.CMDP"),
+    ("batch", "batch() returned a batch of CMDPs (cost of shape (1, 6, 3, 2)); expected one"
+              " CMDP"),
     ("broken", "broken() raised ZeroDivisionError: division by zero (it is called with no"
                " arguments)"),
     ("needs_arguments", "needs_arguments() raised TypeError: "),
