@@ -220,6 +220,8 @@ _FAULT_HINTS = {
 def fault_line(error: OSError) -> str:
   """One line for an OSError of the run's files: the file, the fault, what to do."""
   where = error.filename or RUN.out or "the output directory"
+  if isinstance(where, str) and where.endswith(".tmp"):  # write_atomic's NAME.<random>.tmp
+    where = where.rsplit(".", 2)[0]  # the file it was writing
   if error.filename2:
     where = f"{where} -> {error.filename2}"
   line = f"{where}: {error.strerror or error}"

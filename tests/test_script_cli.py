@@ -234,6 +234,15 @@ def test_an_output_directory_that_cannot_be_written_is_one_line(tmp_path):
   assert "choose another --out" in line
 
 
+def test_a_write_refused_names_the_file_not_its_temporary(scripts):
+  """As a non-root user in a read-only --out (root writes there: the test above cannot
+  show it), the atomic write's temporary file is refused: the line names the file."""
+  error = PermissionError(errno.EACCES, "Permission denied", "/r/run/manifest.json.k2j9x.tmp")
+  assert scripts["cli"].fault_line(error) == (
+      "/r/run/manifest.json: Permission denied (not writable: choose another --out or change"
+      " its permissions)")
+
+
 def test_a_full_disk_is_one_line_saying_what_was_kept(scripts, tmp_path, capsys, monkeypatch):
   """The second checkpoint's write fails (ENOSPC): one line naming the directory, the
   fault and the checkpoint kept (the first, whole), exit status 1."""
