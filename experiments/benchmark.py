@@ -55,7 +55,8 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import result_files  # noqa: E402  (this directory's modules)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
 import numpy_reference as npr  # noqa: E402  (this directory's NumPy OptAug step)
 
 FILL_METHODS, DEFAULT_FILL = oj.kernels.FILL_METHODS, oj.kernels.DEFAULT_FILL
@@ -829,4 +830,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("benchmark", main)

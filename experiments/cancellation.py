@@ -17,10 +17,33 @@ when its settings differed, the previous run's outputs, before it writes anythin
 writes into a directory holding another script's outputs (e.g. headline.py's): choose
 another --out.
 
+Defaults: media_streaming, the paper setting, OptAug, OptDual and OptPrimalDual, 32 seeds x
+3000 episodes, --bonus-scale 0.1 in the paper setting (the tuned bonus of the recorded
+media_streaming and random-family runs, docs/results/ms64 and rand64) and 1.0 (the
+published radii) in bura2022. headline.py shares every other flag but defaults to 1.0 in
+both settings (the paper's own radii: its main experiment tests the claim without a tuned
+bonus), factored, OptAug and OptDual, 1e5 episodes.
+
+Your own CMDP: --benchmark MODULE:FUNCTION or path/to/file.py:FUNCTION. FUNCTION() is
+called with no arguments and returns an oj.benchmarks.Benchmark, an oj.CMDP (its baseline:
+oj.safest_policy) or a tuple (cmdp, safe_policy); the CMDP is converted to the run's float
+dtype and checked (oj.validate_cmdp), the baseline must be strictly feasible
+(oj.check_safe_policy). The spec and a digest of the problem's arrays are part of the run's
+settings (config.json): --resume refuses another function, or one whose CMDP changed.
+
+Flags are checked together before any work: a mistake ends with argparse's usage and one
+line naming the flags (exit status 2); so does what the library refuses while the run is
+set up (the problem, an agent's options), and a refused --resume, in one line `SCRIPT.py:
+error: ...` (exit status 2). An output directory that cannot be written, or a full disk,
+ends with one line naming the file and the fault (exit status 1); Ctrl-C with one line
+saying which checkpoints are saved and the command that continues the run (exit status
+130). No traceback for any of these (OPTAUG_TRACEBACK=1 shows it).
+
   python experiments/cancellation.py       # media_streaming, 40 s on 2 idle cores (2026-11-24)
   python experiments/cancellation.py --benchmark random_family --agents optaug,optdual --seeds 64 \\
       --episodes 5000 --out results/random
   python experiments/cancellation.py --out results/ms --resume  # continue an interrupted run
+  python experiments/cancellation.py --benchmark my_cmdps:corridor --out results/corridor
 """
 
 from __future__ import annotations
@@ -194,28 +217,39 @@ SUMMARY_COLUMNS = {
 
 
 def plot(curves, logs, thresholds, run_dir, title=""):
+  """regrets.png, oscillation.png and multipliers.png, saved in `run_dir`; returns
+  `{file name: Figure}`. Regret bands are 95% intervals over seeds (a fill with an edge);
+  where one is thinner on screen than its line, its legend label states the final
+  interval."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+  from matplotlib.colors import to_rgba
   fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-  for name, reg in curves.items():
+  bands = {ax: [] for ax in axes.ravel()}
+  for i, (name, reg) in enumerate(curves.items()):
     for ax, field in zip(axes.ravel(), ["strong_cost", "weak_cost", "strong_constraint",
                                         "weak_constraint"]):
       c = reg[field]
-      mean, half = c.mean(0), 1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0])
+      mean = c.mean(0)
+      half = (1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0]) if c.shape[0] > 1
+              else np.zeros_like(mean))
       k = np.arange(1, c.shape[1] + 1)
-      ax.plot(k, mean, label=name)
-      ax.fill_between(k, mean - half, mean + half, alpha=0.25)
+      bands[ax].append(runs.mean_with_band(ax, k, mean, mean - half, mean + half,
+                                           color=f"C{i}", label=name))
       ax.set_title(field.replace("_", " ") + " regret (cumulative)")
       ax.set_xlabel("episode k")
       ax.set_ylabel("cumulative regret (mean over seeds, 95% band)")
   for ax in axes.ravel():
-    ax.legend(fontsize=8)
     ax.grid(alpha=0.3, lw=0.4)
   fig.suptitle(title)
   fig.tight_layout()
+  for ax in axes.ravel():  # layout final: which bands cannot be seen
+    runs.label_narrow_bands(ax, bands[ax])
+    ax.legend(fontsize=8)
   run_dir.save_figure(fig, "regrets.png", dpi=110)
   plt.close(fig)
+  figures = {"regrets.png": fig}
 
   fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 4.0), squeeze=False,
                            sharey=True)
@@ -228,16 +262,20 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
+  figures["oscillation.png"] = fig
 
   num_constraints = next(iter(logs.values()))["multipliers"].shape[-1]
   fig, axes = plt.subplots(1, num_constraints, figsize=(6 * num_constraints, 3.8),
                            squeeze=False)
   for i, ax in enumerate(axes[0]):
-    for name, lg in logs.items():
+    for j, (name, lg) in enumerate(logs.items()):
       m = lg["multipliers"][..., i]
       k = np.arange(1, m.shape[1] + 1)
-      ax.plot(k, np.median(m, 0), label=name)
-      ax.fill_between(k, np.percentile(m, 10, 0), np.percentile(m, 90, 0), alpha=0.2, lw=0)
+      color = f"C{j}"
+      ax.plot(k, np.median(m, 0), label=name, color=color, zorder=2)
+      ax.fill_between(k, np.percentile(m, 10, 0), np.percentile(m, 90, 0), zorder=1,
+                      facecolor=to_rgba(color, runs.BAND_FACE_ALPHA),
+                      edgecolor=to_rgba(color, runs.BAND_EDGE_ALPHA), linewidth=0.7)
     ax.set_xlabel("episode k")
     ax.set_ylabel(f"multiplier lambda_{i + 1} (median, 10-90% band)")
     ax.grid(alpha=0.3, lw=0.4)
@@ -246,11 +284,12 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   fig.tight_layout()
   run_dir.save_figure(fig, "multipliers.png", dpi=110)
   plt.close(fig)
+  figures["multipliers.png"] = fig
+  return figures
 
 
 def parse_args(argv=None):
-  parser = runs.build_parser(__doc__)
-  return runs.check_args(parser, parser.parse_args(argv))
+  return runs.parse(runs.build_parser(__doc__, "cancellation.py"), argv)[0]
 
 
 def main(argv=None):
@@ -301,4 +340,4 @@ def print_table(summary, args):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("cancellation", main)

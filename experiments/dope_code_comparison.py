@@ -38,7 +38,8 @@ import numpy as np
 import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import result_files  # noqa: E402  (this directory's modules)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
 
 VARIANTS = ("support", "all")
 
@@ -142,4 +143,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("dope_code_comparison", main)

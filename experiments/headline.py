@@ -18,11 +18,34 @@ are verified before anything is written (a refused --resume leaves DIR as it was
 run removes the previous run's checkpoints and, for other settings, its outputs; a
 directory of another script (e.g. cancellation.py's) is refused: choose another --out.
 
+Defaults: the README's main experiment (factored, the paper setting, OptAug and OptDual, 32
+seeds x 1e5 episodes) at the paper's own radii: --bonus-scale 1.0 in both settings, so that
+the claim is tested without a tuned bonus. cancellation.py shares every other flag but
+defaults to --bonus-scale 0.1 in the paper setting (the tuned bonus of its recorded
+media_streaming and random-family runs, docs/results/ms64 and rand64), media_streaming,
+3000 episodes and OptPrimalDual too.
+
+Your own CMDP: --benchmark MODULE:FUNCTION or path/to/file.py:FUNCTION. FUNCTION() is
+called with no arguments and returns an oj.benchmarks.Benchmark, an oj.CMDP (its baseline:
+oj.safest_policy) or a tuple (cmdp, safe_policy); the CMDP is converted to the run's float
+dtype and checked (oj.validate_cmdp), the baseline must be strictly feasible
+(oj.check_safe_policy). The spec and a digest of the problem's arrays are part of the run's
+settings (config.json): --resume refuses another function, or one whose CMDP changed.
+
+Flags are checked together before any work: a mistake ends with argparse's usage and one
+line naming the flags (exit status 2); so does what the library refuses while the run is
+set up (the problem, an agent's options), and a refused --resume, in one line `SCRIPT.py:
+error: ...` (exit status 2). An output directory that cannot be written, or a full disk,
+ends with one line naming the file and the fault (exit status 1); Ctrl-C with one line
+saying which checkpoints are saved and the command that continues the run (exit status
+130). No traceback for any of these (OPTAUG_TRACEBACK=1 shows it).
+
   python experiments/headline.py     # the main experiment: factored, paper radii, OptAug and
                                      # OptDual, 32 seeds x 1e5 episodes (see README.md)
   python experiments/headline.py --benchmark media_streaming --bonus-scale 0.1 --seeds 64 \\
       --agents optaug,optdual,optdual_optimistic,pid_lagrangian,nupi_lagrangian \\
       --out results/headline_ms          # docs/results/headline/media_streaming (56 min)
+  python experiments/headline.py --benchmark my_cmdps.py:corridor --out results/corridor
 """
 
 from __future__ import annotations
@@ -239,6 +262,11 @@ def summarise(rec, trace, num_episodes, seconds):
 
 
 def plot(summaries, records, trace, thresholds, run_dir, title):
+  """headline.png and oscillation.png, saved in `run_dir`; returns `{file name: Figure}`.
+
+  Bands are 95% intervals over seeds (a fill with an edge); where one is thinner on screen
+  than its line, its legend label states the last point's interval. The dashed fits of the
+  cumulative regret are drawn above the data, darker and thicker."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
@@ -247,20 +275,20 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   fig, axes = plt.subplots(2, 3, figsize=(16, 9))
   colors = {n: f"C{i}" for i, n in enumerate(summaries)}
   t = trace
+  bands = {ax: [] for ax in axes.ravel()}
   for name, s in summaries.items():
     c = colors[name]
     for ax, key in ((axes[0, 0], "window_violation"), (axes[0, 1], "window_positive_violation"),
                     (axes[0, 2], "window_cost_gap")):
       mean, (lo, hi) = np.array(s[key]["mean"]), map(np.array, s[key]["ci95"])
-      ax.plot(t, mean, color=c, label=name)
-      ax.fill_between(t, lo, hi, color=c, alpha=0.2, lw=0)
+      bands[ax].append(runs.mean_with_band(ax, t, mean, lo, hi, color=c, label=name))
     axes[1, 0].plot(t, s["window_unsafe"]["0.05"], color=c, label=name)
-    cum = records[name]["trace_strong_constraint"].max(-1).mean(0)
-    axes[1, 1].plot(t, cum, color=c, label=f"{name}")
+    cum = _mean_ci(records[name]["trace_strong_constraint"].max(-1))
+    bands[axes[1, 1]].append(runs.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
     fit = s["fit"]["strong_constraint"]
     tt = t[t >= fit["fit_from_episode"]].astype(float)
-    axes[1, 1].plot(tt, fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt, color=c, ls="--",
-                    lw=0.9)
+    runs.fit_line(axes[1, 1], tt, fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt, color=c,
+                  label=f"{name} fit, c = {fit['c']:.3g}")
     for i in range(num_constraints):
       med = np.median(records[name]["trace_multipliers"][..., i], 0)
       axes[1, 2].plot(t, med, color=c, ls=["-", ":", "-."][i % 3],
@@ -291,11 +319,14 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
     ax.set_xlabel("episode k" if ax is axes[1, 1] else "episode k (log scale)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both", lw=0.4)
-    ax.legend(fontsize=8)
   fig.suptitle(title + " (bands: 95% interval over seeds)")
   fig.tight_layout()
+  for ax, _, _ in labels:  # scales and layout final: which bands cannot be seen
+    runs.label_narrow_bands(ax, bands[ax])
+    ax.legend(fontsize=8)
   run_dir.save_figure(fig, "headline.png", dpi=110)
   plt.close(fig)
+  figures = {"headline.png": fig}
 
   cols = min(3, len(records))
   rows = -(-len(records) // cols)
@@ -311,6 +342,8 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
+  figures["oscillation.png"] = fig
+  return figures
 
 
 def print_table(summaries, args):
@@ -328,17 +361,29 @@ def print_table(summaries, args):
 
 
 def parse_args(argv=None):
-  p = runs.build_parser(__doc__)
+  p = runs.build_parser(__doc__, "headline.py")
   # The defaults are the README's main experiment: the claim at the paper's own radii.
   p.set_defaults(benchmark="factored", agents=["optaug", "optdual"], seeds=32,
                  episodes=100_000, chunk=5000, bonus_scale=1.0, out="results/headline")
   p._option_string_actions["--bonus-scale"].help = (
-      "multiplier of every confidence radius (1.0: the paper's own radii, in both settings)")
+      "multiplier of every confidence radius (0: no optimism); default 1.0 in both settings:"
+      " the paper's own radii, so that the main experiment tests the claim without a tuned"
+      " bonus (cancellation.py's default differs: 0.1 in the paper setting, the tuned bonus"
+      " of its recorded runs)")
   p.add_argument("--trace-points", type=cli.positive_int, default=160,
-                 help="log-spaced episodes at which values and totals are kept")
+                 help="log-spaced episodes at which values and totals are kept (at most"
+                      " --episodes)")
   p.add_argument("--tail", type=cli.positive_int, default=300,
-                 help="last episodes kept in full")
-  return runs.check_args(p, p.parse_args(argv))
+                 help="last episodes kept in full (at most --episodes; the default is cut"
+                      " to --episodes)")
+  args, given = runs.parse(p, argv)
+  for dest, flag in (("tail", "--tail"), ("trace_points", "--trace-points")):
+    value = getattr(args, dest)
+    if dest in given and value > args.episodes:
+      p.error(f"{flag} {value} must be at most --episodes {args.episodes}: a run of"
+              f" {args.episodes} episodes has no more to keep; give {flag}"
+              f" {args.episodes} or fewer")
+  return args
 
 
 def main(argv=None):
@@ -376,4 +421,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("headline", main)

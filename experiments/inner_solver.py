@@ -36,7 +36,8 @@ import jax.numpy as jnp  # noqa: E402
 import optaug_jax as oj  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import result_files  # noqa: E402  (this directory's modules)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
 
 TOLERANCES = (1e-6, 1e-9)
 OUTPUTS = ("inner_solver.json", "inner_solver.png")
@@ -185,4 +186,4 @@ def plot(results, etas, run_dir):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("inner_solver", main)

@@ -26,7 +26,8 @@ import numpy as np  # noqa: E402
 import optaug_jax as oj  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import result_files  # noqa: E402  (this directory's modules)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
 
 OUTPUTS = ("known_model.json", "known_model.png")
 
@@ -107,4 +108,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("known_model", main)

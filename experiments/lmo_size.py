@@ -48,7 +48,8 @@ from optaug_jax._src import box, planning
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmark  # noqa: E402  (the solver-loop inputs, LOOP_LMOS, the hardware record)
-import result_files  # noqa: E402  (this directory's modules)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
 
 FILLS = oj.kernels.FILL_METHODS
 BASELINE = "matmul"  # the default fill before "auto"
@@ -275,4 +276,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("lmo_size", main)

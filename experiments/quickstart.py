@@ -32,20 +32,32 @@ OUTPUTS = ("config.json", "summary.json", "results.npz")
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--states", type=int, default=5)
-  parser.add_argument("--actions", type=int, default=3)
-  parser.add_argument("--horizon", type=int, default=5)
-  parser.add_argument("--constraints", type=int, default=1)
-  parser.add_argument("--episodes", type=int, default=2000)
-  parser.add_argument("--pretrain", type=int, default=200)
-  parser.add_argument("--seeds", type=int, default=16)
+  parser.add_argument("--states", type=cli.positive_int, default=5)
+  parser.add_argument("--actions", type=cli.positive_int, default=3)
+  parser.add_argument("--horizon", type=cli.positive_int, default=5)
+  parser.add_argument("--constraints", type=cli.positive_int, default=1)
+  parser.add_argument("--episodes", type=cli.positive_int, default=2000)
+  parser.add_argument("--pretrain", type=cli.non_negative_int, default=200)
+  parser.add_argument("--seeds", type=cli.positive_int, default=16)
   parser.add_argument("--eta", type=cli.parse_eta, default=20.0,
                       help="OptAug's step size: a positive float or 'paper' (the paper's"
                            " schedule; needs float64)")
-  parser.add_argument("--bonus-scale", type=float, default=0.02)
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--bonus-scale", type=cli.non_negative_float, default=0.02)
+  parser.add_argument("--seed", type=cli.seed, default=0)
   parser.add_argument("--out", default="results/quickstart")
   args = parser.parse_args(argv)
+  if args.pretrain > args.episodes:
+    parser.error(f"--pretrain {args.pretrain} must be at most --episodes {args.episodes}:"
+                 " OptAug plays its safe baseline for the first --pretrain episodes of its"
+                 f" run; give --pretrain {args.episodes // 10} (a tenth of the run) or fewer,"
+                 " or more --episodes")
+  if args.actions < 2:
+    parser.error(f"--actions {args.actions}: the random CMDP needs at least 2 actions (with"
+                 " one, the thresholds equal the only policy's values: no strictly feasible"
+                 " baseline)")
+  if args.seed == cli.SEED_MAX:
+    parser.error(f"--seed {args.seed}: at most {cli.SEED_MAX - 1} (the episode keys use"
+                 " --seed + 1)")
 
   cmdp = oj.random_cmdp(jax.random.PRNGKey(args.seed), num_states=args.states,
                         num_actions=args.actions, horizon=args.horizon,
@@ -97,4 +109,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("quickstart", main)

@@ -342,8 +342,10 @@ class ResultDir:
     try:
       yield self
     except BaseException as e:
+      note = (f"failed: {type(e).__name__}: {e}" if not isinstance(e, KeyboardInterrupt)
+              else "interrupted (Ctrl-C); continue with --resume")
       with contextlib.suppress(OSError):  # best effort: a full disk leaves "running"
-        self._save_manifest(status="incomplete", note=f"failed: {type(e).__name__}: {e}")
+        self._save_manifest(status="incomplete", note=note)
       raise
     if self.manifest["status"] != "complete":
       self._save_manifest(status="incomplete",

@@ -35,7 +35,8 @@ import optax  # noqa: E402
 import optaug_jax as oj  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import result_files  # noqa: E402  (this directory's modules)
+import cli  # noqa: E402  (this directory's modules)
+import result_files  # noqa: E402
 
 OUTPUTS = ("sensitivity.json", "sensitivity.png")
 
@@ -275,4 +276,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  cli.main_guard("sensitivity", main)
