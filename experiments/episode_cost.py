@@ -1,8 +1,9 @@
 """OptAug's episode against OptDual's, side by side in one process: time and extended DPs.
 
-For each problem, both agents run vmapped over the same seeds; OptAug's pre-training is
-short (`--pretrain`) and not timed. Two windows are timed (compilation excluded: the
-window's jitted chunk is called once to compile it, then timed on a second call):
+For each problem, both agents run vmapped over the same seeds, in jitted chunks of
+`--chunk` episodes (one compiled function per agent, compiled on the first chunk, which is
+then played again); OptAug's pre-training is that first chunk, untimed. Two windows are
+timed:
 
 - early: the first `--early` episodes after OptAug's pre-training (OptDual: the same
   episodes);
@@ -67,19 +68,29 @@ def _keys(seeds, stage):
   return jax.vmap(lambda k: jax.random.fold_in(k, stage))(base)
 
 
-def _advance(agent, cmdp, state, seeds, episodes, chunk, stage):
-  """Runs `episodes` episodes in chunks (untimed); returns the state."""
-  done = 0
+_COMPILED: set = set()  # (function, fresh start) pairs already compiled
+
+
+def _play(fn, state, seeds, episodes, chunk, stage):
+  """`episodes` episodes in chunks of `chunk` (one compiled function): the state, the
+  seconds spent and the last chunk's log. The first chunk of a function (per start:
+  `state=None` is another program) is played twice: once to compile, once timed."""
+  seconds, log, done = 0.0, None, 0
   while done < episodes:
-    n = min(chunk, episodes - done)
-    state, _ = _chunk(agent, cmdp, n)(_keys(seeds, stage + done), state)
-    done += n
-  return jax.block_until_ready(state)
+    keys = _keys(seeds, stage + done)
+    if (id(fn), state is None) not in _COMPILED:  # compile (and warm up) untimed
+      jax.block_until_ready(fn(keys, state))
+      _COMPILED.add((id(fn), state is None))
+    start = time.perf_counter()
+    state, log = jax.block_until_ready(fn(keys, state))
+    seconds += time.perf_counter() - start
+    done += chunk
+  return state, seconds, log
 
 
 def _identity(args, problem, name):
   text = json.dumps(
-    {"problem": problem, "agent": name, "seeds": args.seeds, "pretrain": args.pretrain,
+    {"problem": problem, "agent": name, "seeds": args.seeds, "pretrain": args.chunk,
      "eta": args.eta, "late_after": args.late_after, "chunk": args.chunk,
      "x64": bool(jax.config.jax_enable_x64), "versions": [oj.__version__, jax.__version__]},
     sort_keys=True,
@@ -87,34 +98,23 @@ def _identity(args, problem, name):
   return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _cached_state(args, problem, name, agent, cmdp, init):
+def _cached_state(args, problem, name, fn, state):
   """The state after `--late-after` episodes, from the cache when it holds this run's."""
   path = os.path.join(args.cache, f"{problem}_{name}_{args.late_after}.npz")
   ident = _identity(args, problem, name)
-  leaves, treedef = jax.tree.flatten(init)
+  leaves, treedef = jax.tree.flatten(state)
   if os.path.exists(path):
     with np.load(path) as f:
       if str(f["identity"]) == ident and len(f.files) == len(leaves) + 1:
         return jax.tree.unflatten(treedef, [f[f"leaf{i}"] for i in range(len(leaves))])
     print(f"  {path}: another run's state; recomputing", flush=True)
-  state = _advance(agent, cmdp, init, args.seeds, args.late_after, args.chunk, stage=1)
+  state, _, _ = _play(fn, state, args.seeds, args.late_after - args.early, args.chunk, 10**6)
   os.makedirs(args.cache, exist_ok=True)
   tmp = path + ".tmp.npz"
   np.savez(tmp, identity=ident,
            **{f"leaf{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))})
   os.replace(tmp, path)
   return state
-
-
-def _timed(agent, cmdp, state, seeds, episodes, stage):
-  """Seconds per seed-episode of one call (compiled first) and its log."""
-  fn = _chunk(agent, cmdp, episodes)
-  keys = _keys(seeds, stage)
-  jax.block_until_ready(fn(keys, state))  # compiles (and warms up)
-  start = time.perf_counter()
-  _, log = fn(keys, state)
-  jax.block_until_ready(log)
-  return (time.perf_counter() - start) / (seeds * episodes), log
 
 
 def _dp_stats(log):
@@ -132,24 +132,28 @@ def measure(args, problem):
   bench = oj.benchmarks.make_benchmark(bench_name, **kwargs)
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
-  total = args.pretrain + max(args.early, args.late_after + args.window)
-  agents = _agents(bench, setting, bonus, total, args.pretrain, args.eta)
+  total = args.chunk + max(args.early, args.late_after + args.window)
+  agents = _agents(bench, setting, bonus, total, args.chunk, args.eta)
   row = {"problem": problem, "S": cmdp.num_states, "A": cmdp.num_actions, "H": cmdp.horizon,
          "sparse": cmdp.next_states is not None, "setting": setting_name, "bonus_scale": bonus}
+  for name, agent in agents.items():
+    fn = _chunk(agent, cmdp, args.chunk)  # the one compiled function of this agent
+    # OptAug's pre-training (one chunk), untimed; OptDual plays as many episodes.
+    state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, stage=0)
+    state, seconds, log = _play(fn, state, args.seeds, args.early, args.chunk, stage=1)
+    row[f"early_{name}_s"] = seconds / (args.seeds * args.early)
+    windows = {"early": log}
+    if args.late_after > args.early:
+      state = _cached_state(args, problem, name, fn, state)
+      state, seconds, log = _play(fn, state, args.seeds, args.window, args.chunk, stage=2)
+      row[f"late_{name}_s"] = seconds / (args.seeds * args.window)
+      windows["late"] = log
+    if name == "optaug":
+      for window, wlog in windows.items():
+        row.update({f"{window}_{k}": v for k, v in _dp_stats(wlog).items()})
   for window in ("early", "late"):
-    if window == "late" and args.late_after <= 0:
-      continue
-    for name, agent in agents.items():
-      # OptAug's pre-training, untimed (OptDual plays the same number of episodes).
-      start = _advance(agent, cmdp, None, args.seeds, args.pretrain, args.chunk, stage=2)
-      if window == "late":
-        start = _cached_state(args, problem, name, agent, cmdp, start)
-      n = args.early if window == "early" else args.window
-      seconds, log = _timed(agent, cmdp, start, args.seeds, n, stage=3)
-      row[f"{window}_{name}_s"] = seconds
-      if name == "optaug":
-        row.update({f"{window}_{k}": v for k, v in _dp_stats(log).items()})
-    row[f"{window}_ratio"] = row[f"{window}_optaug_s"] / row[f"{window}_optdual_s"]
+    if f"{window}_optaug_s" in row:
+      row[f"{window}_ratio"] = row[f"{window}_optaug_s"] / row[f"{window}_optdual_s"]
   return row
 
 
@@ -172,13 +176,16 @@ def main(argv=None):
   p.add_argument("--problems", default=",".join(PROBLEMS),
                  help=f"comma-separated subset of: {', '.join(PROBLEMS)}")
   p.add_argument("--seeds", type=int, default=16)
-  p.add_argument("--pretrain", type=int, default=20, help="OptAug's pre-training (untimed)")
   p.add_argument("--eta", type=float, default=20.0, help="OptAug's constant eta")
-  p.add_argument("--early", type=int, default=500, help="episodes of the early window")
+  p.add_argument("--chunk", type=int, default=100,
+                 help="episodes per jitted call (one compiled function per agent); OptAug's"
+                      " pre-training is one chunk")
+  p.add_argument("--early", type=int, default=500,
+                 help="episodes of the early window (a multiple of --chunk)")
   p.add_argument("--late-after", type=int, default=10_000,
-                 help="episodes before the late window (0: no late window)")
-  p.add_argument("--window", type=int, default=200, help="episodes of the late window")
-  p.add_argument("--chunk", type=int, default=1000, help="episodes per untimed chunk")
+                 help="episodes before the late window (a multiple of --chunk; 0: none)")
+  p.add_argument("--window", type=int, default=200,
+                 help="episodes of the late window (a multiple of --chunk)")
   p.add_argument("--cache", default="results/episode_cost_states")
   p.add_argument("--out", default="results/episode_cost.json")
   p.add_argument("--x64", action="store_true")
@@ -190,13 +197,17 @@ def main(argv=None):
   for flag in ("seeds", "early", "window", "chunk"):
     if getattr(args, flag) < 1:
       p.error(f"--{flag}: must be >= 1, got {getattr(args, flag)}")
-  if args.pretrain < 1 or args.late_after < 0:
-    p.error("--pretrain must be >= 1 and --late-after >= 0")
+  for flag in ("early", "window", "late_after"):
+    if getattr(args, flag) % args.chunk:
+      p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be a multiple of"
+              f" --chunk {args.chunk}")
+  if 0 < args.late_after <= args.early:
+    p.error(f"--late-after {args.late_after} must exceed --early {args.early} (or be 0)")
   if args.x64:
     jax.config.update("jax_enable_x64", True)
   print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores,"
         f" jax {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds vmapped,"
-        f" float{64 if args.x64 else 32}; early: {args.early} episodes after {args.pretrain}"
+        f" float{64 if args.x64 else 32}; early: {args.early} episodes after {args.chunk}"
         f" of pre-training; late: {args.window} after {args.late_after}", flush=True)
   rows = []
   for problem in problems:
