@@ -1,6 +1,6 @@
 """Running agents in the experiment scripts: the agents from the registry, chunked vmapped
-runs with checkpoints, and the command line, problem and setup that the main experiments
-(`cancellation.py`, `headline.py`) share.
+runs with checkpoints, and the command line, problem and setup that `headline.py` (the
+main experiment) and `cancellation.py` share.
 
 Every script that runs agents builds them with `make_agents` (from `oj.agents.AGENTS`).
 
