@@ -25,20 +25,10 @@ defaults to --bonus-scale 0.1 in the paper setting (the tuned bonus of its recor
 media_streaming and random-family runs, docs/results/ms64 and rand64), media_streaming,
 3000 episodes and OptPrimalDual too.
 
-Your own CMDP: --benchmark MODULE:FUNCTION or path/to/file.py:FUNCTION. FUNCTION() is
-called with no arguments and returns an oj.benchmarks.Benchmark, an oj.CMDP (its baseline:
-oj.safest_policy) or a tuple (cmdp, safe_policy); the CMDP is converted to the run's float
-dtype and checked (oj.validate_cmdp), the baseline must be strictly feasible
-(oj.check_safe_policy). The spec and a digest of the problem's arrays are part of the run's
-settings (config.json): --resume refuses another function, or one whose CMDP changed.
-
-Flags are checked together before any work: a mistake ends with argparse's usage and one
-line naming the flags (exit status 2); so does what the library refuses while the run is
-set up (the problem, an agent's options), and a refused --resume, in one line `SCRIPT.py:
-error: ...` (exit status 2). An output directory that cannot be written, or a full disk,
-ends with one line naming the file and the fault (exit status 1); Ctrl-C with one line
-saying which checkpoints are saved and the command that continues the run (exit status
-130). No traceback for any of these (OPTAUG_TRACEBACK=1 shows it).
+Your own CMDP (--benchmark MODULE:FUNCTION or path/to/file.py:FUNCTION), the checks of the
+flags and the exit statuses (2: a mistake or a refused --resume; 1: an unwritable
+directory or a full disk; 130: Ctrl-C, no traceback for any): as in cancellation.py (its
+docstring, and README.md, "Experiments").
 
   python experiments/headline.py     # the main experiment: factored, paper radii, OptAug and
                                      # OptDual, 32 seeds x 1e5 episodes (see README.md)

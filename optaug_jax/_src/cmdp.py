@@ -81,6 +81,16 @@ def _as_numpy(name: str, value) -> np.ndarray:
     raise ValueError(f"{name}: cannot be converted to an array ({e})") from e
 
 
+def _check_empty_slots(ns: np.ndarray, p: np.ndarray) -> None:
+  """Refuses probability in an empty slot (next state -1), naming the first."""
+  if np.any((ns < 0) & (p != 0)):
+    where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
+    raise ValueError(
+      f"transitions: empty slot {_at(where)} (next_states -1) has probability"
+      f" {float(p[where]):.6g}; empty slots must hold 0"
+    )
+
+
 def _at(where) -> tuple[int, ...]:
   return tuple(int(i) for i in where)
 
@@ -235,12 +245,7 @@ def _check_next_states(ns: np.ndarray, p: np.ndarray, num_states: int) -> None:
       f"next_states: {int(ns[where])} at {_at(where)} is not a state in"
       f" [0, {num_states}) nor -1 (an empty slot)"
     )
-  if np.any((ns < 0) & (p != 0)):
-    where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
-    raise ValueError(
-      f"transitions: empty slot {_at(where)} (next_states -1) has probability"
-      f" {float(p[where]):.6g}; empty slots must hold 0"
-    )
+  _check_empty_slots(ns, p)
   dup = validation.repeated_next_state_row(ns)
   if dup is not None:
     raise ValueError(
@@ -338,12 +343,7 @@ def merge_repeated_next_states(next_states, transitions) -> tuple[np.ndarray, np
     raise ValueError(
       f"next_states: {int(ns[where])} at {_at(where)} is neither a state nor -1 (an empty slot)"
     )
-  if np.any((ns < 0) & (p != 0)):
-    where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
-    raise ValueError(
-      f"transitions: empty slot {_at(where)} (next_states -1) has probability"
-      f" {float(p[where]):.6g}; empty slots must hold 0"
-    )
+  _check_empty_slots(ns, p)
   width = ns.shape[-1]
   rows = ns.reshape(-1, width).astype(np.int64)
   probs = p.reshape(rows.shape)
