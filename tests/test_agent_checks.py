@@ -90,6 +90,7 @@ def test_a_batch_of_cmdps_is_checked_cmdp_by_cmdp(problem):
     oj.run_sharded(_optaug(safe, 0.5 * slack), keys, tight, num_episodes=2, batched_cmdp=True)
 
 
+@pytest.mark.slow  # 40-110 s idle (default suite time, 2026-11-25)
 def test_a_sparse_cmdp_met_by_a_dense_agent_warns_unless_said_on_purpose(problem):
   cmdp, safe, slack, _ = problem
   sparse = oj.to_sparse(cmdp)

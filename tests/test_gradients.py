@@ -227,6 +227,7 @@ def test_no_nan_at_kinks(gradient):
 
 @pytest.mark.parametrize("solver", [oj.inner.exact(tol=0.0),
                                     oj.inner.frank_wolfe(num_iters=400, tol=1e-9)])
+@pytest.mark.slow  # 40-110 s idle (default suite time, 2026-11-25)
 def test_unrolled_runs_a_stopping_solver_to_its_budget_with_the_same_numbers(solver):
   """A solver that stops early (`tol`) under `gradient="unrolled"`: the loop runs its whole
   budget (reverse-differentiable) and its finished iterate stays put, so every output equals

@@ -309,6 +309,7 @@ def test_warm_start_on_a_problem_solved_by_hand(lam, eta, weight, optimum, dps):
   assert int(sol.dp_calls) == dps
 
 
+@pytest.mark.slow  # 40-110 s idle (default suite time, 2026-11-25)
 def test_warm_start_exits_batched_as_unbatched():
   """A vmapped batch whose members leave the search at different exits (mu* = 0 at once,
   the far end, a model step, out of steps with num_iters=1: the certifying DP) against each
