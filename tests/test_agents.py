@@ -56,27 +56,30 @@ def test_optaug_dual_steps_follow_the_schedule_against_numpy():
   optimistic episodes so far (the one schedule convention)."""
   npr = ref.load_experiment_module("numpy_reference")
   m = _cmdp(1)
-  # A uniform pre-training policy (every first action visited) and tight thresholds: the
-  # optimistic constraint binds, so the dual step is exercised.
+  # A uniform pre-training policy (every first action visited), a first constraint that
+  # opposes the cost (d_0 = 1 - c) and thresholds just above the uniform policy's values (it
+  # stays a safe baseline, with slack 0.02) and small bonuses after 50 pre-training episodes:
+  # the optimistic constraint binds, so the dual step is exercised.
+  m = m._replace(constraint_costs=m.constraint_costs.at[0].set(1.0 - m.cost))
   pi = jnp.full((H, S, A), 1.0 / A)
   _, v_uniform = oj.policy_values(m, pi)
-  m = m._replace(thresholds=0.3 * v_uniform)
+  m = m._replace(thresholds=v_uniform + 0.02)
   alpha = np.asarray(m.thresholds)
   eta_fn = lambda count: 2.0 + 3.0 * count
-  agent = oj.optaug(num_episodes=30, safe_policy=pi, pretrain_episodes=5, slack=1.0,
-                    eta=eta_fn, bonus_scale=0.05, inner=oj.inner.frank_wolfe(num_iters=40))
+  agent = oj.optaug(num_episodes=100, safe_policy=pi, pretrain_episodes=50, slack=0.01,
+                    eta=eta_fn, bonus_scale=0.01, inner=oj.inner.frank_wolfe(num_iters=40))
   key = jax.random.PRNGKey(1)
-  state, _ = oj.run(agent, key, m, num_episodes=5)  # pre-training
+  state, _ = oj.run(agent, key, m, num_episodes=50)  # pre-training
   plan = jax.jit(agent.plan)
   positive = 0
-  for k in range(5, 10):
+  for k in range(50, 55):
     counts = tuple(np.array(x) for x in state.counts[:4])
-    c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=30, delta=0.1,
-                                                  bonus_scale=0.05)
+    c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=100, delta=0.1,
+                                                  bonus_scale=0.01)
     lam = np.asarray(state.multipliers)
-    q, _ = npr.frank_wolfe(c_t, d_t, lower, upper, 0, alpha, lam, eta_fn(k - 5),
+    q, _ = npr.frank_wolfe(c_t, d_t, lower, upper, 0, alpha, lam, eta_fn(k - 50),
                            num_iters=40)
-    want = np.maximum(lam + eta_fn(k - 5) * (np.einsum("ihsa,hsa->i", d_t, q) - alpha), 0)
+    want = np.maximum(lam + eta_fn(k - 50) * (np.einsum("ihsa,hsa->i", d_t, q) - alpha), 0)
     policy, new_state, _ = plan(state)
     np.testing.assert_allclose(new_state.multipliers, want, rtol=1e-7, atol=1e-9)
     fallback = npr.greedy_fallback(q, c_t, d_t, lower, upper, 0, want)

@@ -94,7 +94,8 @@ def test_realistic_inner_problem_from_a_run(num_constraints):
     m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=4, num_actions=3, horizon=5,
                        num_constraints=2)
     pi, _ = oj.safest_policy(m)
-  agent = oj.optaug(num_episodes=300, safe_policy=pi, pretrain_episodes=20, slack=1.0,
+  slack = oj.check_safe_policy(m, pi)  # the true slack (run refuses a larger one)
+  agent = oj.optaug(num_episodes=300, safe_policy=pi, pretrain_episodes=20, slack=slack,
                     eta=100.0, bonus_scale=0.1)
   state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=60)
   model = oj.optimistic_model(state.counts, num_episodes=300, delta=0.1, bonus_scale=0.1)

@@ -91,6 +91,11 @@ def test_run_sharded_summary_batched_cmdps_and_resume(setup):
   cmdps = jax.vmap(lambda k: oj.random_cmdp(k, num_states=4, num_actions=3, horizon=4,
                                             num_constraints=2))(
                                                 jax.random.split(jax.random.PRNGKey(7), 5))
+  # The agent's safe policy (the safest of `cmdp`) must be safe, with the agent's slack, in
+  # every CMDP of the batch: thresholds at its values plus twice that slack.
+  policy = agent.assumptions.safe_policy
+  _, values = jax.vmap(oj.policy_values, in_axes=(0, None))(cmdps, policy)
+  cmdps = cmdps._replace(thresholds=values + 2 * agent.assumptions.slack)
   v_star = jnp.linspace(1.0, 2.0, 5)
   state, log = jax.vmap(lambda k, m: oj.run(agent, k, m, num_episodes=K))(keys, cmdps)
   half, _ = oj.run_sharded(agent, keys, cmdps, num_episodes=10, batched_cmdp=True)
