@@ -133,7 +133,7 @@ def run_agent(name, agent, cmdp, keys, args, checkpoint, identity, start):
   finished, seconds = runs.run_chunks(
       name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
       max_chunks=args.max_chunks, seconds=seconds, consume=consume, save=save,
-      setting=oj.named_setting(args.setting, cmdp))
+      args=args, setting=oj.named_setting(args.setting, cmdp))
   if not finished:
     return None, seconds
   return {f: v[0] for f, v in logs.items()}, seconds

@@ -175,7 +175,7 @@ def run_agent(name, agent, cmdp, keys, args, lp_value, path, identity, start):
       max_chunks=args.max_chunks, seconds=seconds, consume=consume,
       save=lambda done, state, seconds: result_files.save_checkpoint(path, identity, done, state,
                                                                rec, seconds),
-      setting=oj.named_setting(args.setting, cmdp))
+      args=args, setting=oj.named_setting(args.setting, cmdp))
   return (rec if finished else None), seconds
 
 

@@ -225,7 +225,8 @@ class ResultDir:
   """The output directory of one run of `script` with `arguments`, kept free of other runs.
 
   `arguments` is what determines the numbers (not the output path, not --resume);
-  `outputs` names the files the script writes there. DIR/manifest.json records the
+  `outputs` names the files the script writes there. In a run of several processes only
+  process 0 is the `writer`; the others check the directory like it and write nothing. DIR/manifest.json records the
   script, the arguments, the package versions, their digest, the files written and a
   status: "running" while the run goes on (or its process died), "incomplete" when it
   stopped early (--max-chunks) or failed, "complete" once every output is written.
@@ -245,8 +246,10 @@ class ResultDir:
      `complete()` (an error, --max-chunks) marks it "incomplete".
   """
 
-  def __init__(self, path, script: str, arguments: dict, outputs, *, resume: bool = False):
+  def __init__(self, path, script: str, arguments: dict, outputs, *, resume: bool = False,
+               writer: bool = True):
     self.path = os.fspath(path)
+    self.writer = writer
     self.script = script
     self.arguments = arguments
     self.outputs = tuple(outputs)
@@ -338,6 +341,10 @@ class ResultDir:
     """The run's block: "running" inside, "incomplete" unless `complete()` was called."""
     if self.manifest is not None:
       raise RuntimeError("ResultDir.running() is entered once per run")
+    if not self.writer:
+      self.manifest = {"files": [], "status": "running"}
+      yield self
+      return
     self._start()
     try:
       yield self
@@ -351,27 +358,35 @@ class ResultDir:
       self._save_manifest(status="incomplete",
                           note="stopped before its final outputs; continue with --resume")
 
-  def _writing(self, name: str) -> str:
+  def _writing(self, name: str) -> str | None:
     if self.manifest is None:
       raise RuntimeError("ResultDir: write inside `with run_dir.running():`")
+    if not self.writer:
+      return None
     if name not in self.manifest["files"]:
       self._save_manifest(files=[*self.manifest["files"], name])
     return self.file(name)
 
   def write_json(self, name, obj, **kwargs):
-    write_json(self._writing(name), obj, **kwargs)
+    if path := self._writing(name):
+      write_json(path, obj, **kwargs)
 
   def write_text(self, name, text):
-    write_text(self._writing(name), text)
+    if path := self._writing(name):
+      write_text(path, text)
 
   def write_npz(self, name, arrays, *, compressed=True):
-    write_npz(self._writing(name), arrays, compressed=compressed)
+    if path := self._writing(name):
+      write_npz(path, arrays, compressed=compressed)
 
   def save_figure(self, fig, name, **kwargs):
-    save_figure(fig, self._writing(name), **kwargs)
+    if path := self._writing(name):
+      save_figure(fig, path, **kwargs)
 
   def complete(self):
     """Marks the run finished: every output written."""
+    if not self.writer:
+      return
     self.manifest.pop("note", None)
     self._save_manifest(status="complete", finished=_now())
 

@@ -38,6 +38,7 @@ import optaug_jax as oj
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # noqa: E402  (this directory's modules)
 import result_files  # noqa: E402
+import processes  # noqa: E402
 
 
 def make_agents(names, benchmark, *, num_episodes: int, options: dict) -> dict:
@@ -68,14 +69,17 @@ def final_regrets(log, lp_value, thresholds) -> dict:
 
 
 def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks, seconds,
-               consume, save, setting=None):
+               consume, save, args, setting=None):
   """Runs `agent` vmapped over `keys` from `state` (at episode `done`) to `total`, in
-  jitted chunks of `chunk` episodes: after each, `consume(log, done_before)` takes the
-  chunk's host log and `save(done, state, seconds)` checkpoints. Stops early after
+  jitted chunks of `chunk` episodes (`processes.chunk_runner`: over every process's devices
+  with `oj.run_sharded` when `args` asks for it): after each, `consume(log, done_before)`
+  takes the chunk's host log (whole, on every process) and `save(done, state, seconds)`
+  checkpoints (process 0 only). Stops early after
   `max_chunks` chunks (None: never). At the end, observed transitions that `setting`'s
   declared support excludes are named in a warning (`oj.support_violations`). Returns
   `(finished, seconds)`."""
   compiled = {}  # one compiled function per chunk length
+  several = jax.process_count() > 1  # gathers are collectives: every process takes part
   started = time.perf_counter() - seconds
   chunks = 0
   while done < total:
@@ -84,20 +88,21 @@ def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks
       return False, seconds
     n = min(chunk, total - done)
     if n not in compiled:
-      compiled[n] = jax.jit(jax.vmap(
-          lambda key, st, n=n: oj.run(agent, key, cmdp, num_episodes=n, state=st)),
-          donate_argnums=1)
+      compiled[n] = processes.chunk_runner(agent, cmdp, args, n)
     state, log = compiled[n](keys, state)
-    consume(jax.device_get(log), done)
+    consume(processes.gather(log), done)
     done += n
     chunks += 1
     seconds = time.perf_counter() - started
-    save(done, state, seconds)
+    whole = processes.gather(state) if several else state
+    if processes.writes():  # process 0 writes the checkpoints
+      save(done, whole, seconds)
     cli.RUN.checkpoint(name, done, total)  # for the line printed on Ctrl-C or a full disk
     cli.progress(name, done, total, started, keys.shape[0])
   sys.stdout.write("\n")
   if setting is not None and state is not None:
-    oj.support_violations(state.counts, setting)  # warns, naming the pairs
+    counts = processes.gather(state.counts) if several else state.counts
+    oj.support_violations(counts, setting)  # warns, naming the pairs
   return True, seconds
 
 
@@ -440,6 +445,7 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
                  help="the step of OptDual and its variants (" + ", ".join(DUAL_AGENTS[1:])
                       + "): a positive float or 'paper'; default: 'paper'")
   p.add_argument("--x64", action="store_true", help="float64 (needed for --eta paper)")
+  processes.add_flags(p)
   # random benchmark
   for flag, default, symbol in (("--states", 10, "S"), ("--actions", 4, "A"),
                                 ("--horizon", 10, "H"), ("--constraints", 1, "I")):
@@ -485,6 +491,7 @@ def check_args(parser, args, given=frozenset()):
   ignore (argparse's error: usage and one line naming the flags, exit status 2). `given`:
   the options given on the command line (`given_flags`); a flag left at its default is
   never refused for being irrelevant."""
+  processes.check_args(parser, args)
   if args.eta is None and not args.x64:
     parser.error("--eta paper: the paper's schedule reaches eta = 1e7 and more, which"
                  " float32 does not resolve; add --x64, or give a constant eta (e.g."
@@ -584,9 +591,13 @@ def setup(args, script: str, outputs):
   and `result_files.ResultDirError` for a directory this run may not use."""
   if args.x64:
     jax.config.update("jax_enable_x64", True)
+  processes.initialize(args)  # before any JAX computation
   cli.RUN.start(None)
   bench = build_problem(args)  # before the directory's check: its digest is a setting
-  ignored = {"resume", "max_chunks", "out"}
+  # Neither the processes (same numbers on any number: `processes`) nor the paths count.
+  ignored = {"resume", "max_chunks", "out", *processes.FLAGS}
+  if args.batch_size is None:  # the directories of runs before --batch-size stay valid
+    ignored.add("batch_size")
   if args.benchmark != "random_family":  # the size flags describe the random family only
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
   if args.benchmark != "gridworld" or args.grid_size is None:
@@ -594,7 +605,8 @@ def setup(args, script: str, outputs):
   config = {k: v for k, v in vars(args).items() if k not in ignored}
   config.update(agents=",".join(args.agents), eta=cli.eta_flag(args.eta),
                 dual_eta=cli.eta_flag(args.dual_eta), problem_digest=problem_digest(bench))
-  run_dir = result_files.ResultDir(args.out, script, config, outputs, resume=args.resume).check()
+  run_dir = result_files.ResultDir(args.out, script, config, outputs, resume=args.resume,
+                                   writer=processes.writes()).check()
   cli.RUN.start(args.out)
   cmdp = bench.cmdp
   try:

@@ -114,30 +114,34 @@ def test_a_sparse_cmdp_met_by_a_dense_agent_warns_unless_said_on_purpose(problem
     oj.Setting(all_next_states=True, support=sparse.next_states)
 
 
-def _checked_run(agent_fn, cmdp, eta=20.0):
-  run = lambda key, m, eta: oj.run(agent_fn(eta), key, m, num_episodes=12, check=True)
-  return oj.checked(jax.jit(run))(jax.random.PRNGKey(1), cmdp, eta)
+def _checked_run(agent_fn):
+  """`(cmdp, eta) -> run` under `checkify`: one compiled program for every CMDP and eta."""
+  run = jax.jit(lambda key, m, eta: oj.run(agent_fn(eta), key, m, num_episodes=12, check=True))
+  checked = oj.checked(run)
+  return lambda cmdp, eta=20.0: checked(jax.random.PRNGKey(1), cmdp, eta)
 
 
-@pytest.mark.parametrize(
-  "change, pattern",
-  [
-    (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(jnp.nan)), r"cmdp.cost must be finite"),
-    (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(-0.5)), r"cmdp.cost .* in \[0, 1\]"),
-    (lambda m: m._replace(constraint_costs=m.constraint_costs.at[0, 1, 1, 1].set(jnp.inf)),
-     "cmdp.constraint_costs must be finite"),
-    (lambda m: m._replace(thresholds=m.thresholds + 10.0), r"cmdp.thresholds .* \[0, 5\]"),
-  ],
-)
-def test_check_true_refuses_a_bad_cmdp_passed_as_a_jit_argument(problem, change, pattern):
+BAD_CMDPS = [
+  (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(jnp.nan)), r"cmdp.cost must be finite"),
+  (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(-0.5)), r"cmdp.cost .* in \[0, 1\]"),
+  (lambda m: m._replace(constraint_costs=m.constraint_costs.at[0, 1, 1, 1].set(jnp.inf)),
+   "cmdp.constraint_costs must be finite"),
+  (lambda m: m._replace(thresholds=m.thresholds + 10.0), r"cmdp.thresholds .* \[0, 5\]"),
+]
+
+
+def test_check_true_refuses_a_bad_cmdp_passed_as_a_jit_argument(problem):
+  """Each fault of `BAD_CMDPS` refused by the one compiled program (the CMDP is traced)."""
   cmdp, safe, slack, _ = problem
-  with pytest.raises(ValueError, match=pattern):
-    _checked_run(lambda eta: _optaug(safe, slack), change(cmdp))
+  run = _checked_run(lambda eta: _optaug(safe, slack))
+  for change, pattern in BAD_CMDPS:
+    with pytest.raises(ValueError, match=pattern):
+      run(change(cmdp))
+  run(cmdp)  # the valid CMDP passes every check
 
 
-@pytest.mark.parametrize("eta", [-1.0, 0.0, np.nan])
 @pytest.mark.parametrize("agent", ["optaug", "optdual", "optdual_sgd"])
-def test_check_true_refuses_a_traced_eta_that_is_not_positive(problem, eta, agent):
+def test_check_true_refuses_a_traced_eta_that_is_not_positive(problem, agent):
   import optax
 
   cmdp, safe, slack, _ = problem
@@ -147,18 +151,22 @@ def test_check_true_refuses_a_traced_eta_that_is_not_positive(problem, eta, agen
     "optdual": lambda e: oj.optdual(K, eta=e),
     "optdual_sgd": lambda e: oj.optdual(K, eta=e, dual_optimizer=optax.sgd),
   }[agent]
-  with pytest.raises(ValueError, match="eta must be finite and > 0"):
-    _checked_run(build, cmdp, eta)
-  _checked_run(build, cmdp, 0.5)  # a valid eta passes every check
+  run = _checked_run(build)
+  for eta in [-1.0, 0.0, np.nan]:
+    with pytest.raises(ValueError, match="eta must be finite and > 0"):
+      run(cmdp, eta)
+  run(cmdp, 0.5)  # a valid eta passes every check
 
 
 def test_check_true_refuses_a_traced_unsafe_baseline_or_slack(problem):
   cmdp, safe, slack, worst = problem
-  run = lambda pi, s: oj.checked(jax.jit(lambda key, pi, s: oj.run(
+  checked = oj.checked(jax.jit(lambda key, pi, s: oj.run(
     oj.optaug(num_episodes=K, safe_policy=pi, slack=s, eta=20.0, pretrain_episodes=5), key,
-    cmdp, num_episodes=4, check=True)))(jax.random.PRNGKey(1), pi, s)
+    cmdp, num_episodes=4, check=True)))  # one program: the policy and slack are traced
+  dtype = cmdp.cost.dtype
+  run = lambda pi, s: checked(jax.random.PRNGKey(1), jnp.asarray(pi, dtype), jnp.asarray(s, dtype))
   with pytest.raises(ValueError, match="safe_policy: not strictly feasible"):
-    run(jnp.asarray(worst, jnp.float32), 0.5)
+    run(worst, 0.5)
   with pytest.raises(ValueError, match="slack: .* at most the safe policy's true slack"):
     run(jnp.asarray(safe), 2 * slack)
   run(jnp.asarray(safe), slack)

@@ -107,6 +107,12 @@ REFUSED = [
      "--benchmark json:no_such_function: json has no no_such_function"),
     ("cancellation", ["--benchmark", "missing/file.py:make"],
      "--benchmark missing/file.py:make: no file missing/file.py"),
+    ("headline", ["--coordinator", "127.0.0.1:1234", "--num-processes", "2"],
+     "--coordinator, --num-processes given without --process-id: give all three"),
+    ("cancellation", ["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"],
+     "--process-id 2 must be below --num-processes 2"),
+    ("headline", ["--coordinator", "localhost"], "argument --coordinator: expected HOST:PORT"),
+    ("cancellation", ["--batch-size", "0"], "argument --batch-size: expected a positive integer"),
 ]
 
 
