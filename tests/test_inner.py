@@ -168,8 +168,11 @@ def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
       lower=jnp.asarray(lower), upper=jnp.asarray(upper), initial_state=0)
   kwargs = dict(solver=(oj.inner.frank_wolfe(num_iters=200) if method == "frank_wolfe"
                         else oj.inner.exact()), gradient=None)
-  greedy = oj.solve_inner(problem, lam, 5.0, **kwargs)
-  uniform = oj.solve_inner(problem, lam, 5.0, **kwargs, unreached="uniform")
+  solve = jax.jit(lambda lam, unreached: oj.solve_inner(problem, lam, 5.0, **kwargs,
+                                                        unreached=unreached),
+                  static_argnums=1)
+  greedy = solve(lam, "greedy")
+  uniform = solve(lam, "uniform")
   q = np.asarray(greedy.occupancy)
   np.testing.assert_array_equal(q, uniform.occupancy)
   unreached = q.sum(-1) == 0
@@ -181,10 +184,7 @@ def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
   np.testing.assert_allclose(greedy.policy, npr.policy_from_occupancy(q, actions), atol=1e-12)
   np.testing.assert_allclose(uniform.policy, npr.policy_from_occupancy(q), atol=1e-12)
   assert int(greedy.dp_calls) == int(uniform.dp_calls) + 1
-  jitted = jax.jit(lambda lam: oj.solve_inner(problem, lam, 5.0, **kwargs).policy)
-  np.testing.assert_allclose(jitted(lam), greedy.policy, atol=1e-12)
-  batched = jax.vmap(lambda lam: oj.solve_inner(problem, lam, 5.0, **kwargs).policy)(
-      jnp.stack([lam, lam]))
+  batched = jax.vmap(lambda lam: solve(lam, "greedy").policy)(jnp.stack([lam, lam]))
   np.testing.assert_allclose(batched[1], greedy.policy, atol=1e-12)
   with pytest.raises(ValueError, match="unreached"):
     oj.solve_inner(problem, lam, 5.0, unreached="random")

@@ -38,6 +38,12 @@ def _jit_solve(cost, constraint_costs, lower, upper, initial_state, thresholds, 
   return oj.solve_inner(oj.inner.InnerProblem(cost=cost, constraint_costs=constraint_costs, thresholds=thresholds, lower=lower, upper=upper, initial_state=initial_state), lam, eta, solver=oj.inner.exact(tol=None), gradient="unrolled")
 
 
+@jax.jit
+def _jit_early_solve(problem, lam, eta):
+  """The solve that stops at an exact dual (`tol=0`); one compilation per shape."""
+  return oj.solve_inner(problem, lam, eta, solver=oj.inner.exact(tol=0.0))
+
+
 def _check_against_cvxpy(m, lower, upper, lam, eta):
   optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper,
                                int(m.initial_state), m.thresholds, lam, eta)
@@ -63,7 +69,7 @@ def test_dual_solve_matches_cvxpy(num_constraints, eta):
   # where q = 0; I >= 2: and one DP for that policy, `unreached="greedy"`) ...
   assert int(sol.dp_calls) == (60 if num_constraints == 1 else 84)
   # ... and far fewer when the search stops at an exact dual (tol=0), just as exact.
-  early = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=m.initial_state), jnp.asarray(LAMBDAS[num_constraints]), eta, solver=oj.inner.exact(tol=0.0))
+  early = _jit_early_solve(_problem(m, lower, upper), jnp.asarray(LAMBDAS[num_constraints]), eta)
   assert int(early.dp_calls) <= (17 if num_constraints == 1 else 41), int(early.dp_calls)
   scale = max(1.0, abs(float(sol.objective)))
   assert abs(float(early.objective) - float(sol.objective)) <= 1e-9 * scale

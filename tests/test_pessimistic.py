@@ -95,7 +95,9 @@ def test_optpess_lp_episode_problem_matches_numpy(factored3):
   assert np.any(np.asarray(log.extras["lp_feasible"]))
 
 
-@pytest.mark.parametrize("name", ["dope", "optpess_lp"])
+@pytest.mark.parametrize("name", [
+    pytest.param("dope", marks=pytest.mark.slow),  # 25-45 s: 1,800 episodes' LPs (HiGHS)
+    "optpess_lp"])
 def test_no_violation_in_seeded_runs_jit_and_vmap(factored3, name):
   """With the published radii and knowledge (bura2022 setting), no episode's true
   constraint value exceeds alpha; DOPE leaves the baseline (its LP becomes feasible)."""
