@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 
+import cli
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
 import optaug_jax as oj
-
-import cli
 
 FLAGS = ("coordinator", "num_processes", "process_id", "distributed")
 
@@ -34,22 +33,39 @@ FLAGS = ("coordinator", "num_processes", "process_id", "distributed")
 def add_flags(parser: argparse.ArgumentParser) -> None:
   """`--coordinator`, `--num-processes`, `--process-id`, `--distributed`, `--batch-size`."""
   g = parser.add_argument_group(
-      "several processes and hosts (jax.distributed; launch once per process, same flags)")
-  g.add_argument("--coordinator", metavar="HOST:PORT", type=address, default=None,
-                 help="address of process 0's coordinator service (every process gives"
-                      " the same)")
-  g.add_argument("--num-processes", type=cli.positive_int, default=None,
-                 help="number of processes of the run")
-  g.add_argument("--process-id", type=cli.non_negative_int, default=None,
-                 help="this process's index, 0 to --num-processes - 1 (0 writes the files)")
-  g.add_argument("--distributed", action="store_true",
-                 help="join a run of several processes whose launcher (SLURM, Open MPI)"
-                      " jax.distributed.initialize() reads itself; implied by the three"
-                      " flags above")
-  g.add_argument("--batch-size", type=cli.positive_int, default=None,
-                 help="seeds run at a time on each device (oj.run_sharded's batch_size);"
-                      " the same value gives the same numbers on any number of processes"
-                      " and devices (default: every seed of a device at once)")
+    "several processes and hosts (jax.distributed; launch once per process, same flags)"
+  )
+  g.add_argument(
+    "--coordinator",
+    metavar="HOST:PORT",
+    type=address,
+    default=None,
+    help="address of process 0's coordinator service (every process gives the same)",
+  )
+  g.add_argument(
+    "--num-processes", type=cli.positive_int, default=None, help="number of processes of the run"
+  )
+  g.add_argument(
+    "--process-id",
+    type=cli.non_negative_int,
+    default=None,
+    help="this process's index, 0 to --num-processes - 1 (0 writes the files)",
+  )
+  g.add_argument(
+    "--distributed",
+    action="store_true",
+    help="join a run of several processes whose launcher (SLURM, Open MPI)"
+    " jax.distributed.initialize() reads itself; implied by the three"
+    " flags above",
+  )
+  g.add_argument(
+    "--batch-size",
+    type=cli.positive_int,
+    default=None,
+    help="seeds run at a time on each device (oj.run_sharded's batch_size);"
+    " the same value gives the same numbers on any number of processes"
+    " and devices (default: every seed of a device at once)",
+  )
 
 
 def address(text: str) -> str:
@@ -63,17 +79,24 @@ def address(text: str) -> str:
 def check_args(parser: argparse.ArgumentParser, args) -> None:
   """Flag cross-checks (argparse's error, exit status 2). Sets `args.distributed` when any
   of the three explicit flags is given."""
-  explicit = {"--coordinator": args.coordinator, "--num-processes": args.num_processes,
-              "--process-id": args.process_id}
+  explicit = {
+    "--coordinator": args.coordinator,
+    "--num-processes": args.num_processes,
+    "--process-id": args.process_id,
+  }
   given = [f for f, v in explicit.items() if v is not None]
   if given and len(given) < 3:
     missing = [f for f in explicit if f not in given]
-    parser.error(f"{', '.join(given)} given without {', '.join(missing)}: give all three"
-                 " (jax.distributed.initialize's arguments), or --distributed alone under a"
-                 " launcher that sets them (SLURM, Open MPI)")
+    parser.error(
+      f"{', '.join(given)} given without {', '.join(missing)}: give all three"
+      " (jax.distributed.initialize's arguments), or --distributed alone under a"
+      " launcher that sets them (SLURM, Open MPI)"
+    )
   if given and args.process_id >= args.num_processes:
-    parser.error(f"--process-id {args.process_id} must be below --num-processes"
-                 f" {args.num_processes} (processes count from 0)")
+    parser.error(
+      f"--process-id {args.process_id} must be below --num-processes"
+      f" {args.num_processes} (processes count from 0)"
+    )
   args.distributed = bool(args.distributed or given)
 
 
@@ -88,10 +111,15 @@ def initialize(args) -> None:
     return
   # Collectives between CPU processes (the gathers) go over gloo; GPUs use their own.
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(coordinator_address=args.coordinator,
-                             num_processes=args.num_processes, process_id=args.process_id)
-  print(f"process {jax.process_index()} of {jax.process_count()}:"
-        f" {jax.local_device_count()} of {jax.device_count()} devices")
+  jax.distributed.initialize(
+    coordinator_address=args.coordinator,
+    num_processes=args.num_processes,
+    process_id=args.process_id,
+  )
+  print(
+    f"process {jax.process_index()} of {jax.process_count()}:"
+    f" {jax.local_device_count()} of {jax.device_count()} devices"
+  )
 
 
 def writes() -> bool:
@@ -112,12 +140,20 @@ def chunk_runner(agent, cmdp, args, num_episodes: int):
   `vmap` of `oj.run` on the default device, or `oj.run_sharded` over every device of every
   process (`sharded(args)`)."""
   if not sharded(args):
-    return jax.jit(jax.vmap(
-        lambda key, st: oj.run(agent, key, cmdp, num_episodes=num_episodes, state=st)),
-        donate_argnums=1)
+    return jax.jit(
+      jax.vmap(lambda key, st: oj.run(agent, key, cmdp, num_episodes=num_episodes, state=st)),
+      donate_argnums=1,
+    )
 
   def run(keys, state):
-    return oj.run_sharded(agent, keys, cmdp, num_episodes=num_episodes, state=state,
-                          batch_size=args.batch_size, donate_state=True)
+    return oj.run_sharded(
+      agent,
+      keys,
+      cmdp,
+      num_episodes=num_episodes,
+      state=state,
+      batch_size=args.batch_size,
+      donate_state=True,
+    )
 
   return run

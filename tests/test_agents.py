@@ -217,6 +217,7 @@ def test_float32_default_run_is_finite():
     assert np.all(np.isfinite(np.asarray(leaf, np.float64)))
 
 
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_regret_decomposition_on_a_small_cmdp():
   """The paper's decomposition, measured: in the optimistic model the augmented Lagrangian
   drives the constraint to alpha (optimisation error ~ 0), and the true violation (the
@@ -266,7 +267,8 @@ def test_optdual_rejects_bad_configuration():
     oj.optdual(num_episodes=0, eta=1.0)
 
 
-@pytest.mark.parametrize("step_rule", ["standard", "linesearch"])
+@pytest.mark.parametrize("step_rule", [
+    "standard", pytest.param("linesearch", marks=pytest.mark.slow)])  # 15 s each
 def test_optaug_plan_matches_numpy_reference(step_rule):
   """The jitted plan (optimistic model, Frank-Wolfe, dual step) against the independent
   NumPy implementation, from counts gathered by a few episodes."""

@@ -199,6 +199,7 @@ def test_queue_is_the_documented_birth_death_chain():
     benchmarks.queue(budget_fraction=0.0)
 
 
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_registry_holds_the_documented_benchmarks():
   assert sorted(benchmarks.BENCHMARKS) == sorted(NAMES)
   for name in NAMES:

@@ -150,6 +150,7 @@ def ref_optimal_policy(m):
   return pi
 
 
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_random_cmdp_jit_vmap_parity():
   key = jax.random.PRNGKey(11)
   make = lambda k: oj.random_cmdp(k, num_states=3, num_actions=2, horizon=4)

@@ -124,6 +124,7 @@ def test_true_model_in_confidence_set_for_most_seeds():
   assert float(min_width.max()) < 0.6
 
 
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_occupancy_agrees_with_monte_carlo():
   """Empirical visit frequencies from sample_episode vs the exact occupancy: with N = 20000
   episodes each frequency has std <= 0.5/sqrt(N) = 0.0035; tolerance 5 std = 0.018."""

@@ -109,6 +109,7 @@ def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
     cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--bonus-scale", "0.5"))
 
 
+@pytest.mark.slow  # 15-25 s; the known-model experiment (default suite under 10 min)
 def test_known_model_experiment_quick(tmp_path):
   results = _load("known_model").main(["--iters", "30", "--inner-iters", "100", "--alm-etas",
                                        "10", "--dual-etas", "0.5", "--out", str(tmp_path)])

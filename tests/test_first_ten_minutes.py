@@ -69,6 +69,7 @@ def test_float64_cmdp_without_x64_is_warned_about():
       oj.safest_policy(as64)
 
 
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_papers_eta_in_float32_is_warned_about_and_refused_by_the_scripts(scripts):
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=2, horizon=3,
                      dtype=jnp.float32)

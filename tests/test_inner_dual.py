@@ -174,7 +174,7 @@ def test_float32_several_constraints_are_accurate(num_constraints):
     assert abs(value - optimum) <= 1e-5 * max(1.0, abs(optimum)), (eta, value - optimum)
 
 
-@pytest.mark.parametrize("num_constraints", [1, 2])
+@pytest.mark.parametrize("num_constraints", [1, pytest.param(2, marks=pytest.mark.slow)])  # 21 s
 def test_policy_and_transitions_reproduce_the_occupancy(num_constraints):
   m, lower, upper = _instance(num_constraints)
   sol = _solve(m, lower, upper, LAMBDAS[num_constraints], 10.0)

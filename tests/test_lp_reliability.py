@@ -152,6 +152,7 @@ def _point_box(counts):
   return lower, upper, visited
 
 
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_optcmdp_with_point_boxes_in_float32_matches_the_float64_lp():
   """With no radius, OptCMDP's LP is the extended LP of the empirical model: costs c-bar,
   d-bar (0 where unvisited) over the point boxes p-bar, renormalised in float64. The float32

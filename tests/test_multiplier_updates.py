@@ -77,6 +77,7 @@ def test_pid_lagrangian_matches_stooke_algorithm_2():
                              _apply(optax.sgd(ki), errors, [0., 0.]), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_optdual_with_optax_sgd_is_optdual():
   bench = oj.benchmarks.make_benchmark("factored", dtype=jnp.float64)
   key = jax.random.PRNGKey(3)
@@ -92,7 +93,9 @@ def test_optdual_with_optax_sgd_is_optdual():
   np.testing.assert_array_equal(plain.multipliers, called.multipliers)
 
 
-@pytest.mark.parametrize("name", ["optdual_optimistic", "pid_lagrangian", "nupi_lagrangian"])
+@pytest.mark.parametrize("name", [  # 12-15 s each: one in the default suite
+    pytest.param("optdual_optimistic", marks=pytest.mark.slow), "pid_lagrangian",
+    pytest.param("nupi_lagrangian", marks=pytest.mark.slow)])
 def test_controller_variants_run_jit_and_vmap(name):
   bench = oj.benchmarks.make_benchmark("factored", dtype=jnp.float64)
   agent = oj.agents.make_agent(name, bench, num_episodes=100, bonus_scale=0.1)

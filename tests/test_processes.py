@@ -14,8 +14,20 @@ import pytest
 
 ROOT = pathlib.Path(__file__).parent.parent
 EXPERIMENTS = ROOT / "experiments"
-FLAGS = ["--benchmark", "factored", "--seeds", "4", "--episodes", "40", "--chunk", "20",
-         "--pretrain", "4", "--batch-size", "2"]
+FLAGS = [
+  "--benchmark",
+  "factored",
+  "--seeds",
+  "4",
+  "--episodes",
+  "40",
+  "--chunk",
+  "20",
+  "--pretrain",
+  "4",
+  "--batch-size",
+  "2",
+]
 HEADLINE = ["--trace-points", "10", "--tail", "10"]
 
 
@@ -26,15 +38,22 @@ def _free_port() -> int:
 
 
 def _env():
-  return {**os.environ, "PYTHONPATH": os.pathsep.join(
-      [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-      "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"}
+  return {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    "XLA_FLAGS": "",
+    "JAX_PLATFORMS": "cpu",
+  }
 
 
 def _one(script, out, *extra):
-  done = subprocess.run([sys.executable, str(EXPERIMENTS / f"{script}.py"), *FLAGS,
-                         "--out", str(out), *extra], capture_output=True, text=True,
-                        env=_env(), timeout=600)
+  done = subprocess.run(
+    [sys.executable, str(EXPERIMENTS / f"{script}.py"), *FLAGS, "--out", str(out), *extra],
+    capture_output=True,
+    text=True,
+    env=_env(),
+    timeout=600,
+  )
   assert done.returncode == 0, done.stderr[-3000:]
   return done
 
@@ -42,10 +61,29 @@ def _one(script, out, *extra):
 def _two(script, out, *extra):
   """The script launched as two processes (ids 0 and 1) joined on 127.0.0.1."""
   port = _free_port()
-  procs = [subprocess.Popen(
-      [sys.executable, str(EXPERIMENTS / f"{script}.py"), *FLAGS, "--out", str(out), *extra,
-       "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()) for i in (0, 1)]
+  procs = [
+    subprocess.Popen(
+      [
+        sys.executable,
+        str(EXPERIMENTS / f"{script}.py"),
+        *FLAGS,
+        "--out",
+        str(out),
+        *extra,
+        "--coordinator",
+        f"127.0.0.1:{port}",
+        "--num-processes",
+        "2",
+        "--process-id",
+        str(i),
+      ],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=_env(),
+    )
+    for i in (0, 1)
+  ]
   outs = []
   for p in procs:
     try:
@@ -86,7 +124,8 @@ def test_two_processes_write_the_files_of_one(tmp_path):
   status = json.loads((tmp_path / "resumed" / "manifest.json").read_text())["status"]
   assert status == "incomplete"
   assert [p.name for p in (tmp_path / "resumed").glob("checkpoint_*.npz")] == [
-      "checkpoint_optaug.npz"]
+    "checkpoint_optaug.npz"
+  ]
   outs = _two("headline", tmp_path / "resumed", *HEADLINE, "--resume")
   assert all("optaug: resuming at episode 20 of 40" in stdout for _, stdout, _ in outs)
   _same_results(tmp_path / "one", tmp_path / "resumed", "trace.npz")

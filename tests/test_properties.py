@@ -66,6 +66,7 @@ def _inner(key, eta, radius):
 @SETTINGS
 @given(seed=st.integers(0, 2**31 - 1), log_eta=st.floats(-3.0, 6.0),
        radius=st.floats(0.0, 0.5))
+@pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_inner_solutions_are_valid_and_certified(seed, log_eta, radius):
   sol, fw, lower, upper = _inner(jax.random.PRNGKey(seed), 10.0**log_eta, radius)
   for s in (sol, fw):
