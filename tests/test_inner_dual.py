@@ -294,15 +294,23 @@ def _two_actions(threshold):
 
 
 @pytest.mark.parametrize("lam, eta, weight, optimum, dps", [
-    (0.0, 0.1, 1.0, 0.0125, 2),  # the vertex holds up to the far end lambda + eta g = 0.05
-    (0.0, 10.0, 0.6, 0.45, 3),  # the far end (5) has the other vertex: one step, at the kink
-    (2.0, 10.0, 0.4, 0.65, 3),  # g < 0 at lambda = 2: the bracket [0, 2], mu* = 1
+    # lambda, the probe (1% of the way to the far end), then: the vertex holds up to the far
+    # end lambda + eta g = 0.05, where the supergradient is 0
+    (0.0, 0.1, 1.0, 0.0125, 3),
+    # the probe (0.05) falls short; the far end (5) has the other vertex: one step, the kink
+    (0.0, 10.0, 0.6, 0.45, 4),
+    # g < 0 at lambda = 2: the probe (1.98) falls short, the bracket [0, 1.98], mu* = 1
+    (2.0, 10.0, 0.4, 0.65, 4),
+    # lambda = 0.99 just below mu* = 1: the probe (1.04) passes it and holds the other
+    # vertex, the bracket [0.99, 1.04]: one step, at the kink
+    (0.99, 10.0, 0.501, 0.549, 3),
     (0.0, 10.0, None, None, 1),  # alpha = 1: the plan at lambda = 0 is feasible, mu* = 0
 ])
 def test_warm_start_on_a_problem_solved_by_hand(lam, eta, weight, optimum, dps):
   """`f(t) = 1 - t + [lambda + eta (t - alpha)]_+^2 / (2 eta)` over the weight `t` of action
   0 (alpha = 1/2): `t* = 1, f* = 0.05^2 / 0.2`; `t* = 0.6, f* = 0.4 + 5 (0.1)^2`;
-  `t* = 0.4, f* = 0.6 + 1 / 20`; with alpha = 1, `t* = 1, f* = 0`. The DPs the warm-started
+  `t* = 0.4, f* = 0.6 + 1 / 20`; `t* = 0.501, f* = 0.499 + 1 / 20`; with alpha = 1, `t* = 1,
+  f* = 0`. The DPs the warm-started
   search pays for each exit, and the solution against a grid over `t`."""
   alpha = 0.5 if weight is not None else 1.0
   weight, optimum = (1.0, 0.0) if weight is None else (weight, optimum)

@@ -8,8 +8,13 @@ with `mu`. The search starts at the prox centre `lambda` (in an agent, the last 
 (the one-cut model's maximiser is the far end). Cheap exact ends come first:
 
 - `g <= 0` at `lambda = 0`: `mu* = 0` (one DP in all; the plan meets the constraint);
+- a probe `PROBE_FRACTION` of the way to the far end: late in a run `mu*` moves little,
+  so the probe usually passes it and holds the other vertex of its kink (a bracket of two
+  queried vertices, then one model step); a probe that falls short moves the near end to
+  it and the far end to the one-cut step from it (`D q` does not increase), at one DP's
+  cost;
 - the DP at the far end: where the vertex has not changed in between, the supergradient
-  there is 0 and that end is `mu*` (two DPs in all).
+  there is 0 and that end is `mu*`.
 
 Otherwise each step queries the maximiser of the model built from the two bracketing
 vertices' Lagrangian lines (a kink of `Phi` or the stationary point of one quadratic
@@ -37,10 +42,18 @@ from . import problem as problem_lib
 from .dual_function import dual_value
 from .line_search import exact_line_search
 
+# The first query after the prox centre: this fraction of the way to the one-cut step's end.
+# Late in a run `mu*` moves little from episode to episode while the one-cut step jumps by
+# `eta |g|` (a vertex's constraint value is off alpha by a finite amount at a kink), so the
+# far end lies beyond several kinks; the probe usually lands just past the new `mu*`, on
+# the other vertex of its kink, and the two-cut model then finds `mu*` in one step.
+PROBE_FRACTION = 0.01
+
 
 class _SearchState(NamedTuple):
   it: jax.Array  # [] int, DPs taken in the loop
   done: jax.Array  # [] bool, the dual is solved
+  probing: jax.Array  # [] bool, the next end query is the probe near the prox centre
   stalls: jax.Array  # [] int, 1 when the last model step did not halve the bracket
   lo: jax.Array  # [] bracket's left end (mu* >= lo)
   hi: jax.Array  # [] bracket's right end (mu* <= hi)
@@ -124,12 +137,23 @@ def two_cut_search(
     (a_lo, y_lo), (a_hi, y_hi) = lines(s.v_lo), lines(s.v_hi)
     model = candidate(s.lo, s.hi, a_lo, y_lo, a_hi, y_hi)
     searched = jnp.where(s.stalls > 0, 0.5 * (s.lo + s.hi), model)
-    mu = jnp.where(need_hi, s.hi, jnp.where(need_lo, s.lo, searched))
+    # The probe: a point near the prox centre on the side of the unqueried end.
+    probe_hi = lam + PROBE_FRACTION * (s.hi - lam)
+    probe_lo = lam - PROBE_FRACTION * (lam - s.lo)
+    end_hi = jnp.where(s.probing, probe_hi, s.hi)
+    end_lo = jnp.where(s.probing, probe_lo, s.lo)
+    mu = jnp.where(need_hi, end_hi, jnp.where(need_lo, end_lo, searched))
     v = oracle(mu)
     best_now = jnp.maximum(s.best, psi(mu, v))
     g, noise = slope(mu, v), slope_noise(mu, v)
+    # A probe that did not pass mu* moves the queried end to it; the far end stays to be
+    # queried, nearer: the one-cut step from the probe bounds mu* too (D q does not
+    # increase). One that passed mu* is the far end of a smaller bracket.
+    probed = s.probing & (need_hi | need_lo)
+    short = probed & jnp.where(need_hi, g > noise, g < -noise)
+    one_cut = lam + eta * (constraint(v) - alpha)
     # An end query: the bracket's end is mu* when the supergradient there points out of it.
-    end_solved = (need_hi & (g >= -noise)) | (need_lo & (g <= noise))
+    end_solved = ~short & ((need_hi & (g >= -noise)) | (need_lo & (g <= noise)))
     # A model step: the model is an upper bound of Phi built from two of its lines; where it
     # meets Phi at its own maximiser, that point maximises psi: stop (exact, up to rounding).
     upper = jnp.minimum(a_lo + mu * y_lo, a_hi + mu * y_hi)
@@ -140,15 +164,20 @@ def two_cut_search(
       model_solved = model_solved | ((s.stalls == 0) & (model_max - best_now <= tol * scale))
     is_end = need_hi | need_lo
     done = jnp.where(is_end, end_solved, model_solved)
-    step_up = jnp.where(need_hi, False, jnp.where(need_lo, True, g > 0))  # mu* >= mu
-    new_lo = jnp.where(end_solved | (~is_end & step_up), mu, s.lo)
-    new_hi = jnp.where(end_solved | (~is_end & ~step_up), mu, s.hi)
+    step_up = jnp.where(need_hi, short, jnp.where(need_lo, ~short, g > 0))  # mu* >= mu
+    # The queried end moves to mu (a probe's; an end query's mu is that end), and so does
+    # the other end of a short probe's side.
+    new_lo = jnp.where(end_solved | (~is_end & step_up) | (need_lo ^ short), mu, s.lo)
+    new_hi = jnp.where(end_solved | (~is_end & ~step_up) | (need_hi ^ short), mu, s.hi)
+    new_hi = jnp.where(short & need_hi, jnp.maximum(jnp.minimum(s.hi, one_cut), mu), new_hi)
+    new_lo = jnp.where(short & need_lo, jnp.minimum(jnp.maximum(s.lo, one_cut), mu), new_lo)
     halved = (new_hi - new_lo) <= 0.5 * (s.hi - s.lo)
     take_lo = end_solved | step_up
     take_hi = end_solved | ~step_up
     return _SearchState(
       it=s.it + 1,
       done=done,
+      probing=jnp.zeros((), bool),
       stalls=(~is_end & ~halved & (s.stalls == 0)).astype(jnp.int32),
       lo=new_lo,
       hi=new_hi,
@@ -165,6 +194,7 @@ def two_cut_search(
   start = _SearchState(
     it=jnp.zeros((), jnp.int32),
     done=solved,
+    probing=~solved,
     stalls=jnp.zeros((), jnp.int32),
     lo=lo,
     hi=hi,
