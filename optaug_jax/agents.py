@@ -24,7 +24,11 @@ from optaug_jax._src.agents.base import (
   replace_agent_state,
   update_state,
 )
-from optaug_jax._src.agents.optaug import paper_eta_schedule, pretrain_episodes_bound
+from optaug_jax._src.agents.optaug import (
+  OptAugState,
+  paper_eta_schedule,
+  pretrain_episodes_bound,
+)
 from optaug_jax._src.agents.optcmdp import optcmdp
 from optaug_jax._src.agents.optdual import DualOptimizerState
 from optaug_jax._src.agents.optprimaldual import PrimalDualState, optprimaldual
@@ -47,6 +51,7 @@ __all__ = (
   "DualOptimizerState",
   "InitFn",
   "NuPIState",
+  "OptAugState",
   "PIDState",
   "PlanFn",
   "PlanInfo",

@@ -22,6 +22,7 @@ from optaug_jax._src.inner.problem import (
   InnerProblem,
   InnerSolution,
   SolverResult,
+  WarmStart,
   certified_tolerance,
 )
 from optaug_jax._src.inner.solve import GRADIENTS, UNREACHED, InnerSolver
@@ -36,6 +37,7 @@ __all__ = (
   "STEP_RULES",
   "SolverResult",
   "UNREACHED",
+  "WarmStart",
   "certified_tolerance",
   "exact",
   "frank_wolfe",

@@ -4,7 +4,7 @@ Every function here is written for ONE problem; callers `jax.vmap`. Array axes f
 `[H, S, A, S']` (horizon, states, actions, next states). The greedy fill of a transition
 box, which the extended DP calls at every step, is in `box.py`.
 
-Why one file of about 470 lines: every pass (backward induction, the forward occupancy, the
+Why one file of about 560 lines: every pass (backward induction, the forward occupancy, the
 policy evaluations) exists in the dense and in the sparse layout, and the two variants sit
 next to each other so that a reader can check, pass by pass, that they compute the same
 numbers (tests/test_sparse.py checks it); they share the horizon scans and their
@@ -84,7 +84,8 @@ def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False):
 
 
 def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: bool = False):
-  """`_backward` in the sparse layout: `(value_1 [S], actions [H, S], p, next states)`.
+  """`_backward` in the sparse layout: `(value_1 [S], actions [H, S], p, next states,
+  next_values [H, S])`.
 
   `p` is `[H, S, N]` (the greedy rows) or, with `full_transitions`, `[H, S, A, N]`; the
   next states are `[H, S, N]` (greedy rows) or `None` (the caller's `next_states`).
@@ -106,13 +107,15 @@ def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: boo
     q_values = r_h + expected
     actions = jnp.argmin(q_values, axis=-1)  # first index on ties
     if full_transitions:
-      return jnp.min(q_values, axis=-1), (actions, jnp.moveaxis(p, 0, -1), None)
+      return jnp.min(q_values, axis=-1), (actions, jnp.moveaxis(p, 0, -1), None, v_next)
     rows = lambda x: jnp.take_along_axis(x, actions[None, :, None], axis=2)[..., 0].T
-    return jnp.min(q_values, axis=-1), (actions, rows(p), rows(ns_h))
+    return jnp.min(q_values, axis=-1), (actions, rows(p), rows(ns_h), v_next)
 
   v0 = jnp.zeros((num_states,), reward.dtype)
-  v1, (actions, p, ns) = _horizon_scan(step, v0, (reward,) + boxes, horizon, reverse=True)
-  return v1, actions, p, ns
+  v1, (actions, p, ns, next_values) = _horizon_scan(
+    step, v0, (reward,) + boxes, horizon, reverse=True
+  )
+  return v1, actions, p, ns, next_values
 
 
 def _scatter(weights: jax.Array, next_states: jax.Array, num_states: int) -> jax.Array:
@@ -160,6 +163,9 @@ class LMOSolution(NamedTuple):
   state_occupancy: jax.Array  # [H, S]
   greedy_next_states: jax.Array | None = None  # [H, S, N] int32, the next state of each slot
   #                                 of `greedy_transitions` (sparse layout only; None dense)
+  next_values: jax.Array | None = None  # [H, S] the values V_{h+1} whose order filled step
+  #                                 h's rows (0 at the last step): with `actions`, the
+  #                                 vertex's name in any box (`policy_vertex`)
 
 
 def occupancy(
@@ -230,7 +236,8 @@ def _backward(
 ):
   """Backward induction of the paper's eq. (bw-ind).
 
-  Returns `(value_1 [S], actions [H, S], transitions)`, where `transitions` is the greedy
+  Returns `(value_1 [S], actions [H, S], transitions, next_values [H, S])`, where
+  `next_values[h]` is `V_{h+1}` (the keys of step h's fill) and `transitions` is the greedy
   slice `[H, S, S']` (all the forward pass needs) or, with `full_transitions`, the
   minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`
   (`"blocked"` writes the minimisers of the greedy rows only).
@@ -255,11 +262,13 @@ def _backward(
         p = box.blocked_minimiser(box.take_rows(fill, actions), rows(lower_h), rows(upper_h))
     elif not full_transitions:
       p = jnp.take_along_axis(p, actions[:, None, None], axis=1)[:, 0]
-    return jnp.min(q_values, axis=-1), (actions, p)
+    return jnp.min(q_values, axis=-1), (actions, p, v_next)
 
   v0 = jnp.zeros((num_states,), reward.dtype)
-  v1, (actions, p) = _horizon_scan(step, v0, (reward, lower, upper), reward.shape[0], reverse=True)
-  return v1, actions, p
+  v1, (actions, p, next_values) = _horizon_scan(
+    step, v0, (reward, lower, upper), reward.shape[0], reverse=True
+  )
+  return v1, actions, p, next_values
 
 
 def _forward_deterministic(actions, greedy_transitions, initial_state, num_actions, dtype):
@@ -308,26 +317,95 @@ def extended_lmo(
     greedy_next_states)`; `value == sum(reward * occupancy)` up to rounding.
   """
   if next_states is not None:
-    v1, actions, p_greedy, ns_greedy = _sparse_backward(reward, lower, upper, next_states)
+    v1, actions, p_greedy, ns_greedy, next_values = _sparse_backward(
+      reward, lower, upper, next_states
+    )
     q, d = _sparse_forward_deterministic(
       actions, p_greedy, ns_greedy, initial_state, reward.shape[-1], reward.dtype
     )
-    return LMOSolution(
-      value=v1[initial_state],
-      occupancy=q,
-      actions=actions,
-      greedy_transitions=p_greedy,
-      state_occupancy=d,
-      greedy_next_states=ns_greedy,
-    )
-  v1, actions, p_greedy = _backward(reward, lower, upper, method=fill)
-  q, d = _forward_deterministic(actions, p_greedy, initial_state, reward.shape[-1], reward.dtype)
+  else:
+    v1, actions, p_greedy, next_values = _backward(reward, lower, upper, method=fill)
+    q, d = _forward_deterministic(actions, p_greedy, initial_state, reward.shape[-1], reward.dtype)
+    ns_greedy = None
   return LMOSolution(
     value=v1[initial_state],
     occupancy=q,
     actions=actions,
     greedy_transitions=p_greedy,
     state_occupancy=d,
+    greedy_next_states=ns_greedy,
+    next_values=next_values,
+  )
+
+
+def _ordered_fill(actions, order_values, lower, upper, next_states, *, method: str):
+  """The rows `(s, actions[h, s])` of every step filled in the order of `order_values[h]`
+  (the greedy fill of `box.py` with those values as its keys): `(p [H, S, S' or N],
+  next states [H, S, N] or None)`. No step depends on another."""
+  rows = lambda x, a: jnp.take_along_axis(x, a.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[:, 0]
+  if next_states is None:
+    method = box.resolve_fill(method, lower.shape[-1])
+
+  def step(carry, xs):
+    a_h, w_h, lower_h, upper_h, ns_h = xs
+    lower_a, upper_a = rows(lower_h, a_h), rows(upper_h, a_h)  # [S, S' or N]
+    if ns_h is None:
+      return carry, (box.box_minimize(w_h, lower_a, upper_a, method=method)[1], None)
+    ns = rows(ns_h, a_h)
+    return carry, (box.row_fill(w_h[box.slot_states(ns)], lower_a, upper_a)[1], ns)
+
+  _, (p, ns) = _horizon_scan(
+    step, None, (actions, order_values, lower, upper, next_states), actions.shape[0]
+  )
+  return p, ns
+
+
+def policy_vertex(
+  reward: jax.Array,
+  actions: jax.Array,
+  order_values: jax.Array,
+  lower: jax.Array,
+  upper: jax.Array,
+  initial_state: jax.typing.ArrayLike,
+  *,
+  fill: str = box.DEFAULT_FILL,
+  next_states: jax.Array | None = None,
+) -> LMOSolution:
+  """A vertex of the extended MDP named by its policy and its fill order, in a given box.
+
+  A vertex `extended_lmo` returns is a deterministic policy and, at each `(h, s)`, the
+  greedy fill of the row `(s, a)` in the order of the next step's values
+  (`LMOSolution.next_values`). The same policy with the same orders fills the rows of any
+  other box: a feasible point of that box, so its Lagrangian `reward' . q` bounds
+  `extended_lmo(reward').value` from above for every `reward'`. In the box of the DP that
+  returned them, the same vertex (same numbers up to rounding). Work: one fill of the
+  policy's rows per step (`1/A` of a DP's) and the forward pass; no backward recursion.
+
+  Args:
+    reward: `[H, S, A]` linear costs (for `value`).
+    actions: `[H, S]` int, the policy's action at each step and state.
+    order_values: `[H, S]` the keys of step `h`'s fill (`LMOSolution.next_values`).
+    lower, upper, initial_state, fill, next_states: as in `extended_lmo`.
+
+  Returns:
+    `LMOSolution` of the vertex (`value = reward . occupancy`; its `actions` and
+    `next_values` are the given ones).
+  """
+  p, ns = _ordered_fill(actions, order_values, lower, upper, next_states, method=fill)
+  if next_states is not None:
+    q, d = _sparse_forward_deterministic(
+      actions, p, ns, initial_state, reward.shape[-1], reward.dtype
+    )
+  else:
+    q, d = _forward_deterministic(actions, p, initial_state, reward.shape[-1], reward.dtype)
+  return LMOSolution(
+    value=jnp.sum(reward * q),
+    occupancy=q,
+    actions=actions,
+    greedy_transitions=p,
+    state_occupancy=d,
+    greedy_next_states=ns,
+    next_values=order_values,
   )
 
 
@@ -369,11 +447,13 @@ def extended_value_iteration(
   checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration", check=check)
   checks.box(lower, upper, "extended_value_iteration", check=check)
   if next_states is not None:
-    v1, actions, transitions, _ = _sparse_backward(
+    v1, actions, transitions, _, _ = _sparse_backward(
       reward, lower, upper, next_states, full_transitions=True
     )
   else:
-    v1, actions, transitions = _backward(reward, lower, upper, full_transitions=True, method=fill)
+    v1, actions, transitions, _ = _backward(
+      reward, lower, upper, full_transitions=True, method=fill
+    )
   policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
   return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=transitions)
 

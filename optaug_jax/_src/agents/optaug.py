@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +19,20 @@ from . import base, registry
 
 # `optaug(pretrain_episodes=None)`: min(this, K // 10).
 DEFAULT_PRETRAIN_EPISODES = 300
+
+
+class _OptAugFields(NamedTuple):
+  agent: base.AgentState
+  warm: inner_lib.WarmStart  # what the last inner solve left to the next (cold in
+  #                            pre-training and before the first solve)
+
+
+class OptAugState(_OptAugFields, base.ComposedAgentState):
+  """An `AgentState` and the inner solve's warm start (`optaug(warm_start=True)`, the
+  default); the `AgentState` fields read through (`state.multipliers` is
+  `state.agent.multipliers`). A resumed run continues from it bit for bit."""
+
+  __slots__ = ()
 
 
 def paper_eta_schedule(horizon: int, slack, nu) -> Callable[[jax.Array], jax.Array]:
@@ -80,6 +95,7 @@ def optaug(
   inner: inner_lib.InnerSolver = exact(),
   fill: str = box.DEFAULT_FILL,
   unreached: str = "greedy",
+  warm_start: bool = True,
 ) -> base.Agent:
   """OptAug-CMDP: pre-training with a safe policy, then optimistic augmented-Lagrangian steps.
 
@@ -118,10 +134,16 @@ def optaug(
     unreached: the policy where the inner solution's occupancy is 0 (`solve_inner`):
       `"greedy"` (default; the extended DP's action on the gradient at the solution) or
       `"uniform"` (uniform over the actions there).
+    warm_start: carry what each inner solve leaves (`oj.inner.WarmStart`: the two
+      vertices that bracketed `mu*`) to the next episode's solve, in the state
+      (`OptAugState`; default). Late in a run the next solve then usually needs the one DP
+      that proves its optimum. The solves' optima and certificates do not depend on it;
+      `False`: every solve starts cold at the prox centre (state: an `AgentState`).
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of
-    the inner solve (0 in pre-training), `PlanInfo.certified` is the inner solve's
+    the inner solve (0 in pre-training; a warm start's two re-filled vertices are not
+    DPs and are not counted), `PlanInfo.certified` is the inner solve's
     `InnerSolution.certified` (True in pre-training).
   """
   validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
@@ -141,7 +163,7 @@ def optaug(
   validation.check_positive("eta", eta)
   validation.check_policy("safe_policy", safe_policy)
 
-  def plan(state: base.AgentState):
+  def plan(state: Any):  # OptAugState, or an AgentState without the warm start
     counts = state.counts
     dtype = state.multipliers.dtype
     horizon = counts.visits.shape[0]
@@ -163,6 +185,9 @@ def optaug(
     eta_fn = paper_eta_schedule(horizon, slack, nu) if eta is None else base.as_schedule(eta)
     model = optimistic_model(counts)
 
+    num_states = counts.visits.shape[1]
+    cold = inner_lib.WarmStart.cold(horizon, num_states, dtype)
+
     def pretrain(_):
       q = planning.occupancy(
         model.transitions, pi_bar, state.initial_state, next_states=model.next_states
@@ -174,6 +199,7 @@ def optaug(
         jnp.zeros((), dtype),
         jnp.zeros((), jnp.int32),
         jnp.ones((), bool),
+        cold,
       )
 
     def explore(_):
@@ -192,6 +218,7 @@ def optaug(
         with_transitions=False,
         fill=fill,
         check=check,
+        warm=state.warm if warm_start else None,
       )
       multipliers = dual_step(
         sol.occupancy,
@@ -208,12 +235,13 @@ def optaug(
         sol.gap,
         jnp.asarray(sol.dp_calls, jnp.int32),
         jnp.asarray(sol.certified, bool),
+        sol.warm,
       )
 
     pretraining = state.episode < pretrain_episodes
     # Under vmap, a batch entirely in one phase runs that phase's branch alone: pre-training
     # episodes do not pay an inner solve (plain lax.cond would run both and select).
-    policy, multipliers, q, gap, dp_calls, certified = batching.batch_cond(
+    policy, multipliers, q, gap, dp_calls, certified, warm = batching.batch_cond(
       pretraining, pretrain, explore, None
     )
     info = base.plan_info(
@@ -224,10 +252,24 @@ def optaug(
       extras={"dp_calls": dp_calls},
       certified=certified,
     )
-    return policy, state._replace(multipliers=multipliers), info
+    state = base.replace_agent_state(state, multipliers=multipliers)
+    if warm_start:
+      state = state._replace(warm=warm)
+    return policy, state, info
+
+  init_counting_state = base.init_fn(setting)
+
+  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
+    state = init_counting_state(
+      thresholds, initial_state, num_states=num_states, num_actions=num_actions, horizon=horizon
+    )
+    if not warm_start:
+      return state
+    dtype = state.multipliers.dtype
+    return OptAugState(agent=state, warm=inner_lib.WarmStart.cold(horizon, num_states, dtype))
 
   return base.Agent(
-    init=base.init_fn(setting),
+    init=init,
     plan=plan,
     update=base.update_fn(setting),
     assumptions=base.Assumptions(safe_policy=safe_policy, slack=slack, setting=setting),

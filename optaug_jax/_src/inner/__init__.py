@@ -16,6 +16,7 @@ their modules' names); the public namespace is `optaug_jax.inner`.
 
 # What the rest of the package uses (the public namespace is `optaug_jax.inner`).
 from .problem import InnerProblem as InnerProblem
+from .problem import WarmStart as WarmStart
 from .problem import augmented_lagrangian as augmented_lagrangian
 from .solve import UNREACHED as UNREACHED
 from .solve import InnerSolver as InnerSolver

@@ -48,13 +48,20 @@ from .line_search import exact_line_search
 # far end lies beyond several kinks; the probe usually lands just past the new `mu*`, on
 # the other vertex of its kink, and the two-cut model then finds `mu*` in one step.
 PROBE_FRACTION = 0.01
+# Model steps in a row that may fail to halve the bracket before a bisection step. One
+# such step is common and harmless: with one end's line exact at `mu*` (a warm start's, or
+# a far end's), each model step finds the next vertex on the other side and the steps
+# converge fast while the bracket, whose other end is a loose one-cut bound, shrinks by a
+# small fraction. Bisecting after one of them threw that progress away.
+STALLS_BEFORE_BISECTION = 2
 
 
 class _SearchState(NamedTuple):
   it: jax.Array  # [] int, DPs taken in the loop
   done: jax.Array  # [] bool, the dual is solved
   probing: jax.Array  # [] bool, the next end query is the probe near the prox centre
-  stalls: jax.Array  # [] int, 1 when the last model step did not halve the bracket
+  stalls: jax.Array  # [] int, consecutive model steps that did not halve the bracket
+  move: jax.Array  # [] the last step's move of an end (> 0: lo rose, < 0: hi fell)
   lo: jax.Array  # [] bracket's left end (mu* >= lo)
   hi: jax.Array  # [] bracket's right end (mu* <= hi)
   has_lo: jax.Array  # [] bool, v_lo is the vertex at lo (False: lo not queried yet)
@@ -76,8 +83,10 @@ def two_cut_search(
   with_transitions: bool,
   fill: str,
   fixed_length: bool,
+  warm: problem_lib.WarmStart | None = None,
 ) -> problem_lib.SolverResult:
-  """The I = 1 exact solve (module docstring); `num_iters` loop steps at most."""
+  """The I = 1 exact solve (module docstring); `num_iters` loop steps at most. `warm`: the
+  last solve's two vertices (`WarmStart`), re-evaluated here; `None`: a cold start."""
   cost, constraint_costs, thresholds = (problem.cost, problem.constraint_costs, problem.thresholds)
   dtype = cost.dtype
   d, alpha, lam = constraint_costs[0], thresholds[0], multipliers[0]
@@ -106,19 +115,71 @@ def two_cut_search(
   def slope_noise(mu, v):  # the rounding of `slope`
     return tiny * (1.0 + jnp.abs(constraint(v)) + jnp.abs(alpha) + jnp.abs(mu - lam) / eta)
 
-  # The warm start: one DP at the prox centre, and the bracket its supergradient gives.
-  v0 = oracle(lam)
-  g0 = slope(lam, v0)
-  up = g0 > 0
-  far = jnp.maximum(lam + eta * g0, 0.0)  # the one-cut model's maximiser
-  at_zero = ~up & (lam <= 0)  # g <= 0 at mu = 0: mu* = 0
-  flat = jnp.abs(g0) <= slope_noise(lam, v0)  # mu* = lambda (to rounding)
-  solved = at_zero | flat
-  lo = jnp.where(up | solved, lam, far)
-  hi = jnp.where(up & ~solved, far, lam)
-
   def lines(v):  # the Lagrangian of vertex v as a line in mu: a + mu y
     return jnp.sum(cost * v.occupancy), constraint(v)
+
+  def model_maximiser(a_lo, y_lo, a_hi, y_hi):
+    """Maximiser over `mu >= 0` of the two-cut model `min(a_lo + mu y_lo, a_hi + mu y_hi)
+    - mu alpha - (mu - lambda)^2 / (2 eta)` (`y_lo >= y_hi`): the stationary point of the
+    piece that holds it, or the lines' crossing."""
+    gap = y_lo - y_hi
+    kink = jnp.where(gap > 0, (a_hi - a_lo) / jnp.where(gap > 0, gap, 1.0), jnp.inf)
+    top_lo, top_hi = lam + eta * (y_lo - alpha), lam + eta * (y_hi - alpha)
+    mu = jnp.where(top_lo <= kink, top_lo, jnp.where(top_hi >= kink, top_hi, kink))
+    return jnp.maximum(mu, 0.0)
+
+  # The first query: the prox centre, or the maximiser of the model that the last solve's
+  # two vertices, re-evaluated in this box, give (`WarmStart`).
+  if warm is None:
+    m0, hinted = lam, jnp.zeros((), bool)
+  else:
+    hinted = warm.valid
+    pair = jax.vmap(
+      lambda a, w: planning.policy_vertex(
+        cost,
+        a,
+        w,
+        problem.lower,
+        problem.upper,
+        problem.initial_state,
+        fill=fill,
+        next_states=problem.next_states,
+      )
+    )(warm.actions, warm.values)
+    steeper = jnp.argmax(
+      jnp.sum(d * pair.occupancy, axis=(1, 2, 3))
+    )  # the line of the larger D q is left of the kink
+    w_lo = jax.tree.map(lambda x: x[steeper], pair)
+    w_hi = jax.tree.map(lambda x: x[1 - steeper], pair)
+    (wa_lo, wy_lo), (wa_hi, wy_hi) = lines(w_lo), lines(w_hi)
+    m0 = jnp.where(hinted, model_maximiser(wa_lo, wy_lo, wa_hi, wy_hi), lam)
+
+  # One DP there, and the bracket its supergradient gives.
+  v0 = oracle(m0)
+  g0 = slope(m0, v0)
+  up = g0 > 0
+  far = jnp.maximum(lam + eta * (constraint(v0) - alpha), 0.0)  # the one-cut maximiser
+  at_zero = ~up & (m0 <= 0)  # g <= 0 at mu = 0: mu* = 0
+  flat = jnp.abs(g0) <= slope_noise(m0, v0)  # mu* = m0 (to rounding)
+  solved = at_zero | flat
+  lo = jnp.where(up | solved, m0, far)
+  hi = jnp.where(up & ~solved, far, m0)
+  v_lo = v_hi = v0
+  has_lo, has_hi = up | solved, ~up | solved
+  if warm is not None:
+    # The DP at the model's maximiser meets the model: that point maximises psi (the model
+    # bounds Phi from above), and the optimum lies on the segment of the two vertices.
+    model_at = jnp.minimum(wa_lo + m0 * wy_lo, wa_hi + m0 * wy_hi)
+    on_model = hinted & ~solved & (v0.value >= model_at - tiny * (1.0 + jnp.abs(model_at)))
+    # Otherwise the hint's line on the far side of m0 is the search's partner there: the
+    # first step is a model step, not an end query.
+    partner_hi = hinted & up & ~solved
+    partner_lo = hinted & ~up & ~solved
+    v_lo = loops.tree_where(on_model | partner_lo, w_lo, v0)
+    v_hi = loops.tree_where(on_model | partner_hi, w_hi, v0)
+    has_lo, has_hi = has_lo | on_model | partner_lo, has_hi | on_model | partner_hi
+    lo, hi = jnp.where(on_model, m0, lo), jnp.where(on_model, m0, hi)
+    solved = solved | on_model
 
   def candidate(lo, hi, a_lo, y_lo, a_hi, y_hi):
     """Maximiser of the two-cut model `min(L_lo, L_hi)(mu) - mu alpha - (mu - lambda)^2 /
@@ -136,10 +197,20 @@ def two_cut_search(
     need_hi, need_lo = ~s.has_hi, ~s.has_lo
     (a_lo, y_lo), (a_hi, y_hi) = lines(s.v_lo), lines(s.v_hi)
     model = candidate(s.lo, s.hi, a_lo, y_lo, a_hi, y_hi)
-    searched = jnp.where(s.stalls > 0, 0.5 * (s.lo + s.hi), model)
-    # The probe: a point near the prox centre on the side of the unqueried end.
-    probe_hi = lam + PROBE_FRACTION * (s.hi - lam)
-    probe_lo = lam - PROBE_FRACTION * (lam - s.lo)
+    # The safeguard after stalled model steps: twice the last move from the end that
+    # moved, or the midpoint if that is nearer (a far end may be a loose bound, and a
+    # midpoint there would throw the steps' progress away).
+    bisect = s.stalls >= STALLS_BEFORE_BISECTION
+    mid = 0.5 * (s.lo + s.hi)
+    safeguard = jnp.where(
+      s.move > 0,
+      jnp.minimum(s.lo + 2.0 * s.move, mid),
+      jnp.where(s.move < 0, jnp.maximum(s.hi + 2.0 * s.move, mid), mid),
+    )
+    searched = jnp.where(bisect, safeguard, model)
+    # The probe: a point near the first query on the side of the unqueried end.
+    probe_hi = m0 + PROBE_FRACTION * (s.hi - m0)
+    probe_lo = m0 - PROBE_FRACTION * (m0 - s.lo)
     end_hi = jnp.where(s.probing, probe_hi, s.hi)
     end_lo = jnp.where(s.probing, probe_lo, s.lo)
     mu = jnp.where(need_hi, end_hi, jnp.where(need_lo, end_lo, searched))
@@ -158,10 +229,10 @@ def two_cut_search(
     # meets Phi at its own maximiser, that point maximises psi: stop (exact, up to rounding).
     upper = jnp.minimum(a_lo + mu * y_lo, a_hi + mu * y_hi)
     scale = 1.0 + jnp.abs(upper)
-    model_solved = (s.stalls == 0) & (v.value >= upper - tiny * scale)
+    model_solved = ~bisect & (v.value >= upper - tiny * scale)
     if tol is not None:  # the model's maximum bounds max psi from above
       model_max = dual_value(mu[None], upper, thresholds, multipliers, eta)
-      model_solved = model_solved | ((s.stalls == 0) & (model_max - best_now <= tol * scale))
+      model_solved = model_solved | (~bisect & (model_max - best_now <= tol * scale))
     is_end = need_hi | need_lo
     done = jnp.where(is_end, end_solved, model_solved)
     step_up = jnp.where(need_hi, short, jnp.where(need_lo, ~short, g > 0))  # mu* >= mu
@@ -178,7 +249,8 @@ def two_cut_search(
       it=s.it + 1,
       done=done,
       probing=jnp.zeros((), bool),
-      stalls=(~is_end & ~halved & (s.stalls == 0)).astype(jnp.int32),
+      stalls=jnp.where(is_end | bisect | halved, 0, s.stalls + 1).astype(jnp.int32),
+      move=jnp.where(is_end, 0.0, (new_lo - s.lo) + (new_hi - s.hi)),
       lo=new_lo,
       hi=new_hi,
       has_lo=s.has_lo | take_lo,
@@ -196,14 +268,15 @@ def two_cut_search(
     done=solved,
     probing=~solved,
     stalls=jnp.zeros((), jnp.int32),
+    move=jnp.zeros((), dtype),
     lo=lo,
     hi=hi,
-    has_lo=up | solved,
-    has_hi=~up | solved,
-    v_lo=v0,
-    v_hi=v0,
-    best=psi(lam, v0),
-    mu_last=lam,
+    has_lo=has_lo,
+    has_hi=has_hi,
+    v_lo=v_lo,
+    v_hi=v_hi,
+    best=psi(m0, v0),
+    mu_last=m0,
     v_last=v0,
   )
   s = loops.iterate(
@@ -249,4 +322,9 @@ def two_cut_search(
     dp_calls=(s.it if early else jnp.asarray(num_iters, jnp.int32)) + 1 + extra,
     lmo=v_last,
     lmo_multipliers=mu_last[None],
+    warm=problem_lib.WarmStart(
+      actions=jnp.stack([v_lo.actions, v_hi.actions]).astype(jnp.int32),
+      values=jnp.stack([v_lo.next_values, v_hi.next_values]),
+      valid=jnp.ones((), bool),
+    ),
   )

@@ -47,18 +47,31 @@ class Exact:
     with_transitions: bool = True,
     fill: str = box.DEFAULT_FILL,
     fixed_length: bool = False,
+    warm: problem_lib.WarmStart | None = None,
   ) -> problem_lib.SolverResult:
-    """Solves `problem` at `(multipliers, eta)` (see `InnerSolver`)."""
+    """Solves `problem` at `(multipliers, eta)` (see `InnerSolver`). `warm`: the last
+    solve's `WarmStart` (I = 1; I >= 2 starts cold and leaves none)."""
     num_constraints = problem.thresholds.shape[0]
     num_iters = self.num_iters
     if num_iters is None:
       num_iters = default_num_iters(problem.cost.dtype, num_constraints)
-    search = two_cut_search if num_constraints == 1 else cutting_planes
-    return search(
+    if num_constraints == 1:
+      return two_cut_search(
+        problem,
+        multipliers,
+        eta,
+        num_iters=int(num_iters),
+        tol=self.tol,
+        with_transitions=with_transitions,
+        fill=fill,
+        fixed_length=fixed_length,
+        warm=warm,
+      )
+    return cutting_planes(
       problem,
       multipliers,
       eta,
-      num_iters=int(num_iters) if num_constraints == 1 else max(int(num_iters), 1),
+      num_iters=max(int(num_iters), 1),
       tol=self.tol,
       with_transitions=with_transitions,
       fill=fill,

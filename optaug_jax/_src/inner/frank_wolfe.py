@@ -63,8 +63,11 @@ class FrankWolfe:
     with_transitions: bool = True,
     fill: str = box.DEFAULT_FILL,
     fixed_length: bool = False,
+    warm: problem_lib.WarmStart | None = None,
   ) -> problem_lib.SolverResult:
-    """Solves `problem` at `(multipliers, eta)` (see `InnerSolver`)."""
+    """Solves `problem` at `(multipliers, eta)` (see `InnerSolver`); takes no hint
+    (`warm` is accepted and not read) and leaves none."""
+    del warm
     num_iters, tol = int(self.num_iters), self.tol
     cost, constraint_costs = problem.cost, problem.constraint_costs
     thresholds = problem.thresholds

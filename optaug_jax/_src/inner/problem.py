@@ -65,6 +65,36 @@ class InnerProblem(NamedTuple):
     )
 
 
+class WarmStart(NamedTuple):
+  """What one exact solve leaves to the next (`solve_inner(warm=)`, `InnerSolution.warm`).
+
+  The I = 1 search ends with two vertices of the extended MDP that bracket `mu*` and
+  minimise the Lagrangian there. A vertex is a deterministic policy and, at each step, the
+  order in which the greedy fill poured its rows' free mass (the order of the next step's
+  values): two vertices of one kink often share the policy and differ in that order. In an
+  agent, the next episode's prox centre is that `mu*` and its model differs by one
+  episode's counts, so the same two vertices, filled again in the new box
+  (`planning.policy_vertex`), usually bracket the new `mu*` too: their Lagrangian lines are
+  valid cuts of the new dual (any feasible point's line bounds `Phi` from above), whose
+  model maximiser is where the search queries first. A warm start is a hint: it never
+  changes what is solved, only where the search starts, and every solve keeps its
+  certificate.
+  """
+
+  actions: jax.Array  # [2, H, S] int32, the two vertices' actions
+  values: jax.Array  # [2, H, S] the keys of each vertex's fill at each step (`next_values`)
+  valid: jax.Array  # [] bool, False: no hint (a cold start)
+
+  @classmethod
+  def cold(cls, horizon: int, num_states: int, dtype=None) -> WarmStart:
+    """No hint: the search starts at the prox centre."""
+    return cls(
+      actions=jnp.zeros((2, horizon, num_states), jnp.int32),
+      values=jnp.zeros((2, horizon, num_states), dtype),
+      valid=jnp.zeros((), bool),
+    )
+
+
 class SolverResult(NamedTuple):
   """What an inner solver returns to `solve_inner` (see `oj.inner.InnerSolver`)."""
 
@@ -78,6 +108,7 @@ class SolverResult(NamedTuple):
   #   solver's accuracy (`solve_inner` takes the greedy actions at unreached states from it
   #   instead of one more DP); None: the solver has none
   lmo_multipliers: jax.Array | None = None  # [I]
+  warm: WarmStart | None = None  # the hint for the next solve; None: the solver has none
 
 
 class InnerSolution(NamedTuple):
@@ -91,6 +122,8 @@ class InnerSolution(NamedTuple):
   num_iters: jax.Array  # [] int, iterations the solver took
   dp_calls: jax.Array  # [] int, extended DPs (LMO calls) the solve made
   certified: jax.Array  # [] bool, gap <= certified_tolerance(dtype) * (1 + |objective|)
+  warm: WarmStart  # the hint for the next solve (`solve_inner(warm=)`); `valid` False when
+  #   the solver leaves none (Frank-Wolfe, I >= 2)
 
 
 def certified_tolerance(dtype) -> float:

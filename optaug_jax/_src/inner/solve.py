@@ -43,7 +43,11 @@ class InnerSolver(Protocol):
     fixed_length: bool,
   ) -> problem_lib.SolverResult:
     """`fixed_length`: run the whole iteration budget (a reverse-differentiable
-    `lax.fori_loop`) rather than stopping early; the numbers must not depend on it."""
+    `lax.fori_loop`) rather than stopping early; the numbers must not depend on it.
+
+    A solver that can start from the last solve's hint also takes `warm:
+    WarmStart | None` (keyword) and returns the next hint in `SolverResult.warm`;
+    `solve_inner` passes `warm=` only when its caller gives one."""
     ...
 
 
@@ -58,6 +62,7 @@ def solve_inner(
   with_transitions: bool = True,
   fill: str = box.DEFAULT_FILL,
   check: bool = False,
+  warm: problem_lib.WarmStart | None = None,
 ) -> problem_lib.InnerSolution:
   """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
 
@@ -101,6 +106,11 @@ def solve_inner(
       non-finite or negative costs and multipliers, non-finite thresholds, an eta that is
       not positive and finite) through `checkify`; wrap the outer function in `oj.checked`
       to get a `ValueError`. Concrete (eager) arguments are always checked on the host.
+    warm: `None` (default: a cold start) or the `WarmStart` the last solve returned
+      (`InnerSolution.warm`): the exact I = 1 search then starts where the last solve's
+      two vertices, re-evaluated in this box, put `mu*` (two policy evaluations of a
+      DP's `1/A` each; in an agent, often the only DP then needed is the one that proves
+      it). The problem solved and the certificate do not depend on it.
 
   Returns:
     `InnerSolution`; `objective - optimum <= gap`.
@@ -142,9 +152,28 @@ def solve_inner(
     inputs = (problem, multipliers, eta)
   else:
     inputs = lax.stop_gradient((problem, multipliers, eta))
-  result = solver(
-    *inputs, with_transitions=with_transitions, fill=fill, fixed_length=gradient == "unrolled"
-  )
+  horizon, num_states = cost.shape[0], cost.shape[1]
+  if warm is None:
+    result = solver(
+      *inputs, with_transitions=with_transitions, fill=fill, fixed_length=gradient == "unrolled"
+    )
+  else:
+    shape = (2, horizon, num_states)
+    if not isinstance(warm, problem_lib.WarmStart) or (
+      warm.actions.shape,
+      warm.values.shape,
+    ) != (shape, shape):
+      raise ValueError(
+        f"warm: expected a WarmStart with actions and values of shape {shape}"
+        f" (InnerSolution.warm, or WarmStart.cold), got {warm!r:.200}"
+      )
+    result = solver(
+      *inputs,
+      with_transitions=with_transitions,
+      fill=fill,
+      fixed_length=gradient == "unrolled",
+      warm=lax.stop_gradient(warm),  # type: ignore[call-arg]
+    )
   if gradient is None:
     problem, multipliers, eta = inputs
   q = result.occupancy
@@ -181,6 +210,9 @@ def solve_inner(
     dp_calls=result.dp_calls + (gradient == "envelope" or (unreached == "greedy" and not reuse)),
     certified=_valid_inputs(problem, multipliers, eta)
     & (result.gap <= problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))),
+    warm=problem_lib.WarmStart.cold(horizon, num_states, dtype=cost.dtype)
+    if result.warm is None
+    else result.warm,
   )
 
 
