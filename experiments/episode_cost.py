@@ -1,6 +1,8 @@
 """OptAug's episode against OptDual's, side by side in one process: time and extended DPs.
 
-For each problem, both agents run vmapped over the same seeds, in jitted chunks of
+For each problem, OptAug (its default warm-started inner solve), OptAug without the warm
+start (`optaug_cold`: `warm_start=False`, every solve from the prox centre) and OptDual run
+vmapped over the same seeds, in jitted chunks of
 `--chunk` episodes (one compiled function per agent, compiled on the first chunk, which is
 then played again); OptAug's pre-training is that first chunk, untimed. Two windows are
 timed:
@@ -12,7 +14,7 @@ timed:
   when read) so the long prefix is paid once.
 
 Printed and saved (`--out`, JSON with the hardware and the arguments): seconds per
-seed-episode of each agent, their ratio, and OptAug's extended DPs per episode (mean over
+seed-episode of each agent, each OptAug's ratio to OptDual, and its extended DPs per episode (mean over
 seeds and episodes, the mean over episodes of the maximum over the vmapped seeds, which is
 what a batch pays, and the largest), and the fraction of its solves certified.
 
@@ -45,14 +47,22 @@ PROBLEMS = {
 }
 
 
-def _agents(bench, setting, bonus, episodes, pretrain, eta):
+AGENTS = ("optaug", "optaug_cold", "optdual")  # optaug_cold: optaug(warm_start=False)
+
+
+def _agents(bench, setting, bonus, episodes, pretrain, eta, names):
   common = dict(setting=setting, bonus_scale=bonus)
-  return {
-    "optaug": oj.agents.make_agent(
+  make = {
+    "optaug": lambda: oj.agents.make_agent(
       "optaug", bench, num_episodes=episodes, pretrain_episodes=pretrain, eta=eta, **common
     ),
-    "optdual": oj.agents.make_agent("optdual", bench, num_episodes=episodes, **common),
+    "optaug_cold": lambda: oj.agents.make_agent(
+      "optaug", bench, num_episodes=episodes, pretrain_episodes=pretrain, eta=eta,
+      warm_start=False, **common
+    ),
+    "optdual": lambda: oj.agents.make_agent("optdual", bench, num_episodes=episodes, **common),
   }
+  return {name: make[name]() for name in names}
 
 
 def _chunk(agent, cmdp, n):
@@ -133,7 +143,7 @@ def measure(args, problem):
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   total = args.chunk + max(args.early, args.late_after + args.window)
-  agents = _agents(bench, setting, bonus, total, args.chunk, args.eta)
+  agents = _agents(bench, setting, bonus, total, args.chunk, args.eta, args.agents.split(","))
   row = {"problem": problem, "S": cmdp.num_states, "A": cmdp.num_actions, "H": cmdp.horizon,
          "sparse": cmdp.next_states is not None, "setting": setting_name, "bonus_scale": bonus}
   for name, agent in agents.items():
@@ -148,26 +158,30 @@ def measure(args, problem):
       state, seconds, log = _play(fn, state, args.seeds, args.window, args.chunk, stage=2)
       row[f"late_{name}_s"] = seconds / (args.seeds * args.window)
       windows["late"] = log
-    if name == "optaug":
+    if name.startswith("optaug"):
+      prefix = "" if name == "optaug" else "cold_"
       for window, wlog in windows.items():
-        row.update({f"{window}_{k}": v for k, v in _dp_stats(wlog).items()})
+        row.update({f"{prefix}{window}_{k}": v for k, v in _dp_stats(wlog).items()})
   for window in ("early", "late"):
-    if f"{window}_optaug_s" in row:
-      row[f"{window}_ratio"] = row[f"{window}_optaug_s"] / row[f"{window}_optdual_s"]
+    for name, prefix in (("optaug", ""), ("optaug_cold", "cold_")):
+      if f"{window}_{name}_s" in row and f"{window}_optdual_s" in row:
+        row[f"{prefix}{window}_ratio"] = row[f"{window}_{name}_s"] / row[f"{window}_optdual_s"]
   return row
 
 
 def _print(row):
-  parts = [f"{row['problem']:20s} S={row['S']:4d}"]
-  for w in ("early", "late"):
-    if f"{w}_ratio" in row:
-      parts.append(
-        f"{w}: {row[f'{w}_ratio']:.2f}x ({1e3 * row[f'{w}_optaug_s']:.3f} /"
-        f" {1e3 * row[f'{w}_optdual_s']:.3f} ms), DPs {row[f'{w}_dp_mean']:.2f}"
-        f" (vmapped max {row[f'{w}_dp_vmapped_max_mean']:.2f}, max {row[f'{w}_dp_max']}),"
-        f" certified {row[f'{w}_certified']:.4f}"
-      )
-  print(" | ".join(parts), flush=True)
+  for prefix, name in (("", "optaug"), ("cold_", "optaug_cold")):
+    parts = [f"{row['problem']:20s} S={row['S']:4d} {name:11s}"]
+    for w in ("early", "late"):
+      if f"{prefix}{w}_ratio" in row:
+        parts.append(
+          f"{w}: {row[f'{prefix}{w}_ratio']:.2f}x ({1e3 * row[f'{w}_{name}_s']:.3f} /"
+          f" {1e3 * row[f'{w}_optdual_s']:.3f} ms), DPs {row[f'{prefix}{w}_dp_mean']:.2f}"
+          f" (vmapped max {row[f'{prefix}{w}_dp_vmapped_max_mean']:.2f},"
+          f" max {row[f'{prefix}{w}_dp_max']}), certified {row[f'{prefix}{w}_certified']:.4f}"
+        )
+    if len(parts) > 1:
+      print(" | ".join(parts), flush=True)
 
 
 def main(argv=None):
@@ -176,6 +190,9 @@ def main(argv=None):
   p.add_argument("--problems", default=",".join(PROBLEMS),
                  help=f"comma-separated subset of: {', '.join(PROBLEMS)}")
   p.add_argument("--seeds", type=int, default=16)
+  p.add_argument("--agents", default=",".join(AGENTS),
+                 help="comma-separated subset of: " + ", ".join(AGENTS) + " (optdual is the"
+                      " reference of the ratios)")
   p.add_argument("--eta", type=float, default=20.0, help="OptAug's constant eta")
   p.add_argument("--chunk", type=int, default=100,
                  help="episodes per jitted call (one compiled function per agent); OptAug's"
@@ -201,6 +218,9 @@ def main(argv=None):
     if getattr(args, flag) % args.chunk:
       p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be a multiple of"
               f" --chunk {args.chunk}")
+  names = args.agents.split(",")
+  if sorted(set(names) - set(AGENTS)) or "optdual" not in names:
+    p.error(f"--agents: a subset of {', '.join(AGENTS)} that includes optdual, got {args.agents}")
   if 0 < args.late_after <= args.early:
     p.error(f"--late-after {args.late_after} must exceed --early {args.early} (or be 0)")
   if args.x64:

@@ -341,22 +341,37 @@ def extended_lmo(
 def _ordered_fill(actions, order_values, lower, upper, next_states, *, method: str):
   """The rows `(s, actions[h, s])` of every step filled in the order of `order_values[h]`
   (the greedy fill of `box.py` with those values as its keys): `(p [H, S, S' or N],
-  next states [H, S, N] or None)`. No step depends on another."""
-  rows = lambda x, a: jnp.take_along_axis(x, a.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[:, 0]
+  next states [H, S, N] or None)`. No step depends on another.
+
+  Sparse rows are picked and filled slot-major (`[N, S]`, as `_sparse_backward` fills
+  them), a stationary box moved to that layout once.
+  """
+  horizon = actions.shape[0]
   if next_states is None:
     method = box.resolve_fill(method, lower.shape[-1])
+    rows = lambda x, a: jnp.take_along_axis(x, a[:, None, None], axis=1)[:, 0]
 
-  def step(carry, xs):
-    a_h, w_h, lower_h, upper_h, ns_h = xs
-    lower_a, upper_a = rows(lower_h, a_h), rows(upper_h, a_h)  # [S, S' or N]
-    if ns_h is None:
-      return carry, (box.box_minimize(w_h, lower_a, upper_a, method=method)[1], None)
-    ns = rows(ns_h, a_h)
-    return carry, (box.row_fill(w_h[box.slot_states(ns)], lower_a, upper_a)[1], ns)
+    def dense_step(carry, xs):
+      a_h, w_h, lower_h, upper_h = xs
+      return carry, box.box_minimize(w_h, rows(lower_h, a_h), rows(upper_h, a_h), method=method)[1]
 
-  _, (p, ns) = _horizon_scan(
-    step, None, (actions, order_values, lower, upper, next_states), actions.shape[0]
-  )
+    _, p = _horizon_scan(dense_step, None, (actions, order_values, lower, upper), horizon)
+    return p, None
+  boxes: tuple[Any, ...] = (lower, upper, next_states)
+  fixed = tuple(x.shape[0] == 1 and horizon > 1 for x in boxes)
+  boxes = tuple(jnp.moveaxis(x, -1, 1) if f else x for x, f in zip(boxes, fixed))
+
+  def sparse_step(carry, xs):
+    a_h, w_h, *slices = xs
+    lower_h, upper_h, ns_h = (
+      x if f else jnp.moveaxis(x, -1, 0) for x, f in zip(slices, fixed)
+    )  # [N, S, A]
+    pick = lambda x: jnp.take_along_axis(x, a_h[None, :, None], axis=2)[..., 0]  # [N, S]
+    ns = pick(ns_h)
+    _, p = box.slot_fill(w_h[box.slot_states(ns)], pick(lower_h), pick(upper_h))
+    return carry, (p.T, ns.T)
+
+  _, (p, ns) = _horizon_scan(sparse_step, None, (actions, order_values) + boxes, horizon)
   return p, ns
 
 
