@@ -50,15 +50,17 @@ PROBLEMS = {
 AGENTS = ("optaug", "optaug_cold", "optdual")  # optaug_cold: optaug(warm_start=False)
 
 
-def _agents(bench, setting, bonus, episodes, pretrain, eta, names):
+def _agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol):
   common = dict(setting=setting, bonus_scale=bonus)
+  inner = oj.inner.exact(tol=inner_tol)
   make = {
     "optaug": lambda: oj.agents.make_agent(
-      "optaug", bench, num_episodes=episodes, pretrain_episodes=pretrain, eta=eta, **common
+      "optaug", bench, num_episodes=episodes, pretrain_episodes=pretrain, eta=eta,
+      inner=inner, **common
     ),
     "optaug_cold": lambda: oj.agents.make_agent(
       "optaug", bench, num_episodes=episodes, pretrain_episodes=pretrain, eta=eta,
-      warm_start=False, **common
+      inner=inner, warm_start=False, **common
     ),
     "optdual": lambda: oj.agents.make_agent("optdual", bench, num_episodes=episodes, **common),
   }
@@ -102,6 +104,7 @@ def _identity(args, problem, name):
   text = json.dumps(
     {"problem": problem, "agent": name, "seeds": args.seeds, "pretrain": args.chunk,
      "eta": args.eta, "late_after": args.late_after, "chunk": args.chunk,
+     "inner_tol": args.inner_tol,
      "x64": bool(jax.config.jax_enable_x64), "versions": [oj.__version__, jax.__version__]},
     sort_keys=True,
   )
@@ -143,7 +146,8 @@ def measure(args, problem):
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   total = args.chunk + max(args.early, args.late_after + args.window)
-  agents = _agents(bench, setting, bonus, total, args.chunk, args.eta, args.agents.split(","))
+  agents = _agents(bench, setting, bonus, total, args.chunk, args.eta, args.agents.split(","),
+                   args.inner_tol)
   row = {"problem": problem, "S": cmdp.num_states, "A": cmdp.num_actions, "H": cmdp.horizon,
          "sparse": cmdp.next_states is not None, "setting": setting_name, "bonus_scale": bonus}
   for name, agent in agents.items():
@@ -194,6 +198,10 @@ def main(argv=None):
                  help="comma-separated subset of: " + ", ".join(AGENTS) + " (optdual is the"
                       " reference of the ratios)")
   p.add_argument("--eta", type=float, default=20.0, help="OptAug's constant eta")
+  p.add_argument("--inner-tol", type=float, default=0.0,
+                 help="OptAug's exact(tol=...): 0 (default) stops when the dual is solved to"
+                      " rounding; a positive tol stops when the model's bound is within tol"
+                      " (relative) of the best dual value")
   p.add_argument("--chunk", type=int, default=100,
                  help="episodes per jitted call (one compiled function per agent); OptAug's"
                       " pre-training is one chunk")

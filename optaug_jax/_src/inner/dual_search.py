@@ -129,26 +129,32 @@ def two_cut_search(
     return jnp.maximum(mu, 0.0)
 
   # The first query: the prox centre, or the maximiser of the model that the last solve's
-  # two vertices, re-evaluated in this box, give (`WarmStart`).
+  # two vertices, re-filled in this box, give (`WarmStart`). Two equal vertices (a last
+  # solve that ended on one vertex, e.g. at `mu* = 0`) are re-filled once (under `vmap`,
+  # when every member's are).
   if warm is None:
     m0, hinted = lam, jnp.zeros((), bool)
   else:
     hinted = warm.valid
-    pair = jax.vmap(
-      lambda a, w: planning.policy_vertex(
+
+    def refill(i):
+      return planning.policy_vertex(
         cost,
-        a,
-        w,
+        warm.actions[i],
+        warm.values[i],
         problem.lower,
         problem.upper,
         problem.initial_state,
         fill=fill,
         next_states=problem.next_states,
       )
-    )(warm.actions, warm.values)
-    steeper = jnp.argmax(
-      jnp.sum(d * pair.occupancy, axis=(1, 2, 3))
-    )  # the line of the larger D q is left of the kink
+
+    first = refill(0)
+    same = jnp.all(warm.actions[0] == warm.actions[1]) & jnp.all(warm.values[0] == warm.values[1])
+    second = batching.batch_cond(same, lambda _: first, lambda _: refill(1), None)
+    pair = jax.tree.map(lambda x, y: jnp.stack([x, y]), first, second)
+    # The line of the larger D q holds the model left of the lines' crossing.
+    steeper = jnp.argmax(jnp.sum(d * pair.occupancy, axis=(1, 2, 3)))
     w_lo = jax.tree.map(lambda x: x[steeper], pair)
     w_hi = jax.tree.map(lambda x: x[1 - steeper], pair)
     (wa_lo, wy_lo), (wa_hi, wy_hi) = lines(w_lo), lines(w_hi)
