@@ -63,10 +63,22 @@ import result_files  # noqa: E402
 import runs  # noqa: E402
 
 EPSILONS = (0.01, 0.05, 0.1)
-OUTPUTS = ("config.json", "results.npz", "summary.json", "regrets.png", "oscillation.png",
-           "multipliers.png")
-LOG_FIELDS = ("cost_value", "constraint_values", "multipliers", "inner_gap",
-              "optimistic_cost_value", "optimistic_constraint_values")
+OUTPUTS = (
+  "config.json",
+  "results.npz",
+  "summary.json",
+  "regrets.png",
+  "oscillation.png",
+  "multipliers.png",
+)
+LOG_FIELDS = (
+  "cost_value",
+  "constraint_values",
+  "multipliers",
+  "inner_gap",
+  "optimistic_cost_value",
+  "optimistic_constraint_values",
+)
 
 
 REPORT_EPISODES = (100, 300, 1000, 3000, 10000, 30000, 100000)
@@ -79,8 +91,9 @@ _digest = result_files.digest
 
 def _save_checkpoint(path, identity, done, state, logs, seconds):
   """Writes state, logs and the run's identity atomically (temp file, then rename)."""
-  result_files.save_checkpoint(path, identity, done, state,
-                         {f"log_{k}": v for k, v in logs.items()}, seconds)
+  result_files.save_checkpoint(
+    path, identity, done, state, {f"log_{k}": v for k, v in logs.items()}, seconds
+  )
 
 
 def _load_checkpoint(path, identity, init_state, num_seeds, total):
@@ -96,12 +109,14 @@ def _load_checkpoint(path, identity, init_state, num_seeds, total):
     for f in LOG_FIELDS:
       v = arrays.get(f"log_{f}")
       if v is None or v.shape[:2] != (num_seeds, done):
-        return (f"log {f} has shape {None if v is None else v.shape}, expected"
-                f" ({num_seeds}, {done}, ...)")
+        return (
+          f"log {f} has shape {None if v is None else v.shape}, expected ({num_seeds}, {done}, ...)"
+        )
     return None
 
-  done, state, arrays, seconds = result_files.load_checkpoint(path, identity, init_state, total,
-                                                        check_logs)
+  done, state, arrays, seconds = result_files.load_checkpoint(
+    path, identity, init_state, total, check_logs
+  )
   return done, state, {f: [arrays[f"log_{f}"]] for f in LOG_FIELDS}, seconds
 
 
@@ -127,13 +142,24 @@ def run_agent(name, agent, cmdp, keys, args, checkpoint, identity, start):
       logs[f] = [np.concatenate(logs[f] + [np.asarray(getattr(log, f))], axis=1)]
 
   def save(done, state, seconds):
-    _save_checkpoint(checkpoint, identity, done, state, {f: v[0] for f, v in logs.items()},
-                     seconds)
+    _save_checkpoint(checkpoint, identity, done, state, {f: v[0] for f, v in logs.items()}, seconds)
 
   finished, seconds = runs.run_chunks(
-      name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
-      max_chunks=args.max_chunks, seconds=seconds, consume=consume, save=save,
-      args=args, setting=oj.named_setting(args.setting, cmdp))
+    name,
+    agent,
+    cmdp,
+    keys,
+    state,
+    done=done,
+    total=k_total,
+    chunk=chunk,
+    max_chunks=args.max_chunks,
+    seconds=seconds,
+    consume=consume,
+    save=save,
+    args=args,
+    setting=oj.named_setting(args.setting, cmdp),
+  )
   if not finished:
     return None, seconds
   return {f: v[0] for f, v in logs.items()}, seconds
@@ -163,10 +189,16 @@ def _slope(curve):
 def summarise(logs, lp_value, thresholds, seconds):
   """Final regrets (mean and 95% CI), regrets at REPORT_EPISODES (mean, sd), late values."""
   log = oj.EpisodeLog(
-      cost_value=jnp.asarray(logs["cost_value"]),
-      constraint_values=jnp.asarray(logs["constraint_values"]),
-      optimistic_cost_value=None, optimistic_constraint_values=None, multipliers=None,
-      inner_gap=None, pretraining=None, sampled_cost=None, sampled_constraint_costs=None)
+    cost_value=jnp.asarray(logs["cost_value"]),
+    constraint_values=jnp.asarray(logs["constraint_values"]),
+    optimistic_cost_value=None,
+    optimistic_constraint_values=None,
+    multipliers=None,
+    inner_gap=None,
+    pretraining=None,
+    sampled_cost=None,
+    sampled_constraint_costs=None,
+  )
   reg = oj.regrets(log, lp_value, thresholds)
   out = {}
   for field in reg._fields:
@@ -176,43 +208,54 @@ def summarise(logs, lp_value, thresholds, seconds):
       out[f"{field}_slope"] = _slope(curves.mean(0))
   violation = np.max(logs["constraint_values"] - np.asarray(thresholds), axis=-1)
   out["unsafe_fraction"] = {str(e): float(np.mean(violation > e)) for e in EPSILONS}
-  late = violation[:, violation.shape[1] // 2:]
+  late = violation[:, violation.shape[1] // 2 :]
   out["unsafe_fraction_second_half"] = {str(e): float(np.mean(late > e)) for e in EPSILONS}
   out["mean_inner_gap_second_half"] = float(
-      np.mean(logs["inner_gap"][:, logs["inner_gap"].shape[1] // 2:]))
+    np.mean(logs["inner_gap"][:, logs["inner_gap"].shape[1] // 2 :])
+  )
   num_episodes = violation.shape[1]
   out["at_episodes"] = {
-      str(k): {field: {"mean": float(np.mean(np.asarray(getattr(reg, field))[:, k - 1])),
-                       "sd": float(np.std(np.asarray(getattr(reg, field))[:, k - 1], ddof=1))
-                       if violation.shape[0] > 1 else 0.0}
-               for field in ("absolute_cost", "strong_constraint", "strong_cost")}
-      for k in REPORT_EPISODES if k <= num_episodes}
+    str(k): {
+      field: {
+        "mean": float(np.mean(np.asarray(getattr(reg, field))[:, k - 1])),
+        "sd": float(np.std(np.asarray(getattr(reg, field))[:, k - 1], ddof=1))
+        if violation.shape[0] > 1
+        else 0.0,
+      }
+      for field in ("absolute_cost", "strong_constraint", "strong_cost")
+    }
+    for k in REPORT_EPISODES
+    if k <= num_episodes
+  }
   tail = slice(num_episodes - max(1, num_episodes // 10), num_episodes)
   out["late_values"] = {  # mean over the last tenth of the episodes, then over seeds
-      "episodes": [tail.start + 1, num_episodes],
-      "cost_value": _mean_sd(logs["cost_value"][:, tail].mean(1)),
-      "constraint_values": [_mean_sd(logs["constraint_values"][:, tail, i].mean(1))
-                            for i in range(logs["constraint_values"].shape[-1])]}
+    "episodes": [tail.start + 1, num_episodes],
+    "cost_value": _mean_sd(logs["cost_value"][:, tail].mean(1)),
+    "constraint_values": [
+      _mean_sd(logs["constraint_values"][:, tail, i].mean(1))
+      for i in range(logs["constraint_values"].shape[-1])
+    ],
+  }
   out["seconds"] = seconds
   return out, {f: np.asarray(getattr(reg, f)) for f in reg._fields}
 
 
 SUMMARY_COLUMNS = {
-    "strong_cost": "sum_k [V^pi_k(c) - V*]_+ at K: mean over seeds and 95% interval",
-    "weak_cost": "sum_k (V^pi_k(c) - V*) at K (signed: below V* counts negative)",
-    "absolute_cost": "sum_k |V^pi_k(c) - V*| at K (Bura et al. 2022's objective regret)",
-    "strong_constraint": "max_i sum_k [V^pi_k(d_i) - alpha_i]_+ at K",
-    "weak_constraint": "max_i sum_k (V^pi_k(d_i) - alpha_i) at K (signed)",
-    "*_slope": "log-log slope of the seed-mean cumulative regret over the second half of the"
-               " run (1 = linear growth; a constant per-episode regret can read lower when the"
-               " first half's regret is large: see headline.py's fits for a better test)",
-    "unsafe_fraction": "fraction of (seed, episode) pairs with max_i (V(d_i) - alpha_i) > eps",
-    "unsafe_fraction_second_half": "the same over the second half of the episodes",
-    "mean_inner_gap_second_half": "mean certificate of OptAug's inner solve, second half",
-    "at_episodes": "regrets at k = 100, 300, 1000, ...: mean and sd over seeds",
-    "late_values": "V(c) and V(d_i) averaged over the last tenth of the episodes, then mean"
-                   " and sd over seeds",
-    "seconds": "wall time of the agent's run (compile and checkpoints included)",
+  "strong_cost": "sum_k [V^pi_k(c) - V*]_+ at K: mean over seeds and 95% interval",
+  "weak_cost": "sum_k (V^pi_k(c) - V*) at K (signed: below V* counts negative)",
+  "absolute_cost": "sum_k |V^pi_k(c) - V*| at K (Bura et al. 2022's objective regret)",
+  "strong_constraint": "max_i sum_k [V^pi_k(d_i) - alpha_i]_+ at K",
+  "weak_constraint": "max_i sum_k (V^pi_k(d_i) - alpha_i) at K (signed)",
+  "*_slope": "log-log slope of the seed-mean cumulative regret over the second half of the"
+  " run (1 = linear growth; a constant per-episode regret can read lower when the"
+  " first half's regret is large: see headline.py's fits for a better test)",
+  "unsafe_fraction": "fraction of (seed, episode) pairs with max_i (V(d_i) - alpha_i) > eps",
+  "unsafe_fraction_second_half": "the same over the second half of the episodes",
+  "mean_inner_gap_second_half": "mean certificate of OptAug's inner solve, second half",
+  "at_episodes": "regrets at k = 100, 300, 1000, ...: mean and sd over seeds",
+  "late_values": "V(c) and V(d_i) averaged over the last tenth of the episodes, then mean"
+  " and sd over seeds",
+  "seconds": "wall time of the agent's run (compile and checkpoints included)",
 }
 
 
@@ -222,21 +265,26 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   where one is thinner on screen than its line, its legend label states the final
   interval."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   from matplotlib.colors import to_rgba
+
   fig, axes = plt.subplots(2, 2, figsize=(12, 8))
   bands = {ax: [] for ax in axes.ravel()}
   for i, (name, reg) in enumerate(curves.items()):
-    for ax, field in zip(axes.ravel(), ["strong_cost", "weak_cost", "strong_constraint",
-                                        "weak_constraint"]):
+    for ax, field in zip(
+      axes.ravel(), ["strong_cost", "weak_cost", "strong_constraint", "weak_constraint"]
+    ):
       c = reg[field]
       mean = c.mean(0)
-      half = (1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0]) if c.shape[0] > 1
-              else np.zeros_like(mean))
+      half = (
+        1.96 * c.std(0, ddof=1) / np.sqrt(c.shape[0]) if c.shape[0] > 1 else np.zeros_like(mean)
+      )
       k = np.arange(1, c.shape[1] + 1)
-      bands[ax].append(runs.mean_with_band(ax, k, mean, mean - half, mean + half,
-                                           color=f"C{i}", label=name))
+      bands[ax].append(
+        runs.mean_with_band(ax, k, mean, mean - half, mean + half, color=f"C{i}", label=name)
+      )
       ax.set_title(field.replace("_", " ") + " regret (cumulative)")
       ax.set_xlabel("episode k")
       ax.set_ylabel("cumulative regret (mean over seeds, 95% band)")
@@ -251,8 +299,7 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   plt.close(fig)
   figures = {"regrets.png": fig}
 
-  fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 4.0), squeeze=False,
-                           sharey=True)
+  fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 4.0), squeeze=False, sharey=True)
   for ax, (name, lg) in zip(axes[0], logs.items()):
     gap = lg["constraint_values"] - np.asarray(thresholds)  # [seeds, K, I]
     last = slice(max(0, gap.shape[1] - 200), gap.shape[1])
@@ -265,17 +312,22 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   figures["oscillation.png"] = fig
 
   num_constraints = next(iter(logs.values()))["multipliers"].shape[-1]
-  fig, axes = plt.subplots(1, num_constraints, figsize=(6 * num_constraints, 3.8),
-                           squeeze=False)
+  fig, axes = plt.subplots(1, num_constraints, figsize=(6 * num_constraints, 3.8), squeeze=False)
   for i, ax in enumerate(axes[0]):
     for j, (name, lg) in enumerate(logs.items()):
       m = lg["multipliers"][..., i]
       k = np.arange(1, m.shape[1] + 1)
       color = f"C{j}"
       ax.plot(k, np.median(m, 0), label=name, color=color, zorder=2)
-      ax.fill_between(k, np.percentile(m, 10, 0), np.percentile(m, 90, 0), zorder=1,
-                      facecolor=to_rgba(color, runs.BAND_FACE_ALPHA),
-                      edgecolor=to_rgba(color, runs.BAND_EDGE_ALPHA), linewidth=0.7)
+      ax.fill_between(
+        k,
+        np.percentile(m, 10, 0),
+        np.percentile(m, 90, 0),
+        zorder=1,
+        facecolor=to_rgba(color, runs.BAND_FACE_ALPHA),
+        edgecolor=to_rgba(color, runs.BAND_EDGE_ALPHA),
+        linewidth=0.7,
+      )
     ax.set_xlabel("episode k")
     ax.set_ylabel(f"multiplier lambda_{i + 1} (median, 10-90% band)")
     ax.grid(alpha=0.3, lw=0.4)
@@ -294,8 +346,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = runs.resolve_defaults(parse_args(argv))
-  config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "cancellation",
-                                                                   OUTPUTS)
+  config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "cancellation", OUTPUTS)
   cmdp = bench.cmdp
 
   def start(name, agent, checkpoint, identity):
@@ -311,8 +362,9 @@ def main(argv=None):
         return None
       logs[name] = result
       summary[name], curves[name] = summarise(result, lp.value, cmdp.thresholds, seconds)
-    run_dir.write_npz("results.npz",
-                      {f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()})
+    run_dir.write_npz(
+      "results.npz", {f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()}
+    )
     run_dir.write_json("summary.json", {"columns": SUMMARY_COLUMNS, "agents": summary})
     plot(curves, logs, cmdp.thresholds, run_dir, runs.run_title(args))
     run_dir.complete()
@@ -321,22 +373,28 @@ def main(argv=None):
 
 
 def print_table(summary, args):
-  print(f"\nK = {args.episodes} episodes, {args.seeds} seeds; regrets: mean [95% CI];"
-        " slope: log-log over the second half")
-  head = (f"{'agent':13s} {'strong cost':>22s} {'weak cost':>22s} {'strong constr':>22s}"
-          f" {'weak constr':>22s} {'slope c':>7s} {'slope d':>7s}"
-          + "".join(f" {'>' + str(e):>6s}" for e in EPSILONS) + f" {'time':>7s}")
+  print(
+    f"\nK = {args.episodes} episodes, {args.seeds} seeds; regrets: mean [95% CI];"
+    " slope: log-log over the second half"
+  )
+  head = (
+    f"{'agent':13s} {'strong cost':>22s} {'weak cost':>22s} {'strong constr':>22s}"
+    f" {'weak constr':>22s} {'slope c':>7s} {'slope d':>7s}"
+    + "".join(f" {'>' + str(e):>6s}" for e in EPSILONS)
+    + f" {'time':>7s}"
+  )
   print(head)
   fmt = lambda d: f"{d['mean']:8.1f} [{d['ci95'][0]:6.1f},{d['ci95'][1]:6.1f}]"
   sl = lambda x: "   n/a" if x is None else f"{x:7.2f}"
   for name, s in summary.items():
-    print(f"{name:13s} {fmt(s['strong_cost']):>22s} {fmt(s['weak_cost']):>22s}"
-          f" {fmt(s['strong_constraint']):>22s} {fmt(s['weak_constraint']):>22s}"
-          f" {sl(s['strong_cost_slope'])} {sl(s['strong_constraint_slope'])}"
-          + "".join(f" {s['unsafe_fraction'][str(e)]:6.3f}" for e in EPSILONS)
-          + f" {s['seconds']:6.0f}s")
-  print("columns >eps: fraction of (seed, episode) pairs whose constraint violation exceeds"
-        " eps")
+    print(
+      f"{name:13s} {fmt(s['strong_cost']):>22s} {fmt(s['weak_cost']):>22s}"
+      f" {fmt(s['strong_constraint']):>22s} {fmt(s['weak_constraint']):>22s}"
+      f" {sl(s['strong_cost_slope'])} {sl(s['strong_constraint_slope'])}"
+      + "".join(f" {s['unsafe_fraction'][str(e)]:6.3f}" for e in EPSILONS)
+      + f" {s['seconds']:6.0f}s"
+    )
+  print("columns >eps: fraction of (seed, episode) pairs whose constraint violation exceeds eps")
 
 
 if __name__ == "__main__":

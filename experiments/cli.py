@@ -35,7 +35,9 @@ def parse_eta(text: str) -> float | None:
   try:
     value = float(text)
   except ValueError:
-    raise argparse.ArgumentTypeError(f"expected a positive number or 'paper', got {text!r}")
+    raise argparse.ArgumentTypeError(
+      f"expected a positive number or 'paper', got {text!r}"
+    ) from None
   if not np.isfinite(value) or value <= 0:
     raise argparse.ArgumentTypeError(f"expected a positive number or 'paper', got {text!r}")
   return value
@@ -52,11 +54,13 @@ def agent_list(text: str) -> list[str]:
   unknown = [n for n in names if n not in oj.agents.AGENTS]
   if unknown or not names:
     raise argparse.ArgumentTypeError(
-        f"unknown agents {unknown}; choose from {sorted(oj.agents.AGENTS)}")
+      f"unknown agents {unknown}; choose from {sorted(oj.agents.AGENTS)}"
+    )
   twice = sorted({n for n in names if names.count(n) > 1})
   if twice:
-    raise argparse.ArgumentTypeError(f"{', '.join(twice)} listed more than once; name each"
-                                     " agent once")
+    raise argparse.ArgumentTypeError(
+      f"{', '.join(twice)} listed more than once; name each agent once"
+    )
   return names
 
 
@@ -69,8 +73,9 @@ def benchmark_name(text: str) -> str:
   if colon and where and name:
     return text
   raise argparse.ArgumentTypeError(
-      f"expected one of {sorted(oj.benchmarks.BENCHMARKS)}, or MODULE:FUNCTION or"
-      f" path/to/file.py:FUNCTION for your own CMDP, got {text!r}")
+    f"expected one of {sorted(oj.benchmarks.BENCHMARKS)}, or MODULE:FUNCTION or"
+    f" path/to/file.py:FUNCTION for your own CMDP, got {text!r}"
+  )
 
 
 def progress(name, done, total, started, seeds, stream=None):
@@ -81,8 +86,10 @@ def progress(name, done, total, started, seeds, stream=None):
   rate = done / max(elapsed, 1e-9)
   eta_s = (total - done) / max(rate, 1e-9)
   bar = "#" * int(30 * done / total)
-  line = (f"{name:18s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
-          f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s")
+  line = (
+    f"{name:18s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
+    f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s"
+  )
   if stream.isatty():
     stream.write(f"\r{line} ")
   else:
@@ -97,7 +104,7 @@ def _int_at_least(low: int, words: str):
     try:
       value = int(text)
     except ValueError:
-      raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}")
+      raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}") from None
     if value < low:
       raise argparse.ArgumentTypeError(f"expected {words}, got {value}")
     return value
@@ -118,8 +125,10 @@ def seed(text: str) -> int:
   """An argparse type: a PRNG seed, an integer in [0, 2^32 - 1] (each gives its own keys)."""
   value = non_negative_int(text)
   if value > SEED_MAX:
-    raise argparse.ArgumentTypeError(f"expected an integer in [0, {SEED_MAX}], got {value}"
-                                     " (larger seeds repeat smaller ones' keys)")
+    raise argparse.ArgumentTypeError(
+      f"expected an integer in [0, {SEED_MAX}], got {value}"
+      " (larger seeds repeat smaller ones' keys)"
+    )
   return value
 
 
@@ -144,8 +153,7 @@ non_negative_float = _real_in("a number >= 0", lambda x: x >= 0)
 open_unit_float = _real_in("a number strictly between 0 and 1", lambda x: 0 < x < 1)
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter,
-                    argparse.ArgumentDefaultsHelpFormatter):
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
   """The scripts' `--help`: the module docstring as written, every option's default."""
 
 
@@ -207,13 +215,13 @@ def _command(script: str, argv, *extra) -> str:
 
 
 _FAULT_HINTS = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is used up",
-    errno.EACCES: "not writable: choose another --out or change its permissions",
-    errno.EPERM: "not writable: choose another --out or change its permissions",
-    errno.EROFS: "a read-only file system: choose another --out",
-    errno.ENOTDIR: "a part of the path is a file, not a directory: choose another --out",
-    errno.EEXIST: "a file is in the way: choose another --out",
+  errno.ENOSPC: "the disk is full",
+  errno.EDQUOT: "the disk quota is used up",
+  errno.EACCES: "not writable: choose another --out or change its permissions",
+  errno.EPERM: "not writable: choose another --out or change its permissions",
+  errno.EROFS: "a read-only file system: choose another --out",
+  errno.ENOTDIR: "a part of the path is a file, not a directory: choose another --out",
+  errno.EEXIST: "a file is in the way: choose another --out",
 }
 
 
@@ -229,8 +237,11 @@ def fault_line(error: OSError) -> str:
   if hint:
     line += f" ({hint})"
   if error.errno in (errno.ENOSPC, errno.EDQUOT):
-    line += (f"; {RUN.what_was_saved()}: free some space, then rerun with --resume"
-             if RUN.saved else "; free some space, then rerun")
+    line += (
+      f"; {RUN.what_was_saved()}: free some space, then rerun with --resume"
+      if RUN.saved
+      else "; free some space, then rerun"
+    )
   return line
 
 
@@ -250,8 +261,13 @@ def run_guarded(script: str, main, argv=None) -> int:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: same end
     try:
       _stop_progress_line()
-      resume = (f"; continue with: {_command(script, argv, '--resume')}" if RUN.saved
-                else f"; rerun: {_command(script, argv)}" if RUN.out else "")
+      resume = (
+        f"; continue with: {_command(script, argv, '--resume')}"
+        if RUN.saved
+        else f"; rerun: {_command(script, argv)}"
+        if RUN.out
+        else ""
+      )
       sys.stderr.write(f"{script}.py: interrupted; {RUN.what_was_saved()}{resume}\n")
       sys.stderr.flush()
     finally:

@@ -14,9 +14,10 @@ timed:
   when read) so the long prefix is paid once.
 
 Printed and saved (`--out`, JSON with the hardware and the arguments): seconds per
-seed-episode of each agent, each OptAug's ratio to OptDual, and its extended DPs per episode (mean over
-seeds and episodes, the mean over episodes of the maximum over the vmapped seeds, which is
-what a batch pays, and the largest), and the fraction of its solves certified.
+seed-episode of each agent, each OptAug's ratio to OptDual, and its extended DPs per
+episode (mean over seeds and episodes, the mean over episodes of the maximum over the
+vmapped seeds, which is what a batch pays, and the largest), and the fraction of its solves
+certified.
 
   python experiments/episode_cost.py                    # every problem, 16 seeds
   python experiments/episode_cost.py --problems media_streaming,lost_sales --late-after 0
@@ -55,12 +56,23 @@ def _agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol):
   inner = oj.inner.exact(tol=inner_tol)
   make = {
     "optaug": lambda: oj.agents.make_agent(
-      "optaug", bench, num_episodes=episodes, pretrain_episodes=pretrain, eta=eta,
-      inner=inner, **common
+      "optaug",
+      bench,
+      num_episodes=episodes,
+      pretrain_episodes=pretrain,
+      eta=eta,
+      inner=inner,
+      **common,
     ),
     "optaug_cold": lambda: oj.agents.make_agent(
-      "optaug", bench, num_episodes=episodes, pretrain_episodes=pretrain, eta=eta,
-      inner=inner, warm_start=False, **common
+      "optaug",
+      bench,
+      num_episodes=episodes,
+      pretrain_episodes=pretrain,
+      eta=eta,
+      inner=inner,
+      warm_start=False,
+      **common,
     ),
     "optdual": lambda: oj.agents.make_agent("optdual", bench, num_episodes=episodes, **common),
   }
@@ -102,10 +114,18 @@ def _play(fn, state, seeds, episodes, chunk, stage):
 
 def _identity(args, problem, name):
   text = json.dumps(
-    {"problem": problem, "agent": name, "seeds": args.seeds, "pretrain": args.chunk,
-     "eta": args.eta, "late_after": args.late_after, "chunk": args.chunk,
-     "inner_tol": args.inner_tol,
-     "x64": bool(jax.config.jax_enable_x64), "versions": [oj.__version__, jax.__version__]},
+    {
+      "problem": problem,
+      "agent": name,
+      "seeds": args.seeds,
+      "pretrain": args.chunk,
+      "eta": args.eta,
+      "late_after": args.late_after,
+      "chunk": args.chunk,
+      "inner_tol": args.inner_tol,
+      "x64": bool(jax.config.jax_enable_x64),
+      "versions": [oj.__version__, jax.__version__],
+    },
     sort_keys=True,
   )
   return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -124,8 +144,9 @@ def _cached_state(args, problem, name, fn, state):
   state, _, _ = _play(fn, state, args.seeds, args.late_after - args.early, args.chunk, 10**6)
   os.makedirs(args.cache, exist_ok=True)
   tmp = path + ".tmp.npz"
-  np.savez(tmp, identity=ident,
-           **{f"leaf{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))})
+  np.savez(
+    tmp, identity=ident, **{f"leaf{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))}
+  )
   os.replace(tmp, path)
   return state
 
@@ -146,10 +167,18 @@ def measure(args, problem):
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   total = args.chunk + max(args.early, args.late_after + args.window)
-  agents = _agents(bench, setting, bonus, total, args.chunk, args.eta, args.agents.split(","),
-                   args.inner_tol)
-  row = {"problem": problem, "S": cmdp.num_states, "A": cmdp.num_actions, "H": cmdp.horizon,
-         "sparse": cmdp.next_states is not None, "setting": setting_name, "bonus_scale": bonus}
+  agents = _agents(
+    bench, setting, bonus, total, args.chunk, args.eta, args.agents.split(","), args.inner_tol
+  )
+  row = {
+    "problem": problem,
+    "S": cmdp.num_states,
+    "A": cmdp.num_actions,
+    "H": cmdp.horizon,
+    "sparse": cmdp.next_states is not None,
+    "setting": setting_name,
+    "bonus_scale": bonus,
+  }
   for name, agent in agents.items():
     fn = _chunk(agent, cmdp, args.chunk)  # the one compiled function of this agent
     # OptAug's pre-training (one chunk), untimed; OptDual plays as many episodes.
@@ -189,28 +218,49 @@ def _print(row):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--problems", default=",".join(PROBLEMS),
-                 help=f"comma-separated subset of: {', '.join(PROBLEMS)}")
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  p.add_argument(
+    "--problems",
+    default=",".join(PROBLEMS),
+    help=f"comma-separated subset of: {', '.join(PROBLEMS)}",
+  )
   p.add_argument("--seeds", type=int, default=16)
-  p.add_argument("--agents", default=",".join(AGENTS),
-                 help="comma-separated subset of: " + ", ".join(AGENTS) + " (optdual is the"
-                      " reference of the ratios)")
+  p.add_argument(
+    "--agents",
+    default=",".join(AGENTS),
+    help="comma-separated subset of: " + ", ".join(AGENTS) + " (optdual is the"
+    " reference of the ratios)",
+  )
   p.add_argument("--eta", type=float, default=20.0, help="OptAug's constant eta")
-  p.add_argument("--inner-tol", type=float, default=0.0,
-                 help="OptAug's exact(tol=...): 0 (default) stops when the dual is solved to"
-                      " rounding; a positive tol stops when the model's bound is within tol"
-                      " (relative) of the best dual value")
-  p.add_argument("--chunk", type=int, default=100,
-                 help="episodes per jitted call (one compiled function per agent); OptAug's"
-                      " pre-training is one chunk")
-  p.add_argument("--early", type=int, default=500,
-                 help="episodes of the early window (a multiple of --chunk)")
-  p.add_argument("--late-after", type=int, default=10_000,
-                 help="episodes before the late window (a multiple of --chunk; 0: none)")
-  p.add_argument("--window", type=int, default=200,
-                 help="episodes of the late window (a multiple of --chunk)")
+  p.add_argument(
+    "--inner-tol",
+    type=float,
+    default=0.0,
+    help="OptAug's exact(tol=...): 0 (default) stops when the dual is solved to"
+    " rounding; a positive tol stops when the model's bound is within tol"
+    " (relative) of the best dual value",
+  )
+  p.add_argument(
+    "--chunk",
+    type=int,
+    default=100,
+    help="episodes per jitted call (one compiled function per agent); OptAug's"
+    " pre-training is one chunk",
+  )
+  p.add_argument(
+    "--early", type=int, default=500, help="episodes of the early window (a multiple of --chunk)"
+  )
+  p.add_argument(
+    "--late-after",
+    type=int,
+    default=10_000,
+    help="episodes before the late window (a multiple of --chunk; 0: none)",
+  )
+  p.add_argument(
+    "--window", type=int, default=200, help="episodes of the late window (a multiple of --chunk)"
+  )
   p.add_argument("--cache", default="results/episode_cost_states")
   p.add_argument("--out", default="results/episode_cost.json")
   p.add_argument("--x64", action="store_true")
@@ -224,8 +274,10 @@ def main(argv=None):
       p.error(f"--{flag}: must be >= 1, got {getattr(args, flag)}")
   for flag in ("early", "window", "late_after"):
     if getattr(args, flag) % args.chunk:
-      p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be a multiple of"
-              f" --chunk {args.chunk}")
+      p.error(
+        f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be a multiple of"
+        f" --chunk {args.chunk}"
+      )
   names = args.agents.split(",")
   if sorted(set(names) - set(AGENTS)) or "optdual" not in names:
     p.error(f"--agents: a subset of {', '.join(AGENTS)} that includes optdual, got {args.agents}")
@@ -233,20 +285,34 @@ def main(argv=None):
     p.error(f"--late-after {args.late_after} must exceed --early {args.early} (or be 0)")
   if args.x64:
     jax.config.update("jax_enable_x64", True)
-  print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores,"
-        f" jax {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds vmapped,"
-        f" float{64 if args.x64 else 32}; early: {args.early} episodes after {args.chunk}"
-        f" of pre-training; late: {args.window} after {args.late_after}", flush=True)
+  print(
+    f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores,"
+    f" jax {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds vmapped,"
+    f" float{64 if args.x64 else 32}; early: {args.early} episodes after {args.chunk}"
+    f" of pre-training; late: {args.window} after {args.late_after}",
+    flush=True,
+  )
   rows = []
   for problem in problems:
     rows.append(measure(args, problem))
     _print(rows[-1])
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-      json.dump({"args": vars(args), "machine": {"cpu": platform.processor(),
-                 "cores": os.cpu_count(), "platform": jax.devices()[0].platform,
-                 "jax": jax.__version__, "optaug_jax": oj.__version__}, "rows": rows},
-                f, indent=1)
+      json.dump(
+        {
+          "args": vars(args),
+          "machine": {
+            "cpu": platform.processor(),
+            "cores": os.cpu_count(),
+            "platform": jax.devices()[0].platform,
+            "jax": jax.__version__,
+            "optaug_jax": oj.__version__,
+          },
+          "rows": rows,
+        },
+        f,
+        indent=1,
+      )
   return rows
 
 

@@ -29,15 +29,19 @@ import numpy as np
 def _problems(oj, dtype):
   """(name, benchmark) of the benchmarks the fingerprint runs."""
   family = oj.benchmarks.random_family
-  return [("random_i1", family(seed=3, num_states=4, num_actions=3, horizon=4, dtype=dtype)),
-          ("random_i2", family(seed=5, num_states=4, num_actions=3, horizon=4,
-                               num_constraints=2, dtype=dtype)),
-          ("gridworld_sparse", oj.benchmarks.gridworld(3, horizon=5, sparse=True,
-                                                       dtype=dtype))]
+  return [
+    ("random_i1", family(seed=3, num_states=4, num_actions=3, horizon=4, dtype=dtype)),
+    (
+      "random_i2",
+      family(seed=5, num_states=4, num_actions=3, horizon=4, num_constraints=2, dtype=dtype),
+    ),
+    ("gridworld_sparse", oj.benchmarks.gridworld(3, horizon=5, sparse=True, dtype=dtype)),
+  ]
 
 
 def _leaves(prefix, tree, out):
   import jax
+
   flat, _ = jax.tree_util.tree_flatten_with_path(tree)
   for path, leaf in flat:
     if leaf is None:
@@ -58,7 +62,9 @@ def _solve(oj, problem, multipliers, eta, method):
 def fingerprint(*, episodes: int, seeds: int) -> dict[str, np.ndarray]:
   import jax
   import jax.numpy as jnp
+
   import optaug_jax as oj
+
   out: dict[str, np.ndarray] = {}
   for dtype in (jnp.float64, jnp.float32):
     tag = jnp.dtype(dtype).name
@@ -66,8 +72,7 @@ def fingerprint(*, episodes: int, seeds: int) -> dict[str, np.ndarray]:
       keys = jax.random.split(jax.random.PRNGKey(0), seeds)
       for name in oj.agents.AGENTS:
         agent = oj.agents.make_agent(name, bench, num_episodes=episodes)
-        state, log = jax.vmap(lambda k: oj.run(agent, k, bench.cmdp, num_episodes=episodes))(
-            keys)
+        state, log = jax.vmap(lambda k: oj.run(agent, k, bench.cmdp, num_episodes=episodes))(keys)
         _leaves(f"{tag}/{pname}/{name}/log", log, out)
         _leaves(f"{tag}/{pname}/{name}/state", state, out)
       cmdp = bench.cmdp
@@ -86,12 +91,24 @@ def fingerprint(*, episodes: int, seeds: int) -> dict[str, np.ndarray]:
         eta = jnp.asarray(10.0 ** rng.uniform(-1, 4), dtype)
         if hasattr(oj, "inner") and hasattr(oj.inner, "exact"):
           problem = oj.inner.InnerProblem(
-              cost=cmdp.cost, constraint_costs=cmdp.constraint_costs,
-              thresholds=cmdp.thresholds, lower=lower, upper=upper,
-              initial_state=cmdp.initial_state, next_states=cmdp.next_states)
+            cost=cmdp.cost,
+            constraint_costs=cmdp.constraint_costs,
+            thresholds=cmdp.thresholds,
+            lower=lower,
+            upper=upper,
+            initial_state=cmdp.initial_state,
+            next_states=cmdp.next_states,
+          )
         else:
-          problem = (cmdp.cost, cmdp.constraint_costs, lower, upper, cmdp.initial_state,
-                     cmdp.thresholds, cmdp.next_states)
+          problem = (
+            cmdp.cost,
+            cmdp.constraint_costs,
+            lower,
+            upper,
+            cmdp.initial_state,
+            cmdp.thresholds,
+            cmdp.next_states,
+          )
         for method in ("exact", "frank_wolfe"):
           _leaves(f"{tag}/{pname}/inner{i}/{method}", _solve(oj, problem, lam, eta, method), out)
   return out
@@ -116,14 +133,22 @@ def compare(before_path: str, after_path: str) -> int:
   differ = []
   for k in sorted(set(a) & set(b)):
     x, y = b[k], a[k]
-    same = x.shape == y.shape and x.dtype == y.dtype and (
-        np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
+    same = (
+      x.shape == y.shape
+      and x.dtype == y.dtype
+      and (np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
+    )
     if not same:
-      size = (float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))))
-              if x.shape == y.shape and x.dtype.kind in "fcib" else float("nan"))
+      size = (
+        float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))))
+        if x.shape == y.shape and x.dtype.kind in "fcib"
+        else float("nan")
+      )
       differ.append((k, size))
-  print(f"{len(set(a) & set(b))} arrays in both files ({sum(v.size for v in a.values())}"
-        f" numbers); {len(differ)} differ; {len(missing)} only before; {len(extra)} only after")
+  print(
+    f"{len(set(a) & set(b))} arrays in both files ({sum(v.size for v in a.values())}"
+    f" numbers); {len(differ)} differ; {len(missing)} only before; {len(extra)} only after"
+  )
   for k, size in differ:
     print(f"  differs: {k} (largest difference {size:.3g})")
   for k in missing:
@@ -136,8 +161,12 @@ def compare(before_path: str, after_path: str) -> int:
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--out", help="write the fingerprint to this .npz")
-  p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
-                 help="compare two fingerprint files bit for bit (exit 1 if they differ)")
+  p.add_argument(
+    "--compare",
+    nargs=2,
+    metavar=("BEFORE", "AFTER"),
+    help="compare two fingerprint files bit for bit (exit 1 if they differ)",
+  )
   p.add_argument("--episodes", type=int, default=40, help="episodes per run")
   p.add_argument("--seeds", type=int, default=2, help="seeds per run")
   args = p.parse_args(argv)
@@ -146,8 +175,10 @@ def main(argv=None) -> int:
   if not args.out:
     p.error("give --out FILE or --compare BEFORE AFTER")
   import jax
+
   jax.config.update("jax_enable_x64", True)
   import optaug_jax as oj
+
   start = time.time()
   out = fingerprint(episodes=args.episodes, seeds=args.seeds)
   np.savez(args.out, **out)

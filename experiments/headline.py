@@ -55,25 +55,38 @@ import runs  # noqa: E402
 
 EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = ("config.json", "trace.npz", "summary.json", "headline.png", "oscillation.png")
-TOTALS = ("strong_cost", "weak_cost", "absolute_cost", "strong_constraint",
-          "weak_constraint", "worst_violation", "worst_positive_violation", "unsafe")
-SCALARS = ("strong_cost", "weak_cost", "absolute_cost", "worst_violation",
-           "worst_positive_violation")  # one column per seed
+TOTALS = (
+  "strong_cost",
+  "weak_cost",
+  "absolute_cost",
+  "strong_constraint",
+  "weak_constraint",
+  "worst_violation",
+  "worst_positive_violation",
+  "unsafe",
+)
+SCALARS = (
+  "strong_cost",
+  "weak_cost",
+  "absolute_cost",
+  "worst_violation",
+  "worst_positive_violation",
+)  # one column per seed
 COLUMNS = {
-    "episodes": "trace episodes t_j (1-based, log-spaced, always including K/2, 9K/10, K)",
-    "window_violation": "mean over the episodes (t_{j-1}, t_j] of max_i (V^pi_k(d_i) - alpha_i):"
-                        " mean over seeds and 95% interval (normal, over seeds)",
-    "window_positive_violation": "as window_violation, of [max_i (V^pi_k(d_i) - alpha_i)]_+",
-    "window_cost_gap": "as window_violation, of V^pi_k(c) - V*",
-    "window_unsafe": "fraction of (seed, episode) pairs in (t_{j-1}, t_j] with max_i violation"
-                     " > eps, per eps",
-    "late": "the same means over the last tenth of the episodes (9K/10, K]",
-    "fit": "least-squares fit of the seed-mean cumulative regret R(t_j) = a + b sqrt(t) + c t"
-           " over the trace episodes t >= K/100; c95: 95% bootstrap interval of c over seeds"
-           " (1000 resamples); a linear regret has c > 0, a sublinear one c near 0",
-    "final": "cumulative regrets at K: mean over seeds and 95% interval",
-    "multipliers_median": "median over seeds of lambda_i at the trace episodes, per constraint",
-    "seconds": "wall time of the agent's run (compile included)",
+  "episodes": "trace episodes t_j (1-based, log-spaced, always including K/2, 9K/10, K)",
+  "window_violation": "mean over the episodes (t_{j-1}, t_j] of max_i (V^pi_k(d_i) - alpha_i):"
+  " mean over seeds and 95% interval (normal, over seeds)",
+  "window_positive_violation": "as window_violation, of [max_i (V^pi_k(d_i) - alpha_i)]_+",
+  "window_cost_gap": "as window_violation, of V^pi_k(c) - V*",
+  "window_unsafe": "fraction of (seed, episode) pairs in (t_{j-1}, t_j] with max_i violation"
+  " > eps, per eps",
+  "late": "the same means over the last tenth of the episodes (9K/10, K]",
+  "fit": "least-squares fit of the seed-mean cumulative regret R(t_j) = a + b sqrt(t) + c t"
+  " over the trace episodes t >= K/100; c95: 95% bootstrap interval of c over seeds"
+  " (1000 resamples); a linear regret has c > 0, a sublinear one c near 0",
+  "final": "cumulative regrets at K: mean over seeds and 95% interval",
+  "multipliers_median": "median over seeds of lambda_i at the trace episodes, per constraint",
+  "seconds": "wall time of the agent's run (compile included)",
 }
 
 
@@ -110,11 +123,15 @@ def reduce_chunk(rec, log, done, trace, lp_value, thresholds, num_episodes):
   viol = cons - np.asarray(thresholds, np.float64)  # [S, n, I]
   worst = viol.max(-1)
   per_episode = {
-      "strong_cost": np.maximum(gap, 0.0), "weak_cost": gap, "absolute_cost": np.abs(gap),
-      "strong_constraint": np.maximum(viol, 0.0), "weak_constraint": viol,
-      "worst_violation": worst[..., None], "worst_positive_violation":
-          np.maximum(worst, 0.0)[..., None],
-      "unsafe": np.stack([worst > e for e in EPSILONS], -1).astype(np.float64)}
+    "strong_cost": np.maximum(gap, 0.0),
+    "weak_cost": gap,
+    "absolute_cost": np.abs(gap),
+    "strong_constraint": np.maximum(viol, 0.0),
+    "weak_constraint": viol,
+    "worst_violation": worst[..., None],
+    "worst_positive_violation": np.maximum(worst, 0.0)[..., None],
+    "unsafe": np.stack([worst > e for e in EPSILONS], -1).astype(np.float64),
+  }
   n = cost.shape[1]
   in_chunk = (trace > done) & (trace <= done + n)
   idx = trace[in_chunk] - done - 1
@@ -129,10 +146,11 @@ def reduce_chunk(rec, log, done, trace, lp_value, thresholds, num_episodes):
   first = num_episodes - tail  # 0-based index of the first tail episode
   lo, hi = max(first, done), done + n
   if lo < hi:
-    rec["tail_cost_value"][:, lo - first:hi - first] = cost[:, lo - done:hi - done]
-    rec["tail_constraint_values"][:, lo - first:hi - first] = cons[:, lo - done:hi - done]
-    rec["tail_multipliers"][:, lo - first:hi - first] = np.asarray(
-        log.multipliers, np.float64)[:, lo - done:hi - done]
+    rec["tail_cost_value"][:, lo - first : hi - first] = cost[:, lo - done : hi - done]
+    rec["tail_constraint_values"][:, lo - first : hi - first] = cons[:, lo - done : hi - done]
+    rec["tail_multipliers"][:, lo - first : hi - first] = np.asarray(log.multipliers, np.float64)[
+      :, lo - done : hi - done
+    ]
 
 
 def start_agent(name, agent, cmdp, keys, args, path, identity):
@@ -150,8 +168,10 @@ def start_agent(name, agent, cmdp, keys, args, path, identity):
       if key not in arrays or arrays[key].shape != ref.shape:
         return f"array {key} missing or of another shape"
     reached = trace <= done
-    if (np.isnan(arrays["trace_cost_value"][:, reached]).any()
-        or not np.isnan(arrays["trace_cost_value"][:, ~reached]).all()):
+    if (
+      np.isnan(arrays["trace_cost_value"][:, reached]).any()
+      or not np.isnan(arrays["trace_cost_value"][:, ~reached]).all()
+    ):
       return f"its trace does not stop at episode {done}"
     return None
 
@@ -171,11 +191,23 @@ def run_agent(name, agent, cmdp, keys, args, lp_value, path, identity, start):
     reduce_chunk(rec, log, done_before, trace, lp_value, cmdp.thresholds, k_total)
 
   finished, seconds = runs.run_chunks(
-      name, agent, cmdp, keys, state, done=done, total=k_total, chunk=chunk,
-      max_chunks=args.max_chunks, seconds=seconds, consume=consume,
-      save=lambda done, state, seconds: result_files.save_checkpoint(path, identity, done, state,
-                                                               rec, seconds),
-      args=args, setting=oj.named_setting(args.setting, cmdp))
+    name,
+    agent,
+    cmdp,
+    keys,
+    state,
+    done=done,
+    total=k_total,
+    chunk=chunk,
+    max_chunks=args.max_chunks,
+    seconds=seconds,
+    consume=consume,
+    save=lambda done, state, seconds: result_files.save_checkpoint(
+      path, identity, done, state, rec, seconds
+    ),
+    args=args,
+    setting=oj.named_setting(args.setting, cmdp),
+  )
   return (rec if finished else None), seconds
 
 
@@ -187,8 +219,10 @@ def _mean_ci(x, axis=0):
 
 
 def _as_dict(mean, lo, hi):
-  return {"mean": np.asarray(mean).tolist(), "ci95": [np.asarray(lo).tolist(),
-                                                      np.asarray(hi).tolist()]}
+  return {
+    "mean": np.asarray(mean).tolist(),
+    "ci95": [np.asarray(lo).tolist(), np.asarray(hi).tolist()],
+  }
 
 
 def windows(rec, trace, field, column=0):
@@ -208,11 +242,16 @@ def fit_regret(curves, trace, num_episodes, rng):
     return np.linalg.lstsq(basis, y, rcond=None)[0]
 
   coef = fit(curves[:, use].mean(0))
-  boot = np.array([fit(curves[rng.integers(0, len(curves), len(curves))][:, use].mean(0))[2]
-                   for _ in range(1000)])
-  return {"a": float(coef[0]), "b": float(coef[1]), "c": float(coef[2]),
-          "c95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
-          "fit_from_episode": int(t[0])}
+  boot = np.array(
+    [fit(curves[rng.integers(0, len(curves), len(curves))][:, use].mean(0))[2] for _ in range(1000)]
+  )
+  return {
+    "a": float(coef[0]),
+    "b": float(coef[1]),
+    "c": float(coef[2]),
+    "c95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+    "fit_from_episode": int(t[0]),
+  }
 
 
 def summarise(rec, trace, num_episodes, seconds):
@@ -226,8 +265,9 @@ def summarise(rec, trace, num_episodes, seconds):
   out["window_violation"] = _as_dict(*_mean_ci(viol_w))
   out["window_positive_violation"] = _as_dict(*_mean_ci(pos_w))
   out["window_cost_gap"] = _as_dict(*_mean_ci(gap_w))
-  unsafe = {str(e): windows(rec, trace, "unsafe", j).mean(0).tolist()
-            for j, e in enumerate(EPSILONS)}
+  unsafe = {
+    str(e): windows(rec, trace, "unsafe", j).mean(0).tolist() for j, e in enumerate(EPSILONS)
+  }
   out["window_unsafe"] = unsafe
   late_start = int(np.searchsorted(trace, (9 * num_episodes) // 10))
   span = num_episodes - trace[late_start]
@@ -236,16 +276,21 @@ def summarise(rec, trace, num_episodes, seconds):
     cum = rec[f"trace_{field}"][..., column]
     return _as_dict(*_mean_ci((cum[:, -1] - cum[:, late_start]) / max(span, 1)))
 
-  out["late"] = {"episodes": [int(trace[late_start]) + 1, num_episodes],
-                 "violation": late("worst_violation"),
-                 "positive_violation": late("worst_positive_violation"),
-                 "cost_gap": late("weak_cost"),
-                 "unsafe": {str(e): late("unsafe", j)["mean"] for j, e in enumerate(EPSILONS)}}
-  out["fit"] = {f: fit_regret(rec[f"trace_{f}"].max(-1), trace, num_episodes, rng)
-                for f in ("strong_constraint", "strong_cost", "absolute_cost")}
-  out["final"] = {f: _as_dict(*_mean_ci(rec[f"total_{f}"].max(-1)))
-                  for f in ("strong_constraint", "weak_constraint", "strong_cost",
-                            "weak_cost", "absolute_cost")}
+  out["late"] = {
+    "episodes": [int(trace[late_start]) + 1, num_episodes],
+    "violation": late("worst_violation"),
+    "positive_violation": late("worst_positive_violation"),
+    "cost_gap": late("weak_cost"),
+    "unsafe": {str(e): late("unsafe", j)["mean"] for j, e in enumerate(EPSILONS)},
+  }
+  out["fit"] = {
+    f: fit_regret(rec[f"trace_{f}"].max(-1), trace, num_episodes, rng)
+    for f in ("strong_constraint", "strong_cost", "absolute_cost")
+  }
+  out["final"] = {
+    f: _as_dict(*_mean_ci(rec[f"total_{f}"].max(-1)))
+    for f in ("strong_constraint", "weak_constraint", "strong_cost", "weak_cost", "absolute_cost")
+  }
   out["multipliers_median"] = np.median(rec["trace_multipliers"], 0).T.tolist()
   out["seconds"] = seconds
   return out
@@ -258,6 +303,7 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   than its line, its legend label states the last point's interval. The dashed fits of the
   cumulative regret are drawn above the data, darker and thicker."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -268,8 +314,11 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   bands = {ax: [] for ax in axes.ravel()}
   for name, s in summaries.items():
     c = colors[name]
-    for ax, key in ((axes[0, 0], "window_violation"), (axes[0, 1], "window_positive_violation"),
-                    (axes[0, 2], "window_cost_gap")):
+    for ax, key in (
+      (axes[0, 0], "window_violation"),
+      (axes[0, 1], "window_positive_violation"),
+      (axes[0, 2], "window_cost_gap"),
+    ):
       mean, (lo, hi) = np.array(s[key]["mean"]), map(np.array, s[key]["ci95"])
       bands[ax].append(runs.mean_with_band(ax, t, mean, lo, hi, color=c, label=name))
     axes[1, 0].plot(t, s["window_unsafe"]["0.05"], color=c, label=name)
@@ -277,28 +326,42 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
     bands[axes[1, 1]].append(runs.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
     fit = s["fit"]["strong_constraint"]
     tt = t[t >= fit["fit_from_episode"]].astype(float)
-    runs.fit_line(axes[1, 1], tt, fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt, color=c,
-                  label=f"{name} fit, c = {fit['c']:.3g}")
+    runs.fit_line(
+      axes[1, 1],
+      tt,
+      fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt,
+      color=c,
+      label=f"{name} fit, c = {fit['c']:.3g}",
+    )
     for i in range(num_constraints):
       med = np.median(records[name]["trace_multipliers"][..., i], 0)
-      axes[1, 2].plot(t, med, color=c, ls=["-", ":", "-."][i % 3],
-                      label=name if num_constraints == 1 else f"{name}, lambda_{i + 1}")
+      axes[1, 2].plot(
+        t,
+        med,
+        color=c,
+        ls=["-", ":", "-."][i % 3],
+        label=name if num_constraints == 1 else f"{name}, lambda_{i + 1}",
+      )
   ref_name = next(iter(summaries))
   pos = np.array(summaries[ref_name]["window_positive_violation"]["mean"])
   anchor = np.searchsorted(t, max(10, t[-1] // 100))
   if anchor < len(t) and pos[anchor] > 0:
-    axes[0, 1].plot(t[anchor:], pos[anchor] * np.sqrt(t[anchor] / t[anchor:]), "k:",
-                    label="1/sqrt(k) reference")
+    axes[0, 1].plot(
+      t[anchor:], pos[anchor] * np.sqrt(t[anchor] / t[anchor:]), "k:", label="1/sqrt(k) reference"
+    )
   axes[0, 0].axhline(0, color="k", lw=0.6)
   axes[0, 2].axhline(0, color="k", lw=0.6)
   labels = [
-      (axes[0, 0], "mean V(d) - alpha over episode window", "symlog"),
-      (axes[0, 1], "mean [V(d) - alpha]+ over episode window", "log"),
-      (axes[0, 2], "mean V(c) - V* over episode window", "symlog"),
-      (axes[1, 0], "fraction of seed-episodes with violation > 0.05", "linear"),
-      (axes[1, 1], "cumulative strong constraint regret\n(dashed: fit a + b sqrt(K) + c K)",
-       "linear"),
-      (axes[1, 2], "multiplier lambda (median over seeds)", "linear"),
+    (axes[0, 0], "mean V(d) - alpha over episode window", "symlog"),
+    (axes[0, 1], "mean [V(d) - alpha]+ over episode window", "log"),
+    (axes[0, 2], "mean V(c) - V* over episode window", "symlog"),
+    (axes[1, 0], "fraction of seed-episodes with violation > 0.05", "linear"),
+    (
+      axes[1, 1],
+      "cumulative strong constraint regret\n(dashed: fit a + b sqrt(K) + c K)",
+      "linear",
+    ),
+    (axes[1, 2], "multiplier lambda (median over seeds)", "linear"),
   ]
   for ax, ylabel, yscale in labels:
     ax.set_xscale("linear" if ax is axes[1, 1] else "log")
@@ -320,9 +383,10 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
 
   cols = min(3, len(records))
   rows = -(-len(records) // cols)
-  fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 3.6 * rows + 0.4), squeeze=False,
-                           sharey=True)
-  for ax in axes.ravel()[len(records):]:
+  fig, axes = plt.subplots(
+    rows, cols, figsize=(4.8 * cols, 3.6 * rows + 0.4), squeeze=False, sharey=True
+  )
+  for ax in axes.ravel()[len(records) :]:
     ax.set_visible(False)
   for ax, (name, rec) in zip(axes.ravel(), records.items()):
     gap = rec["tail_constraint_values"] - np.asarray(thresholds)
@@ -337,49 +401,70 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
 
 
 def print_table(summaries, args):
-  print(f"\nK = {args.episodes} episodes, {args.seeds} seeds. Late: episodes"
-        f" ({(9 * args.episodes) // 10}, {args.episodes}], mean [95% CI] over seeds; c: linear"
-        " coefficient of the fit R = a + b sqrt(K) + c K [95% bootstrap interval]")
-  print(f"{'agent':20s} {'late V(d)-alpha':>24s} {'late V(c)-V*':>24s} {'late >0.05':>10s}"
-        f" {'c, strong constr':>26s} {'c, strong cost':>26s} {'time':>7s}")
+  print(
+    f"\nK = {args.episodes} episodes, {args.seeds} seeds. Late: episodes"
+    f" ({(9 * args.episodes) // 10}, {args.episodes}], mean [95% CI] over seeds; c: linear"
+    " coefficient of the fit R = a + b sqrt(K) + c K [95% bootstrap interval]"
+  )
+  print(
+    f"{'agent':20s} {'late V(d)-alpha':>24s} {'late V(c)-V*':>24s} {'late >0.05':>10s}"
+    f" {'c, strong constr':>26s} {'c, strong cost':>26s} {'time':>7s}"
+  )
   f3 = lambda d: f"{d['mean']:8.4f} [{d['ci95'][0]:7.4f},{d['ci95'][1]:7.4f}]"
   fc = lambda d: f"{d['c']:8.4f} [{d['c95'][0]:7.4f},{d['c95'][1]:7.4f}]"
   for name, s in summaries.items():
-    print(f"{name:20s} {f3(s['late']['violation']):>24s} {f3(s['late']['cost_gap']):>24s}"
-          f" {s['late']['unsafe']['0.05']:10.3f} {fc(s['fit']['strong_constraint']):>26s}"
-          f" {fc(s['fit']['strong_cost']):>26s} {s['seconds']:6.0f}s")
+    print(
+      f"{name:20s} {f3(s['late']['violation']):>24s} {f3(s['late']['cost_gap']):>24s}"
+      f" {s['late']['unsafe']['0.05']:10.3f} {fc(s['fit']['strong_constraint']):>26s}"
+      f" {fc(s['fit']['strong_cost']):>26s} {s['seconds']:6.0f}s"
+    )
 
 
 def parse_args(argv=None):
   p = runs.build_parser(__doc__, "headline.py")
   # The defaults are the README's main experiment: the claim at the paper's own radii.
-  p.set_defaults(benchmark="factored", agents=["optaug", "optdual"], seeds=32,
-                 episodes=100_000, chunk=5000, bonus_scale=1.0, out="results/headline")
+  p.set_defaults(
+    benchmark="factored",
+    agents=["optaug", "optdual"],
+    seeds=32,
+    episodes=100_000,
+    chunk=5000,
+    bonus_scale=1.0,
+    out="results/headline",
+  )
   p._option_string_actions["--bonus-scale"].help = (
-      "multiplier of every confidence radius (0: no optimism); default 1.0 in both settings:"
-      " the paper's own radii, so that the main experiment tests the claim without a tuned"
-      " bonus (cancellation.py's default differs: 0.1 in the paper setting, the tuned bonus"
-      " of its recorded runs)")
-  p.add_argument("--trace-points", type=cli.positive_int, default=160,
-                 help="log-spaced episodes at which values and totals are kept (at most"
-                      " --episodes)")
-  p.add_argument("--tail", type=cli.positive_int, default=300,
-                 help="last episodes kept in full (at most --episodes; the default is cut"
-                      " to --episodes)")
+    "multiplier of every confidence radius (0: no optimism); default 1.0 in both settings:"
+    " the paper's own radii, so that the main experiment tests the claim without a tuned"
+    " bonus (cancellation.py's default differs: 0.1 in the paper setting, the tuned bonus"
+    " of its recorded runs)"
+  )
+  p.add_argument(
+    "--trace-points",
+    type=cli.positive_int,
+    default=160,
+    help="log-spaced episodes at which values and totals are kept (at most --episodes)",
+  )
+  p.add_argument(
+    "--tail",
+    type=cli.positive_int,
+    default=300,
+    help="last episodes kept in full (at most --episodes; the default is cut to --episodes)",
+  )
   args, given = runs.parse(p, argv)
   for dest, flag in (("tail", "--tail"), ("trace_points", "--trace-points")):
     value = getattr(args, dest)
     if dest in given and value > args.episodes:
-      p.error(f"{flag} {value} must be at most --episodes {args.episodes}: a run of"
-              f" {args.episodes} episodes has no more to keep; give {flag}"
-              f" {args.episodes} or fewer")
+      p.error(
+        f"{flag} {value} must be at most --episodes {args.episodes}: a run of"
+        f" {args.episodes} episodes has no more to keep; give {flag}"
+        f" {args.episodes} or fewer"
+      )
   return args
 
 
 def main(argv=None):
   args = runs.resolve_defaults(parse_args(argv))
-  config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "headline",
-                                                                        OUTPUTS)
+  config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "headline", OUTPUTS)
   cmdp = bench.cmdp
   trace = trace_episodes(args.episodes, args.trace_points)
 
@@ -396,17 +481,21 @@ def main(argv=None):
         return None
       records[name] = rec
       summaries[name] = summarise(rec, trace, args.episodes, seconds)
-    run_dir.write_npz("trace.npz", {"trace": trace, **{
-        f"{n}/{k}": v for n, r in records.items() for k, v in r.items()}})
+    run_dir.write_npz(
+      "trace.npz",
+      {"trace": trace, **{f"{n}/{k}": v for n, r in records.items() for k, v in r.items()}},
+    )
     run_dir.write_json("summary.json", {"columns": COLUMNS, "agents": summaries})
     title = runs.run_title(args)
     plot(summaries, records, trace, cmdp.thresholds, run_dir, title)
     run_dir.complete()
   print_table(summaries, args)
-  print(f"\nFigures: {args.out}/headline.png, {args.out}/oscillation.png. What to see: the"
-        " cumulative strong constraint regret (bottom middle) of a Lagrangian agent whose"
-        " errors cancel grows linearly (c > 0 above), OptAug's bends over (c near 0); its"
-        " positive violation (top middle) falls like 1/sqrt(k).")
+  print(
+    f"\nFigures: {args.out}/headline.png, {args.out}/oscillation.png. What to see: the"
+    " cumulative strong constraint regret (bottom middle) of a Lagrangian agent whose"
+    " errors cancel grows linearly (c > 0 above), OptAug's bends over (c near 0); its"
+    " positive violation (top middle) falls like 1/sqrt(k)."
+  )
   return summaries
 
 

@@ -46,19 +46,32 @@ def exact_solve(oj, c, d, lo, up, s0, al, lam, eta):
   """The exact solver stopping on its proof (`oj.inner.exact()`; before the inner solvers
   became values, `method="dual", tol=0.0`), without the transitions."""
   if hasattr(oj, "inner") and hasattr(oj.inner, "exact"):
-    problem = oj.inner.InnerProblem(cost=c, constraint_costs=d, thresholds=al, lower=lo,
-                                    upper=up, initial_state=s0)
-    sol = oj.solve_inner(problem, lam, eta, solver=oj.inner.exact(), gradient=None,
-                         with_transitions=False)
+    problem = oj.inner.InnerProblem(
+      cost=c, constraint_costs=d, thresholds=al, lower=lo, upper=up, initial_state=s0
+    )
+    sol = oj.solve_inner(
+      problem, lam, eta, solver=oj.inner.exact(), gradient=None, with_transitions=False
+    )
   else:
-    sol = oj.solve_inner(c, d, lo, up, s0, al, lam, eta, method="dual", tol=0.0,
-                         with_transitions=False)
-  return Solved(sol.objective, sol.occupancy, sol.dp_calls,
-                sol.gap if hasattr(sol, "gap") else sol.fw_gap)
+    sol = oj.solve_inner(
+      c, d, lo, up, s0, al, lam, eta, method="dual", tol=0.0, with_transitions=False
+    )
+  return Solved(
+    sol.objective, sol.occupancy, sol.dp_calls, sol.gap if hasattr(sol, "gap") else sol.fw_gap
+  )
 
 
-def instance(rng, num_constraints, *, radius, lam_scale, horizon=3, num_states=3,
-             num_actions=2, threshold_share=None):
+def instance(
+  rng,
+  num_constraints,
+  *,
+  radius,
+  lam_scale,
+  horizon=3,
+  num_states=3,
+  num_actions=2,
+  threshold_share=None,
+):
   """A random inner problem (cost, D, lower, upper, s1, alpha, lambda) in float64."""
   p = rng.dirichlet(np.ones(num_states), size=(horizon, num_states, num_actions))
   c = rng.uniform(size=(horizon, num_states, num_actions))
@@ -73,16 +86,26 @@ def instance(rng, num_constraints, *, radius, lam_scale, horizon=3, num_states=3
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--table", choices=("issue", "classes", "larger"), default="issue",
-                      help="which table (default: issue)")
-  parser.add_argument("--instances", type=int, default=500,
-                      help="instances per dtype for --table classes (default: 500)")
+  parser.add_argument(
+    "--table",
+    choices=("issue", "classes", "larger"),
+    default="issue",
+    help="which table (default: issue)",
+  )
+  parser.add_argument(
+    "--instances",
+    type=int,
+    default=500,
+    help="instances per dtype for --table classes (default: 500)",
+  )
   parser.add_argument("--seed", type=int, default=0, help="seed of the instances (default: 0)")
   args = parser.parse_args(argv)
 
   import jax
+
   jax.config.update("jax_enable_x64", True)
   import optaug_jax as oj
+
   sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests"))
   import references as ref
 
@@ -107,8 +130,10 @@ def main(argv=None):
       print(f"| {num_constraints} | {eta:g} | {misses}/60 | {worst:.2g} |", flush=True)
     return
 
-  print("| dtype | instances | uncertified | worst relative certificate | worst relative error"
-        " (certified) | largest error - certificate |")
+  print(
+    "| dtype | instances | uncertified | worst relative certificate | worst relative error"
+    " (certified) | largest error - certificate |"
+  )
   print("|---|---|---|---|---|---|")
   for dtype in (np.float64, np.float32):
     rng = np.random.default_rng(args.seed)
@@ -139,14 +164,18 @@ def main(argv=None):
       else:
         uncertified += 1
       understated = max(understated, error - gap)
-    print(f"| {np.dtype(dtype).name} | {args.instances} | {uncertified} | {worst_gap:.2g} |"
-          f" {worst_error:.2g} | {understated:.2g} |  ({time.time() - started:.0f} s)", flush=True)
+    print(
+      f"| {np.dtype(dtype).name} | {args.instances} | {uncertified} | {worst_gap:.2g} |"
+      f" {worst_error:.2g} | {understated:.2g} |  ({time.time() - started:.0f} s)",
+      flush=True,
+    )
 
 
 def larger(seed, num_states=10, num_actions=4, horizon=10, num_constraints=2, count=256):
   """The `--table larger` rows (vmapped, as agents batch seeds)."""
   import jax
   import jax.numpy as jnp
+
   import optaug_jax as oj
 
   rng = np.random.default_rng(seed)
@@ -162,13 +191,21 @@ def larger(seed, num_states=10, num_actions=4, horizon=10, num_constraints=2, co
   print("|---|---|---|---|---|")
   for dtype in (np.float64, np.float32):
     for eta in (1e2, 1e4, 1e6):
-      solve = jax.jit(jax.vmap(lambda c, d, lo, up, al, lam, eta=eta, dtype=dtype: exact_solve(
-          oj, c, d, lo, up, 0, al, lam, dtype(eta))))
+      solve = jax.jit(
+        jax.vmap(
+          lambda c, d, lo, up, al, lam, eta=eta, dtype=dtype: exact_solve(
+            oj, c, d, lo, up, 0, al, lam, dtype(eta)
+          )
+        )
+      )
       out = solve(*(jnp.asarray(x, dtype) for x in (c, d, lower, upper, alpha, lam)))
       rel = np.asarray(out.gap, np.float64) / (1 + np.abs(np.asarray(out.objective)))
       bad = rel > (1e-8 if dtype == np.float64 else 1e-4)
-      print(f"| {np.dtype(dtype).name} | {eta:g} | {int(bad.sum())} | {rel.max():.2g} |"
-            f" {np.mean(np.asarray(out.dp_calls)):.1f} |", flush=True)
+      print(
+        f"| {np.dtype(dtype).name} | {eta:g} | {int(bad.sum())} | {rel.max():.2g} |"
+        f" {np.mean(np.asarray(out.dp_calls)):.1f} |",
+        flush=True,
+      )
 
 
 if __name__ == "__main__":

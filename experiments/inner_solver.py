@@ -24,8 +24,7 @@ import sys
 import time
 
 if importlib.util.find_spec("cvxpy") is None or importlib.util.find_spec("clarabel") is None:
-  sys.exit("experiments/inner_solver.py needs cvxpy and clarabel:"
-           ' pip install -e ".[experiments]"')
+  sys.exit('experiments/inner_solver.py needs cvxpy and clarabel: pip install -e ".[experiments]"')
 
 import jax  # noqa: E402
 
@@ -49,18 +48,27 @@ def realistic_problem(num_constraints: int, episodes: int, seed: int = 0):
     bench = oj.benchmarks.make_benchmark("media_streaming", dtype=jnp.float64)
     name = "media_streaming"
   else:
-    bench = oj.benchmarks.random_family(seed=seed, num_states=5, num_actions=3, horizon=5,
-                                        num_constraints=num_constraints, dtype=jnp.float64)
+    bench = oj.benchmarks.random_family(
+      seed=seed,
+      num_states=5,
+      num_actions=3,
+      horizon=5,
+      num_constraints=num_constraints,
+      dtype=jnp.float64,
+    )
     name = f"random S=5 A=3 H=5 I={num_constraints}"
-  agent = oj.optaug(num_episodes=10 * episodes, safe_policy=bench.safe_policy,
-                    pretrain_episodes=episodes // 4, slack=bench.slack, eta=100.0,
-                    bonus_scale=0.1)
+  agent = oj.optaug(
+    num_episodes=10 * episodes,
+    safe_policy=bench.safe_policy,
+    pretrain_episodes=episodes // 4,
+    slack=bench.slack,
+    eta=100.0,
+    bonus_scale=0.1,
+  )
   state, _ = oj.run(agent, jax.random.PRNGKey(seed), bench.cmdp, num_episodes=episodes)
-  model = oj.optimistic_model(state.counts, num_episodes=10 * episodes, delta=0.1,
-                              bonus_scale=0.1)
+  model = oj.optimistic_model(state.counts, num_episodes=10 * episodes, delta=0.1, bonus_scale=0.1)
   lam = jnp.asarray(state.multipliers)  # the run's own lambda_k
-  problem = oj.inner.InnerProblem.of_model(model, bench.cmdp.thresholds,
-                                           bench.cmdp.initial_state)
+  problem = oj.inner.InnerProblem.of_model(model, bench.cmdp.thresholds, bench.cmdp.initial_state)
   return problem, lam, name
 
 
@@ -73,11 +81,20 @@ def sweep(case, eta, method, budgets):
   problem, lam, _ = case
   rows = []
   for n in budgets:
-    solve = jax.jit(lambda pr, la, et, n=n: oj.solve_inner(
-        pr, la, et, solver=SOLVERS[method](n), gradient="unrolled"))
+    solve = jax.jit(
+      lambda pr, la, et, n=n: oj.solve_inner(
+        pr, la, et, solver=SOLVERS[method](n), gradient="unrolled"
+      )
+    )
     sol = solve(problem, lam, jnp.asarray(eta))
-    rows.append({"budget": n, "dp_calls": int(sol.dp_calls),
-                 "objective": float(sol.objective), "certificate": float(sol.gap)})
+    rows.append(
+      {
+        "budget": n,
+        "dp_calls": int(sol.dp_calls),
+        "objective": float(sol.objective),
+        "certificate": float(sol.gap),
+      }
+    )
   return rows
 
 
@@ -89,12 +106,17 @@ def calls_to_reach(rows, tol):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
   p.add_argument("--etas", default="1,1e2,1e4,1e6")
   p.add_argument("--constraints", default="1,2,3")
-  p.add_argument("--episodes", type=int, default=1500,
-                 help="episodes of the OptAug run whose optimistic model is solved")
+  p.add_argument(
+    "--episodes",
+    type=int,
+    default=1500,
+    help="episodes of the OptAug run whose optimistic model is solved",
+  )
   p.add_argument("--fw-budgets", default="1,3,10,30,100,300,1000,3000,10000")
   p.add_argument("--dual-budgets-1", default="5,10,20,30,40,50,58")
   p.add_argument("--dual-budgets-2", default="5,10,20,40,60,80,120")
@@ -115,27 +137,43 @@ def main(argv=None):
     budgets["exact"] = [int(t) for t in dual_budgets.split(",")]
     pr, lam, _ = problem
     for eta in etas:
-      optimum, _ = oj.lp.solve_inner_reference(pr.cost, pr.constraint_costs, pr.lower, pr.upper,
-                                               pr.initial_state, pr.thresholds, lam, eta)
+      optimum, _ = oj.lp.solve_inner_reference(
+        pr.cost, pr.constraint_costs, pr.lower, pr.upper, pr.initial_state, pr.thresholds, lam, eta
+      )
       scale = max(1.0, abs(optimum))
       for method in ("frank_wolfe", "exact"):
         rows = sweep(problem, eta, method, budgets[method])
         for r in rows:
           r["error"] = (r["objective"] - optimum) / scale
           r["certificate"] /= scale
-        entry = {"constraints": num_constraints, "problem": problem[-1], "eta": eta,
-                 "method": method, "optimum": optimum, "rows": rows}
+        entry = {
+          "constraints": num_constraints,
+          "problem": problem[-1],
+          "eta": eta,
+          "method": method,
+          "optimum": optimum,
+          "rows": rows,
+        }
         entry.update({f"dp_calls_to_{tol:g}": calls_to_reach(rows, tol) for tol in TOLERANCES})
         results.append(entry)
-        print(f"I={num_constraints} eta={eta:8g} {method:11s} "
-              + " ".join(f"{r['dp_calls']}:{r['error']:.1e}" for r in rows), flush=True)
+        print(
+          f"I={num_constraints} eta={eta:8g} {method:11s} "
+          + " ".join(f"{r['dp_calls']}:{r['error']:.1e}" for r in rows),
+          flush=True,
+        )
   seconds = time.perf_counter() - started
   print_table(results)
   with run_dir.running():
-    run_dir.write_json("inner_solver.json", {
-        "arguments": vars(args), "versions": result_files.versions(), "seconds": seconds,
+    run_dir.write_json(
+      "inner_solver.json",
+      {
+        "arguments": vars(args),
+        "versions": result_files.versions(),
+        "seconds": seconds,
         "error_definition": "(objective - Clarabel optimum) / max(1, |optimum|)",
-        "results": results})
+        "results": results,
+      },
+    )
     plot(results, etas, run_dir)
     run_dir.complete()
   return results
@@ -149,8 +187,9 @@ def print_table(results):
     for method in ("frank_wolfe", "exact"):
       cells = []
       for e in etas:
-        r = next(x for x in results if x["constraints"] == i and x["eta"] == e
-                 and x["method"] == method)
+        r = next(
+          x for x in results if x["constraints"] == i and x["eta"] == e and x["method"] == method
+        )
         fmt = lambda v: "-" if v is None else str(v)
         cells.append(f"{fmt(r['dp_calls_to_1e-06']) + ' / ' + fmt(r['dp_calls_to_1e-09']):>14s}")
       print(f"{i:2d} {method:12s} " + " ".join(cells))
@@ -158,11 +197,12 @@ def print_table(results):
 
 def plot(results, etas, run_dir):
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   constraints = sorted({r["constraints"] for r in results})
-  fig, axes = plt.subplots(1, len(constraints), figsize=(5 * len(constraints), 4),
-                           squeeze=False)
+  fig, axes = plt.subplots(1, len(constraints), figsize=(5 * len(constraints), 4), squeeze=False)
   colors = {e: f"C{k}" for k, e in enumerate(etas)}
   for ax, i in zip(axes[0], constraints):
     for r in results:
@@ -172,12 +212,16 @@ def plot(results, etas, run_dir):
       err = [max(abs(row["error"]), 1e-16) for row in r["rows"]]
       cert = [max(row["certificate"], 1e-16) for row in r["rows"]]
       style = "-o" if r["method"] == "exact" else "--s"
-      ax.loglog(calls, err, style, color=colors[r["eta"]], ms=3,
-                label=f"{r['method']}, eta={r['eta']:g}")
+      ax.loglog(
+        calls, err, style, color=colors[r["eta"]], ms=3, label=f"{r['method']}, eta={r['eta']:g}"
+      )
       ax.loglog(calls, cert, ":", color=colors[r["eta"]], lw=0.8)
     ax.axhline(1e-9, color="gray", lw=0.5)
-    ax.set(xlabel="extended-DP calls", ylabel="|objective - optimum| / max(1, |optimum|)",
-           title=f"I = {i}: {next(r['problem'] for r in results if r['constraints'] == i)}")
+    ax.set(
+      xlabel="extended-DP calls",
+      ylabel="|objective - optimum| / max(1, |optimum|)",
+      title=f"I = {i}: {next(r['problem'] for r in results if r['constraints'] == i)}",
+    )
     ax.legend(fontsize=6)
   fig.suptitle("solid/dashed: true error against Clarabel; dotted: the method's certificate")
   fig.tight_layout()

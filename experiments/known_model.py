@@ -34,8 +34,10 @@ OUTPUTS = ("known_model.json", "known_model.png")
 
 def plot(results, run_dir):
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   fig, axes = plt.subplots(1, 2, figsize=(12, 4))
   for method, style in [("alm", "-"), ("dual_descent", ":")]:
     for eta, r in results[method].items():
@@ -53,15 +55,23 @@ def plot(results, run_dir):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--benchmark", default="random",
-                 choices=["random"] + sorted(oj.benchmarks.BENCHMARKS),
-                 help="'random' (the default): a fixed 5-state random CMDP (oj.random_cmdp);"
-                      " else a registered benchmark")
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  p.add_argument(
+    "--benchmark",
+    default="random",
+    choices=["random"] + sorted(oj.benchmarks.BENCHMARKS),
+    help="'random' (the default): a fixed 5-state random CMDP (oj.random_cmdp);"
+    " else a registered benchmark",
+  )
   p.add_argument("--iters", type=int, default=200)
-  p.add_argument("--inner-iters", type=int, default=500,
-                 help="budget of the exact inner solver (run in full: oj.inner.exact(tol=None))")
+  p.add_argument(
+    "--inner-iters",
+    type=int,
+    default=500,
+    help="budget of the exact inner solver (run in full: oj.inner.exact(tol=None))",
+  )
   p.add_argument("--alm-etas", default="1,10,100")
   p.add_argument("--dual-etas", default="0.1,0.5,2")
   p.add_argument("--out", default="results/known_model")
@@ -69,27 +79,37 @@ def main(argv=None):
   run_dir = result_files.result_dir(args, "known_model", OUTPUTS)
 
   if args.benchmark == "random":
-    cmdp = oj.random_cmdp(jax.random.PRNGKey(2), num_states=5, num_actions=3, horizon=5,
-                          dtype=jnp.float64)
+    cmdp = oj.random_cmdp(
+      jax.random.PRNGKey(2), num_states=5, num_actions=3, horizon=5, dtype=jnp.float64
+    )
   else:
     cmdp = oj.benchmarks.make_benchmark(args.benchmark, dtype=jnp.float64).cmdp
   lp = oj.solve_lp(cmdp)
   alpha = np.asarray(cmdp.thresholds)
-  results = {"lp_value": lp.value, "lp_multipliers": lp.multipliers.tolist(), "alm": {},
-             "dual_descent": {}}
+  results = {
+    "lp_value": lp.value,
+    "lp_multipliers": lp.multipliers.tolist(),
+    "alm": {},
+    "dual_descent": {},
+  }
   for eta in map(float, args.alm_etas.split(",")):
     inner = oj.inner.exact(num_iters=args.inner_iters, tol=None)
-    log = jax.jit(lambda e: oj.analysis.alm_known_model(cmdp, e, num_iters=args.iters,
-                                                        inner=inner))(eta)
+    log = jax.jit(
+      lambda e: oj.analysis.alm_known_model(cmdp, e, num_iters=args.iters, inner=inner)
+    )(eta)
     results["alm"][str(eta)] = {
-        "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
-        "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist(),
-        "inner_gap": np.asarray(log.inner_gap).tolist()}
+      "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
+      "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist(),
+      "inner_gap": np.asarray(log.inner_gap).tolist(),
+    }
   for eta in map(float, args.dual_etas.split(",")):
-    log = jax.jit(lambda e: oj.analysis.dual_descent_known_model(cmdp, e, num_iters=args.iters))(eta)
+    log = jax.jit(lambda e: oj.analysis.dual_descent_known_model(cmdp, e, num_iters=args.iters))(
+      eta
+    )
     results["dual_descent"][str(eta)] = {
-        "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
-        "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist()}
+      "objective_gap": (np.asarray(log.cost_value) - lp.value).tolist(),
+      "violation": np.max(np.asarray(log.constraint_values) - alpha, -1).tolist(),
+    }
 
   with run_dir.running():
     run_dir.write_json("known_model.json", results, indent=None)
@@ -102,8 +122,10 @@ def main(argv=None):
       continue
     for eta, r in runs.items():
       gap, viol = np.abs(r["objective_gap"][tail]), np.maximum(r["violation"][tail], 0)
-      print(f"  {method:12s} eta={eta:>6s}: max |gap| {gap.max():.2e}, max violation"
-            f" {viol.max():.2e}, fraction violating > 1e-3: {np.mean(viol > 1e-3):.2f}")
+      print(
+        f"  {method:12s} eta={eta:>6s}: max |gap| {gap.max():.2e}, max violation"
+        f" {viol.max():.2e}, fraction violating > 1e-3: {np.mean(viol > 1e-3):.2f}"
+      )
   return results
 
 

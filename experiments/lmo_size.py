@@ -117,8 +117,10 @@ def _compiled(fn, args):
 
 
 def size_section(args):
-  print(f"size: extended_lmo, one problem, A={args.actions} H={args.horizon}, float32,"
-        f" ms per call (min of {args.calls} interleaved calls)")
+  print(
+    f"size: extended_lmo, one problem, A={args.actions} H={args.horizon}, float32,"
+    f" ms per call (min of {args.calls} interleaved calls)"
+  )
   print(f"  {'S':>5s} {'entries':>9s} " + " ".join(f"{f:>9s}" for f in args.fills))
   rows = []
   for s in args.sizes:
@@ -126,18 +128,31 @@ def size_section(args):
     fills = [f for f in args.fills if f != "unrolled" or s <= args.max_unrolled_states]
     best = interleaved_min({f: _compiled(_lmo_fn(f), problem) for f in fills}, args.calls)
     entries = args.horizon * s * args.actions * s
-    rows.append({"S": s, "entries": entries, "ms": {f: best[f] * 1e3 for f in fills},
-                 "load": os.getloadavg()[0]})
-    print(f"  {s:5d} {entries / 1e6:8.2f}M "
-          + " ".join(f"{best[f] * 1e3:9.2f}" if f in best else f"{'-':>9s}"
-                     for f in args.fills), flush=True)
+    rows.append(
+      {
+        "S": s,
+        "entries": entries,
+        "ms": {f: best[f] * 1e3 for f in fills},
+        "load": os.getloadavg()[0],
+      }
+    )
+    print(
+      f"  {s:5d} {entries / 1e6:8.2f}M "
+      + " ".join(f"{best[f] * 1e3:9.2f}" if f in best else f"{'-':>9s}" for f in args.fills),
+      flush=True,
+    )
   fit = [r for r in rows if args.fit_from <= r["S"] <= args.fit_to]
   slopes = {}
   if len(fit) >= 2:
-    slopes = {f: loglog_slope([r["entries"] for r in fit], [r["ms"][f] for r in fit])
-              for f in args.fills if all(f in r["ms"] for r in fit)}
-    print(f"  slope of log(time) on log(entries), S in [{args.fit_from}, {args.fit_to}]: "
-          + ", ".join(f"{f} {v:.2f}" for f, v in slopes.items()))
+    slopes = {
+      f: loglog_slope([r["entries"] for r in fit], [r["ms"][f] for r in fit])
+      for f in args.fills
+      if all(f in r["ms"] for r in fit)
+    }
+    print(
+      f"  slope of log(time) on log(entries), S in [{args.fit_from}, {args.fit_to}]: "
+      + ", ".join(f"{f} {v:.2f}" for f, v in slopes.items())
+    )
   print(f"  ({_load()})")
   return {"rows": rows, "slopes": slopes, "fit": [args.fit_from, args.fit_to]}
 
@@ -148,8 +163,10 @@ def loop_section(args):
   fns = {f: _compiled(_loop_fn(f), inputs) for f in args.fills}
   best = interleaved_min(fns, args.calls)
   per = {f: best[f] / benchmark.LOOP_LMOS / n * 1e6 for f in args.fills}
-  print(f"loop: {benchmark.LOOP_LMOS} LMOs in a solver loop, S={s} A={a} H={h}, {n} seeds"
-        f" vmapped, us per seed and LMO (min of {args.calls} interleaved calls)")
+  print(
+    f"loop: {benchmark.LOOP_LMOS} LMOs in a solver loop, S={s} A={a} H={h}, {n} seeds"
+    f" vmapped, us per seed and LMO (min of {args.calls} interleaved calls)"
+  )
   base = per.get(BASELINE)
   for f in args.fills:
     ratio = f"  {per[f] / base:5.2f}x {BASELINE}" if base else ""
@@ -164,9 +181,11 @@ def loop_section(args):
 
 def crossover_section(args):
   pair = ("matmul", "blocked")
-  print(f"crossover: {pair[0]} vs {pair[1]}; one problem (A={args.actions} H={args.horizon},"
-        f" ms) and {args.crossover_seeds} seeds in the solver loop (A=4 H=10, us per seed"
-        " and LMO)")
+  print(
+    f"crossover: {pair[0]} vs {pair[1]}; one problem (A={args.actions} H={args.horizon},"
+    f" ms) and {args.crossover_seeds} seeds in the solver loop (A=4 H=10, us per seed"
+    " and LMO)"
+  )
   rows = []
   for s in args.crossover_sizes:
     problem = _problem(s, args.actions, args.horizon)
@@ -177,22 +196,26 @@ def crossover_section(args):
       fns[("loop", f)] = _compiled(_loop_fn(f), inputs)
     best = interleaved_min(fns, args.calls)
     one = {f: best[("one", f)] * 1e3 for f in pair}
-    loop = {f: best[("loop", f)] / benchmark.LOOP_LMOS / args.crossover_seeds * 1e6
-            for f in pair}
+    loop = {f: best[("loop", f)] / benchmark.LOOP_LMOS / args.crossover_seeds * 1e6 for f in pair}
     rows.append({"S": s, "one_ms": one, "loop_us_per_seed_lmo": loop})
-    print(f"  S={s:4d}  one: {one['matmul']:8.3f} {one['blocked']:8.3f} ms"
-          f" (matmul/blocked {one['matmul'] / one['blocked']:5.2f})   loop:"
-          f" {loop['matmul']:8.2f} {loop['blocked']:8.2f} us"
-          f" (matmul/blocked {loop['matmul'] / loop['blocked']:5.2f})", flush=True)
+    print(
+      f"  S={s:4d}  one: {one['matmul']:8.3f} {one['blocked']:8.3f} ms"
+      f" (matmul/blocked {one['matmul'] / one['blocked']:5.2f})   loop:"
+      f" {loop['matmul']:8.2f} {loop['blocked']:8.2f} us"
+      f" (matmul/blocked {loop['matmul'] / loop['blocked']:5.2f})",
+      flush=True,
+    )
   print(f"  auto picks blocked from S' = {oj.kernels.AUTO_BLOCKED_MIN_STATES}; ({_load()})")
   return rows
 
 
 def unroll_section(args):
-  print(f"unroll: horizon scans unrolled vs rolled; one problem (A={args.actions}"
-        f" H={args.horizon}, ms) and {args.crossover_seeds} seeds in the solver loop (A=4"
-        f" H=10, us per seed and LMO); the library unrolls while H * (elements of a step)"
-        f" <= {planning.UNROLL_MAX_ELEMENTS}")
+  print(
+    f"unroll: horizon scans unrolled vs rolled; one problem (A={args.actions}"
+    f" H={args.horizon}, ms) and {args.crossover_seeds} seeds in the solver loop (A=4"
+    f" H=10, us per seed and LMO); the library unrolls while H * (elements of a step)"
+    f" <= {planning.UNROLL_MAX_ELEMENTS}"
+  )
   rows = []
   modes = (("unrolled", 2**62), ("rolled", 0))
   for s in args.unroll_sizes:
@@ -205,44 +228,68 @@ def unroll_section(args):
           fns[("one", f, mode)] = _compiled(_lmo_fn(f), problem)
           fns[("loop", f, mode)] = _compiled(_loop_fn(f), inputs)
     best = interleaved_min(fns, args.calls)
-    one = {f"{f}/{m}": best[("one", f, m)] * 1e3 for f in ("matmul", "blocked")
-           for m, _ in modes}
-    loop = {f"{f}/{m}": best[("loop", f, m)] / benchmark.LOOP_LMOS / args.crossover_seeds
-            * 1e6 for f in ("matmul", "blocked") for m, _ in modes}
-    rows.append({"S": s, "unrolled_elements": args.horizon * s * args.actions * s,
-                 "one_ms": one,
-                 "loop_us_per_seed_lmo": loop})
-    print(f"  S={s:4d} H*step={args.horizon * s * args.actions * s:9d}  one: "
-          + " ".join(f"{k} {v:7.3f}" for k, v in one.items()), flush=True)
-    print(f"  {'':25s}loop: " + " ".join(f"{k} {v:7.2f}" for k, v in loop.items()),
-          flush=True)
+    one = {f"{f}/{m}": best[("one", f, m)] * 1e3 for f in ("matmul", "blocked") for m, _ in modes}
+    loop = {
+      f"{f}/{m}": best[("loop", f, m)] / benchmark.LOOP_LMOS / args.crossover_seeds * 1e6
+      for f in ("matmul", "blocked")
+      for m, _ in modes
+    }
+    rows.append(
+      {
+        "S": s,
+        "unrolled_elements": args.horizon * s * args.actions * s,
+        "one_ms": one,
+        "loop_us_per_seed_lmo": loop,
+      }
+    )
+    print(
+      f"  S={s:4d} H*step={args.horizon * s * args.actions * s:9d}  one: "
+      + " ".join(f"{k} {v:7.3f}" for k, v in one.items()),
+      flush=True,
+    )
+    print(f"  {'':25s}loop: " + " ".join(f"{k} {v:7.2f}" for k, v in loop.items()), flush=True)
   print(f"  ({_load()})")
   return rows
 
 
 def parse_args(argv):
   ints = lambda text: [int(x) for x in text.split(",") if x]
-  p = argparse.ArgumentParser(description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--sizes", type=ints, default=[25, 100, 200, 400],
-                 help="numbers of states S of the size table")
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  p.add_argument(
+    "--sizes", type=ints, default=[25, 100, 200, 400], help="numbers of states S of the size table"
+  )
   p.add_argument("--actions", type=int, default=4)
   p.add_argument("--horizon", type=int, default=20)
-  p.add_argument("--fills", type=lambda t: t.split(","), default=list(FILLS),
-                 help="comma-separated fills (default: all of FILL_METHODS)")
+  p.add_argument(
+    "--fills",
+    type=lambda t: t.split(","),
+    default=list(FILLS),
+    help="comma-separated fills (default: all of FILL_METHODS)",
+  )
   p.add_argument("--calls", type=int, default=5, help="calls per timing (the minimum)")
-  p.add_argument("--max-unrolled-states", type=int, default=64,
-                 help="time the 'unrolled' fill (S' operations per step, unrolled at trace"
-                      " time) only up to this S: at S=400 it compiles for minutes and runs"
-                      " for seconds")
+  p.add_argument(
+    "--max-unrolled-states",
+    type=int,
+    default=64,
+    help="time the 'unrolled' fill (S' operations per step, unrolled at trace"
+    " time) only up to this S: at S=400 it compiles for minutes and runs"
+    " for seconds",
+  )
   p.add_argument("--fit-from", type=int, default=100)
   p.add_argument("--fit-to", type=int, default=400)
-  p.add_argument("--loop-seeds", type=int, default=256,
-                 help="seeds of the solver-loop row (0: skip it)")
+  p.add_argument(
+    "--loop-seeds", type=int, default=256, help="seeds of the solver-loop row (0: skip it)"
+  )
   p.add_argument("--crossover", action="store_true")
   p.add_argument("--crossover-sizes", type=ints, default=[16, 24, 32, 40, 48, 64, 80, 100])
-  p.add_argument("--crossover-seeds", type=int, default=32,
-                 help="seeds of the solver loop in the crossover and unroll sections")
+  p.add_argument(
+    "--crossover-seeds",
+    type=int,
+    default=32,
+    help="seeds of the solver loop in the crossover and unroll sections",
+  )
   p.add_argument("--unroll", action="store_true")
   p.add_argument("--unroll-sizes", type=ints, default=[10, 16, 25, 32, 50, 100])
   p.add_argument("--out", default=None, help="write the results as JSON here")
@@ -255,12 +302,18 @@ def parse_args(argv):
 def main(argv=None):
   args = parse_args(argv)
   hw = benchmark.hardware()
-  print(f"optaug-jax {oj.__version__}: {hw['cpu']} ({hw['cpu_count']} cores), jax"
-        f" {hw['jax']} on {hw['jax_backend']}; default fill {oj.kernels.DEFAULT_FILL!r}"
-        f" (blocked from S' = {oj.kernels.AUTO_BLOCKED_MIN_STATES}); {_load()}")
-  results = {"arguments": vars(args), "hardware": hw, "default_fill": oj.kernels.DEFAULT_FILL,
-             "auto_blocked_min_states": oj.kernels.AUTO_BLOCKED_MIN_STATES,
-             "unroll_max_elements": planning.UNROLL_MAX_ELEMENTS}
+  print(
+    f"optaug-jax {oj.__version__}: {hw['cpu']} ({hw['cpu_count']} cores), jax"
+    f" {hw['jax']} on {hw['jax_backend']}; default fill {oj.kernels.DEFAULT_FILL!r}"
+    f" (blocked from S' = {oj.kernels.AUTO_BLOCKED_MIN_STATES}); {_load()}"
+  )
+  results = {
+    "arguments": vars(args),
+    "hardware": hw,
+    "default_fill": oj.kernels.DEFAULT_FILL,
+    "auto_blocked_min_states": oj.kernels.AUTO_BLOCKED_MIN_STATES,
+    "unroll_max_elements": planning.UNROLL_MAX_ELEMENTS,
+  }
   if args.sizes:
     results["size"] = size_section(args)
   if args.loop_seeds:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def optimistic_model(visits, transition_counts, cost_sums, constraint_sums, *, num_episodes,
-                     delta, bonus_scale):
+def optimistic_model(
+  visits, transition_counts, cost_sums, constraint_sums, *, num_episodes, delta, bonus_scale
+):
   """(c~, d~, lower, upper) of the paper's eq. (opt-c)."""
   num_constraints, horizon, num_states, num_actions = constraint_sums.shape
   sah_k = num_states * num_actions * horizon * num_episodes
@@ -20,13 +21,18 @@ def optimistic_model(visits, transition_counts, cost_sums, constraint_sums, *, n
   n = np.maximum(visits, 1.0)
   p_bar = transition_counts / n[..., None]
   beta_c = bonus_scale * np.sqrt(log_c / n)
-  beta_p = bonus_scale * (2 * np.sqrt(p_bar * (1 - p_bar) * log_p / n[..., None])
-                          + 14 * log_p / (3 * n[..., None]))
+  beta_p = bonus_scale * (
+    2 * np.sqrt(p_bar * (1 - p_bar) * log_p / n[..., None]) + 14 * log_p / (3 * n[..., None])
+  )
   visited = visits[..., None] > 0
   lower = np.where(visited, np.clip(p_bar - beta_p, 0, 1), 0.0)
   upper = np.where(visited, np.clip(p_bar + beta_p, 0, 1), 1.0)
-  return (np.maximum(cost_sums / n - beta_c, 0), np.maximum(constraint_sums / n - beta_c, 0),
-          lower, upper)
+  return (
+    np.maximum(cost_sums / n - beta_c, 0),
+    np.maximum(constraint_sums / n - beta_c, 0),
+    lower,
+    upper,
+  )
 
 
 def extended_lmo(reward, lower, upper, initial_state, *, return_actions=False):
@@ -78,8 +84,9 @@ def greedy_fallback(q, cost, constraint_costs, lower, upper, initial_state, new_
 
 def line_search(g, a, b, eta):
   """Exact argmin over [0, 1] of t g + ||[a + t b]_+||^2 / (2 eta), walking the pieces."""
-  knots = sorted({0.0, 1.0, *[float(-ai / bi) for ai, bi in zip(a, b)
-                              if bi != 0 and 0 < -ai / bi < 1]})
+  knots = sorted(
+    {0.0, 1.0, *[float(-ai / bi) for ai, bi in zip(a, b) if bi != 0 and 0 < -ai / bi < 1]}
+  )
 
   def slope(t):
     return g + np.sum(b * np.maximum(a + t * b, 0.0)) / eta
@@ -93,8 +100,19 @@ def line_search(g, a, b, eta):
   return 1.0
 
 
-def frank_wolfe(cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers,
-                eta, *, num_iters, step_rule="linesearch"):
+def frank_wolfe(
+  cost,
+  constraint_costs,
+  lower,
+  upper,
+  initial_state,
+  thresholds,
+  multipliers,
+  eta,
+  *,
+  num_iters,
+  step_rule="linesearch",
+):
   """Frank-Wolfe on the paper's eq. (convex-fw) in q; returns (q, fw_gap)."""
   d_flat = constraint_costs.reshape(constraint_costs.shape[0], -1)
 
@@ -102,8 +120,9 @@ def frank_wolfe(cost, constraint_costs, lower, upper, initial_state, thresholds,
     shifted = np.maximum(multipliers + eta * (d_flat @ q.ravel() - thresholds), 0.0)
     return cost + np.tensordot(shifted, constraint_costs, axes=1)
 
-  _, q = extended_lmo(cost + np.tensordot(multipliers, constraint_costs, axes=1), lower, upper,
-                      initial_state)
+  _, q = extended_lmo(
+    cost + np.tensordot(multipliers, constraint_costs, axes=1), lower, upper, initial_state
+  )
   g = grad(q)
   value, s = extended_lmo(g, lower, upper, initial_state)
   for t in range(num_iters):
@@ -120,22 +139,51 @@ def frank_wolfe(cost, constraint_costs, lower, upper, initial_state, thresholds,
   return q, float(np.sum(g * q) - value)
 
 
-def optaug_step(rng, transitions, cost, constraint_costs, thresholds, initial_state, counts,
-                multipliers, eta, *, num_episodes, delta, bonus_scale, num_iters,
-                step_rule="linesearch", unreached="greedy"):
+def optaug_step(
+  rng,
+  transitions,
+  cost,
+  constraint_costs,
+  thresholds,
+  initial_state,
+  counts,
+  multipliers,
+  eta,
+  *,
+  num_episodes,
+  delta,
+  bonus_scale,
+  num_iters,
+  step_rule="linesearch",
+  unreached="greedy",
+):
   """One exploration episode of OptAug-CMDP: plan, dual step, play, update counts.
 
   `counts` is a tuple (visits, transition_counts, cost_sums, constraint_sums), updated in
   place. Returns (policy, new multipliers, q, fw_gap).
   """
-  c_t, d_t, lower, upper = optimistic_model(*counts, num_episodes=num_episodes, delta=delta,
-                                            bonus_scale=bonus_scale)
-  q, gap = frank_wolfe(c_t, d_t, lower, upper, initial_state, thresholds, multipliers, eta,
-                       num_iters=num_iters, step_rule=step_rule)
+  c_t, d_t, lower, upper = optimistic_model(
+    *counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale
+  )
+  q, gap = frank_wolfe(
+    c_t,
+    d_t,
+    lower,
+    upper,
+    initial_state,
+    thresholds,
+    multipliers,
+    eta,
+    num_iters=num_iters,
+    step_rule=step_rule,
+  )
   d_flat = d_t.reshape(d_t.shape[0], -1)
   new_multipliers = np.maximum(multipliers + eta * (d_flat @ q.ravel() - thresholds), 0.0)
-  fallback = (greedy_fallback(q, c_t, d_t, lower, upper, initial_state, new_multipliers)
-              if unreached == "greedy" else None)
+  fallback = (
+    greedy_fallback(q, c_t, d_t, lower, upper, initial_state, new_multipliers)
+    if unreached == "greedy"
+    else None
+  )
   policy = policy_from_occupancy(q, fallback)
   visits, transition_counts, cost_sums, constraint_sums = counts
   horizon, num_states, num_actions = cost.shape
@@ -146,7 +194,8 @@ def optaug_step(rng, transitions, cost, constraint_costs, thresholds, initial_st
     visits[h, s, a] += 1
     transition_counts[h, s, a, s_next] += 1
     cost_sums[h, s, a] += rng.random() < cost[h, s, a]
-    constraint_sums[:, h, s, a] += rng.random(constraint_costs.shape[0]) < constraint_costs[
-        :, h, s, a]
+    constraint_sums[:, h, s, a] += (
+      rng.random(constraint_costs.shape[0]) < constraint_costs[:, h, s, a]
+    )
     s = s_next
   return policy, new_multipliers, q, gap

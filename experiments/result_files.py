@@ -33,7 +33,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
 PACKAGES = ("jax", "jaxlib", "optax", "chex", "numpy", "scipy", "optaug-jax")
 
 
@@ -51,18 +50,28 @@ def versions() -> dict:
 def problem_record(benchmark, lp) -> dict:
   """The problem's real sizes, optimum and thresholds."""
   cmdp = benchmark.cmdp
-  return {"states": cmdp.num_states, "actions": cmdp.num_actions, "horizon": cmdp.horizon,
-          "constraints": cmdp.num_constraints, "lp_value": float(lp.value),
-          "lp_multipliers": np.asarray(lp.multipliers).tolist(),
-          "thresholds": np.asarray(cmdp.thresholds).tolist(),
-          "safe_policy_slack": float(benchmark.slack), "dtype": str(cmdp.cost.dtype)}
+  return {
+    "states": cmdp.num_states,
+    "actions": cmdp.num_actions,
+    "horizon": cmdp.horizon,
+    "constraints": cmdp.num_constraints,
+    "lp_value": float(lp.value),
+    "lp_multipliers": np.asarray(lp.multipliers).tolist(),
+    "thresholds": np.asarray(cmdp.thresholds).tolist(),
+    "safe_policy_slack": float(benchmark.slack),
+    "dtype": str(cmdp.cost.dtype),
+  }
 
 
 def run_config(arguments: dict, benchmark, lp) -> dict:
   """What a saved result carries: arguments, problem, versions and machine."""
-  return {"arguments": arguments, "problem": problem_record(benchmark, lp),
-          "versions": versions(), "device": str(jax.devices()[0]),
-          "machine": {"platform": platform.platform(), "processor": platform.processor()}}
+  return {
+    "arguments": arguments,
+    "problem": problem_record(benchmark, lp),
+    "versions": versions(),
+    "device": str(jax.devices()[0]),
+    "machine": {"platform": platform.platform(), "processor": platform.processor()},
+  }
 
 
 class CheckpointError(ValueError):
@@ -85,8 +94,9 @@ def save_checkpoint(path, identity, done, state, arrays, seconds):
   arrays.update({f"state_{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))})
   arrays["done"] = np.asarray(done)
   meta = {"identity": identity, "seconds": seconds, "digest": digest(arrays)}
-  write_npz(path, {"meta": np.asarray(json.dumps(meta, sort_keys=True)), **arrays},
-            compressed=False)
+  write_npz(
+    path, {"meta": np.asarray(json.dumps(meta, sort_keys=True)), **arrays}, compressed=False
+  )
 
 
 TEMP_SUFFIX = ".tmp"  # write_atomic's temporary files: NAME.<random>.tmp, next to NAME
@@ -135,10 +145,9 @@ def write_atomic(path, write, *, text=False):
   """
   path = os.fspath(path)
   directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".",
-                             suffix=TEMP_SUFFIX)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=TEMP_SUFFIX)
   try:
-    with (os.fdopen(fd, "w", encoding="utf-8") if text else os.fdopen(fd, "wb")) as f:
+    with os.fdopen(fd, "w", encoding="utf-8") if text else os.fdopen(fd, "wb") as f:
       write(f)
       f.flush()
       os.fsync(f.fileno())
@@ -188,19 +197,21 @@ class ResultDirError(ValueError):
 
 
 def _now() -> str:
-  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+  return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def _plain_name(name) -> bool:
   """A file name inside the directory (a hand-edited manifest cannot point elsewhere)."""
-  return (isinstance(name, str) and name not in ("", ".", "..")
-          and os.path.basename(name) == name)
+  return isinstance(name, str) and name not in ("", ".", "..") and os.path.basename(name) == name
 
 
 def settings_digest(script: str, arguments: dict, package_versions: dict) -> str:
   """SHA-256 of what determines a run's numbers: the script, its arguments, the versions."""
-  text = json.dumps({"script": script, "arguments": arguments, "versions": package_versions},
-                    sort_keys=True, default=str)
+  text = json.dumps(
+    {"script": script, "arguments": arguments, "versions": package_versions},
+    sort_keys=True,
+    default=str,
+  )
   return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -216,8 +227,10 @@ def read_manifest(directory):
     if not isinstance(manifest, dict) or manifest.get("status") not in STATUSES:
       raise ValueError("not a manifest of these scripts")
   except (OSError, ValueError) as e:
-    raise ResultDirError(f"{path}: unreadable manifest ({type(e).__name__}: {e}); delete the"
-                         " directory or choose another --out")
+    raise ResultDirError(
+      f"{path}: unreadable manifest ({type(e).__name__}: {e}); delete the"
+      " directory or choose another --out"
+    ) from e
   return manifest
 
 
@@ -226,7 +239,8 @@ class ResultDir:
 
   `arguments` is what determines the numbers (not the output path, not --resume);
   `outputs` names the files the script writes there. In a run of several processes only
-  process 0 is the `writer`; the others check the directory like it and write nothing. DIR/manifest.json records the
+  process 0 is the `writer`; the others check the directory like it and write nothing.
+  DIR/manifest.json records the
   script, the arguments, the package versions, their digest, the files written and a
   status: "running" while the run goes on (or its process died), "incomplete" when it
   stopped early (--max-chunks) or failed, "complete" once every output is written.
@@ -246,8 +260,9 @@ class ResultDir:
      `complete()` (an error, --max-chunks) marks it "incomplete".
   """
 
-  def __init__(self, path, script: str, arguments: dict, outputs, *, resume: bool = False,
-               writer: bool = True):
+  def __init__(
+    self, path, script: str, arguments: dict, outputs, *, resume: bool = False, writer: bool = True
+  ):
     self.path = os.fspath(path)
     self.writer = writer
     self.script = script
@@ -262,7 +277,7 @@ class ResultDir:
   def file(self, name: str) -> str:
     return os.path.join(self.path, name)
 
-  def check(self) -> "ResultDir":
+  def check(self) -> ResultDir:
     """Refuses a directory this run may not use; reads only. Returns self."""
     if os.path.exists(self.path) and not os.path.isdir(self.path):
       raise ResultDirError(f"{self.path}: not a directory; choose another --out")
@@ -272,19 +287,21 @@ class ResultDir:
       self._check_unlisted(fix)
     elif previous.get("script") != self.script:
       raise ResultDirError(
-          f"{self.path}: holds the outputs of {previous.get('script')}.py (status"
-          f" {previous.get('status')}); {self.script}.py does not write into another"
-          f" script's directory; {fix}")
+        f"{self.path}: holds the outputs of {previous.get('script')}.py (status"
+        f" {previous.get('status')}); {self.script}.py does not write into another"
+        f" script's directory; {fix}"
+      )
     elif self.resume and previous.get("digest") != self.digest:
       saved = {**(previous.get("arguments") or {}), "versions": previous.get("versions")}
       now = {**self.arguments, "versions": self.versions}
       diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
       details = {k: (saved.get(k), now.get(k)) for k in diff}
       raise ResultDirError(
-          f"{self.path}: belongs to another run; differing settings (saved, now):"
-          f" {details}; --resume continues only the"
-          " same settings: run without --resume to start afresh (this removes the"
-          f" directory's previous outputs), or {fix}")
+        f"{self.path}: belongs to another run; differing settings (saved, now):"
+        f" {details}; --resume continues only the"
+        " same settings: run without --resume to start afresh (this removes the"
+        f" directory's previous outputs), or {fix}"
+      )
     self.previous = previous
     return self
 
@@ -301,15 +318,19 @@ class ResultDir:
     except (OSError, ValueError, AttributeError):
       script = None
     foreign = sorted(
-        n for n in os.listdir(self.path)
-        if n.endswith((".json", ".npz", ".png", ".pdf", ".csv")) and n not in self.outputs
-        and not fnmatch.fnmatch(n, CHECKPOINTS))
+      n
+      for n in os.listdir(self.path)
+      if n.endswith((".json", ".npz", ".png", ".pdf", ".csv"))
+      and n not in self.outputs
+      and not fnmatch.fnmatch(n, CHECKPOINTS)
+    )
     if script not in (None, self.script) or foreign:
       owner = f"{script}.py's config.json" if script else "a config.json"
       others = f", and {', '.join(foreign)}" if foreign else ""
       raise ResultDirError(
-          f"{self.path}: holds another run's files and no {MANIFEST} ({owner}{others});"
-          f" {self.script}.py does not mix its files with them; {fix}")
+        f"{self.path}: holds another run's files and no {MANIFEST} ({owner}{others});"
+        f" {self.script}.py does not mix its files with them; {fix}"
+      )
 
   def _save_manifest(self, **changes):
     self.manifest.update(changes, updated=_now())
@@ -331,9 +352,16 @@ class ResultDir:
     for path in stale:
       with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    self.manifest = {"format": 1, "script": self.script, "status": "running",
-                     "digest": self.digest, "arguments": self.arguments,
-                     "versions": self.versions, "files": listed, "started": _now()}
+    self.manifest = {
+      "format": 1,
+      "script": self.script,
+      "status": "running",
+      "digest": self.digest,
+      "arguments": self.arguments,
+      "versions": self.versions,
+      "files": listed,
+      "started": _now(),
+    }
     self._save_manifest()
 
   @contextlib.contextmanager
@@ -349,14 +377,18 @@ class ResultDir:
     try:
       yield self
     except BaseException as e:
-      note = (f"failed: {type(e).__name__}: {e}" if not isinstance(e, KeyboardInterrupt)
-              else "interrupted (Ctrl-C); continue with --resume")
+      note = (
+        f"failed: {type(e).__name__}: {e}"
+        if not isinstance(e, KeyboardInterrupt)
+        else "interrupted (Ctrl-C); continue with --resume"
+      )
       with contextlib.suppress(OSError):  # best effort: a full disk leaves "running"
         self._save_manifest(status="incomplete", note=note)
       raise
     if self.manifest["status"] != "complete":
-      self._save_manifest(status="incomplete",
-                          note="stopped before its final outputs; continue with --resume")
+      self._save_manifest(
+        status="incomplete", note="stopped before its final outputs; continue with --resume"
+      )
 
   def _writing(self, name: str) -> str | None:
     if self.manifest is None:
@@ -415,21 +447,31 @@ def load_results(directory, script=None, *, files=None, allow_incomplete=False) 
   if manifest is None:
     if not os.path.isdir(directory):
       raise ResultDirError(f"{directory}: no such directory")
-    warnings.warn(f"{directory}: no {MANIFEST} (written before manifests, or by hand): its"
-                  " files may not come from one finished run", stacklevel=2)
-    names = sorted(n for n in os.listdir(directory)
-                   if n.endswith((".json", ".npz")) and not n.endswith(TEMP_SUFFIX)
-                   and not fnmatch.fnmatch(n, CHECKPOINTS))
+    warnings.warn(
+      f"{directory}: no {MANIFEST} (written before manifests, or by hand): its"
+      " files may not come from one finished run",
+      stacklevel=2,
+    )
+    names = sorted(
+      n
+      for n in os.listdir(directory)
+      if n.endswith((".json", ".npz"))
+      and not n.endswith(TEMP_SUFFIX)
+      and not fnmatch.fnmatch(n, CHECKPOINTS)
+    )
   else:
     if script is not None and manifest.get("script") != script:
-      raise ResultDirError(f"{directory}: holds the outputs of {manifest.get('script')}.py,"
-                           f" not {script}.py")
+      raise ResultDirError(
+        f"{directory}: holds the outputs of {manifest.get('script')}.py, not {script}.py"
+      )
     names = [n for n in manifest.get("files", []) if _plain_name(n)]
     missing = [n for n in names if not os.path.exists(os.path.join(directory, n))]
     if manifest["status"] != "complete":
       note = manifest.get("note", "its process is running, or died")
-      problem = (f"{directory}: the run of {manifest.get('script')}.py is"
-                 f" {manifest['status']} ({note}): its files are not one finished run's")
+      problem = (
+        f"{directory}: the run of {manifest.get('script')}.py is"
+        f" {manifest['status']} ({note}): its files are not one finished run's"
+      )
       if not allow_incomplete:
         raise ResultDirError(problem + "; finish it (--resume) or pass allow_incomplete=True")
       warnings.warn(problem, stacklevel=2)
@@ -457,8 +499,11 @@ def load_results(directory, script=None, *, files=None, allow_incomplete=False) 
 def agent_identity(config: dict, name: str, record: dict) -> dict:
   """What determines one agent's numbers in a run: every argument but the list of the
   other agents, the agent's name, and the package versions."""
-  return {**{k: v for k, v in config.items() if k != "agents"}, "agent": name,
-          "versions": record["versions"]}
+  return {
+    **{k: v for k, v in config.items() if k != "agents"},
+    "agent": name,
+    "versions": record["versions"],
+  }
 
 
 def load_checkpoint(path, identity, init_state, total, check_arrays):
@@ -476,17 +521,17 @@ def load_checkpoint(path, identity, init_state, total, check_arrays):
       arrays = {k: ck[k] for k in ck.files}
     meta = json.loads(str(arrays.pop("meta")))
   except Exception as e:  # pylint: disable=broad-except  (zip, pickle, EOF, JSON, key)
-    raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}")
+    raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}") from e
   saved = dict(meta.get("identity") or {})
   saved.pop("agents", None)  # checkpoints written before agent_identity carried the list
   if saved != identity:
     diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
     details = {k: (saved.get(k), identity.get(k)) for k in diff}
-    raise CheckpointError(f"{path}: belongs to another run; differing settings (saved, now):"
-                          f" {details}; {fix}")
+    raise CheckpointError(
+      f"{path}: belongs to another run; differing settings (saved, now): {details}; {fix}"
+    )
   if digest(arrays) != meta.get("digest"):
-    raise CheckpointError(f"{path}: content does not match its digest (edited or corrupted);"
-                          f" {fix}")
+    raise CheckpointError(f"{path}: content does not match its digest (edited or corrupted); {fix}")
   done = int(arrays["done"])
   if not 0 < done <= total:
     raise CheckpointError(f"{path}: records {done} episodes, outside (0, {total}]; {fix}")
@@ -504,6 +549,7 @@ def load_checkpoint(path, identity, init_state, total, check_arrays):
     state_leaves.append(jnp.asarray(x))
   state = jax.tree.unflatten(treedef, state_leaves)
   if not np.all(np.asarray(state.episode) == done):
-    raise CheckpointError(f"{path}: the state is at episode {np.unique(state.episode)}, the"
-                          f" arrays at {done}; {fix}")
+    raise CheckpointError(
+      f"{path}: the state is at episode {np.unique(state.episode)}, the arrays at {done}; {fix}"
+    )
   return done, state, arrays, float(meta["seconds"])

@@ -37,8 +37,8 @@ import optaug_jax as oj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
 import processes  # noqa: E402
+import result_files  # noqa: E402
 
 
 def make_agents(names, benchmark, *, num_episodes: int, options: dict) -> dict:
@@ -64,12 +64,26 @@ def make_agents(names, benchmark, *, num_episodes: int, options: dict) -> dict:
 def final_regrets(log, lp_value, thresholds) -> dict:
   """Mean over seeds of each final regret (`oj.regrets` of a `[seeds, K]` log)."""
   reg = oj.regrets(log, lp_value, thresholds)
-  return {field: float(np.mean(np.asarray(getattr(reg, field))[..., -1]))
-          for field in reg._fields}
+  return {field: float(np.mean(np.asarray(getattr(reg, field))[..., -1])) for field in reg._fields}
 
 
-def run_chunks(name, agent, cmdp, keys, state, *, done, total, chunk, max_chunks, seconds,
-               consume, save, args, setting=None):
+def run_chunks(
+  name,
+  agent,
+  cmdp,
+  keys,
+  state,
+  *,
+  done,
+  total,
+  chunk,
+  max_chunks,
+  seconds,
+  consume,
+  save,
+  args,
+  setting=None,
+):
   """Runs `agent` vmapped over `keys` from `state` (at episode `done`) to `total`, in
   jitted chunks of `chunk` episodes (`processes.chunk_runner`: over every process's devices
   with `oj.run_sharded` when `args` asks for it): after each, `consume(log, done_before)`
@@ -131,8 +145,15 @@ def mean_with_band(ax, x, mean, lo, hi, *, color, label, **line_kwargs):
 
   x, mean, lo, hi = (np.asarray(v, np.float64) for v in (x, mean, lo, hi))
   (line,) = ax.plot(x, mean, color=color, label=label, zorder=2, **line_kwargs)
-  ax.fill_between(x, lo, hi, facecolor=to_rgba(color, BAND_FACE_ALPHA),
-                  edgecolor=to_rgba(color, BAND_EDGE_ALPHA), linewidth=0.7, zorder=1)
+  ax.fill_between(
+    x,
+    lo,
+    hi,
+    facecolor=to_rgba(color, BAND_FACE_ALPHA),
+    edgecolor=to_rgba(color, BAND_EDGE_ALPHA),
+    linewidth=0.7,
+    zorder=1,
+  )
   return {"line": line, "label": label, "x": x, "mean": mean, "lo": lo, "hi": hi}
 
 
@@ -168,8 +189,7 @@ def band_is_narrow(ax, band) -> bool:
 
 def interval_label(band) -> str:
   """The band's label with its last finite point's mean and 95% interval."""
-  ok = np.flatnonzero(np.isfinite(band["mean"]) & np.isfinite(band["lo"])
-                      & np.isfinite(band["hi"]))
+  ok = np.flatnonzero(np.isfinite(band["mean"]) & np.isfinite(band["lo"]) & np.isfinite(band["hi"]))
   if not ok.size:
     return band["label"]
   i = ok[-1]
@@ -196,10 +216,17 @@ def build_problem(args) -> oj.benchmarks.Benchmark:
     return load_benchmark(args.benchmark)
   kwargs, flags = {}, f"--benchmark {args.benchmark}"
   if args.benchmark == "random_family":
-    kwargs = dict(seed=args.problem_seed, num_states=args.states, num_actions=args.actions,
-                  horizon=args.horizon, num_constraints=args.constraints)
-    flags += (f" --states {args.states} --actions {args.actions} --horizon {args.horizon}"
-              f" --constraints {args.constraints} --problem-seed {args.problem_seed}")
+    kwargs = dict(
+      seed=args.problem_seed,
+      num_states=args.states,
+      num_actions=args.actions,
+      horizon=args.horizon,
+      num_constraints=args.constraints,
+    )
+    flags += (
+      f" --states {args.states} --actions {args.actions} --horizon {args.horizon}"
+      f" --constraints {args.constraints} --problem-seed {args.problem_seed}"
+    )
   if args.benchmark == "gridworld" and args.grid_size is not None:
     kwargs = dict(size=args.grid_size)
     flags += f" --grid-size {args.grid_size}"
@@ -211,8 +238,10 @@ def build_problem(args) -> oj.benchmarks.Benchmark:
 
 # --benchmark MODULE:FUNCTION: your own CMDP.
 
-BENCHMARK_FORMS = ("an oj.benchmarks.Benchmark, an oj.CMDP (its baseline: oj.safest_policy),"
-                   " or a tuple (cmdp, safe_policy)")
+BENCHMARK_FORMS = (
+  "an oj.benchmarks.Benchmark, an oj.CMDP (its baseline: oj.safest_policy),"
+  " or a tuple (cmdp, safe_policy)"
+)
 
 
 def is_benchmark_spec(text: str) -> bool:
@@ -256,16 +285,20 @@ def benchmark_function(spec: str):
       module = importlib.import_module(where)
     except ModuleNotFoundError as e:
       if e.name and (where == e.name or where.startswith(e.name + ".")):
-        raise fail(f"no module named {e.name} (looked in the current directory and on"
-                   " sys.path; give path/to/file.py:FUNCTION for a file)") from e
+        raise fail(
+          f"no module named {e.name} (looked in the current directory and on"
+          " sys.path; give path/to/file.py:FUNCTION for a file)"
+        ) from e
       raise fail(f"importing {where} raised {type(e).__name__}: {e}") from e
     except Exception as e:
       raise fail(f"importing {where} raised {type(e).__name__}: {e}") from e
   function = getattr(module, name, None)
   if function is None:
-    defined = sorted(k for k, v in vars(module).items()
-                     if callable(v) and not k.startswith("_")
-                     and getattr(v, "__module__", None) == module.__name__)
+    defined = sorted(
+      k
+      for k, v in vars(module).items()
+      if callable(v) and not k.startswith("_") and getattr(v, "__module__", None) == module.__name__
+    )
     raise fail(f"{where} has no {name} (it defines: {', '.join(defined) or 'no functions'})")
   if not callable(function):
     raise fail(f"{where}.{name} is a {type(function).__name__}, not a function")
@@ -285,34 +318,42 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
   try:
     value = function()
   except Exception as e:  # the user's function: any fault in it is reported in one line
-    raise fail(f"{name}() raised {type(e).__name__}: {e} (it is called with no"
-               " arguments)") from e
+    raise fail(f"{name}() raised {type(e).__name__}: {e} (it is called with no arguments)") from e
   slack = None
   if isinstance(value, oj.benchmarks.Benchmark):
     cmdp, policy, slack = value
   elif isinstance(value, oj.CMDP):
     cmdp, policy = value, None
-  elif (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], oj.CMDP)
-        and not isinstance(value[1], oj.CMDP)):
+  elif (
+    isinstance(value, tuple)
+    and len(value) == 2
+    and isinstance(value[0], oj.CMDP)
+    and not isinstance(value[1], oj.CMDP)
+  ):
     cmdp, policy = value
   else:
     raise fail(f"{name}() returned {type(value).__name__}; expected {BENCHMARK_FORMS}")
   if not isinstance(cmdp, oj.CMDP):
-    raise fail(f"{name}() returned a Benchmark whose cmdp is a {type(cmdp).__name__}; expected"
-               " an oj.CMDP")
+    raise fail(
+      f"{name}() returned a Benchmark whose cmdp is a {type(cmdp).__name__}; expected an oj.CMDP"
+    )
   if np.ndim(cmdp.cost) != 3:
-    raise fail(f"{name}() returned a batch of CMDPs (cost of shape {np.shape(cmdp.cost)});"
-               " expected one CMDP (cost [H, S, A])")
+    raise fail(
+      f"{name}() returned a batch of CMDPs (cost of shape {np.shape(cmdp.cost)});"
+      " expected one CMDP (cost [H, S, A])"
+    )
   dtype = jnp.zeros(()).dtype  # the run's: float32, float64 with --x64
   try:
-    cmdp = oj.validate_cmdp(oj.CMDP(
+    cmdp = oj.validate_cmdp(
+      oj.CMDP(
         transitions=jnp.asarray(cmdp.transitions, dtype),
         cost=jnp.asarray(cmdp.cost, dtype),
         constraint_costs=jnp.asarray(cmdp.constraint_costs, dtype),
         thresholds=jnp.asarray(cmdp.thresholds, dtype),
         initial_state=jnp.asarray(cmdp.initial_state, jnp.int32),
-        next_states=None if cmdp.next_states is None else jnp.asarray(cmdp.next_states,
-                                                                      jnp.int32)))
+        next_states=None if cmdp.next_states is None else jnp.asarray(cmdp.next_states, jnp.int32),
+      )
+    )
   except (ValueError, TypeError) as e:
     raise fail(f"invalid CMDP: {e}") from e
   try:
@@ -322,8 +363,9 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
     true_slack = oj.check_safe_policy(cmdp, policy, slack)
   except (ValueError, TypeError) as e:
     raise fail(f"no safe baseline: {e}") from e
-  return oj.benchmarks.Benchmark(cmdp=cmdp, safe_policy=policy,
-                                 slack=float(true_slack if slack is None else slack))
+  return oj.benchmarks.Benchmark(
+    cmdp=cmdp, safe_policy=policy, slack=float(true_slack if slack is None else slack)
+  )
 
 
 def problem_digest(bench) -> str:
@@ -331,8 +373,7 @@ def problem_digest(bench) -> str:
   (`result_files.digest`). Part of the run's settings: --resume refuses another problem
   behind the same --benchmark (a `MODULE:FUNCTION` whose body changed)."""
   cmdp = bench.cmdp
-  arrays = {f: np.asarray(getattr(cmdp, f)) for f in cmdp._fields
-            if getattr(cmdp, f) is not None}
+  arrays = {f: np.asarray(getattr(cmdp, f)) for f in cmdp._fields if getattr(cmdp, f) is not None}
   arrays["safe_policy"] = np.asarray(bench.safe_policy)
   arrays["slack"] = np.asarray(float(bench.slack))
   return result_files.digest(arrays)
@@ -352,112 +393,201 @@ def agent_options(args) -> dict:
   """The flags as agent options (each agent takes those its factory accepts)."""
   eta = {name: args.dual_eta for name in DUAL_AGENTS}
   eta["optaug"] = args.eta
-  inner = (oj.inner.exact() if args.inner == "exact"
-           else oj.inner.frank_wolfe(num_iters=args.fw_iters, step_rule=args.step_rule))
-  return {"setting": args.setting, "delta": args.delta, "bonus_scale": args.bonus_scale,
-          "pretrain_episodes": {"optaug": args.pretrain}, "nu": args.nu,
-          "inner": {"optaug": inner}, "unreached": args.unreached, "eta": eta}
+  inner = (
+    oj.inner.exact()
+    if args.inner == "exact"
+    else oj.inner.frank_wolfe(num_iters=args.fw_iters, step_rule=args.step_rule)
+  )
+  return {
+    "setting": args.setting,
+    "delta": args.delta,
+    "bonus_scale": args.bonus_scale,
+    "pretrain_episodes": {"optaug": args.pretrain},
+    "nu": args.nu,
+    "inner": {"optaug": inner},
+    "unreached": args.unreached,
+    "eta": eta,
+  }
 
 
 def run_title(args) -> str:
   """A figure's identity line: problem, setting, radii, seeds and episodes."""
-  problem = args.benchmark + (f" {args.grid_size}x{args.grid_size}"
-                              if args.benchmark == "gridworld" and args.grid_size else "")
-  return (f"{problem}, {args.setting} setting (bonus scale {args.bonus_scale:g}),"
-          f" {args.seeds} seeds x {args.episodes} episodes")
+  problem = args.benchmark + (
+    f" {args.grid_size}x{args.grid_size}"
+    if args.benchmark == "gridworld" and args.grid_size
+    else ""
+  )
+  return (
+    f"{problem}, {args.setting} setting (bonus scale {args.bonus_scale:g}),"
+    f" {args.seeds} seeds x {args.episodes} episodes"
+  )
 
 
 BENCHMARK_HELP = (
-    "the CMDP: a registered name ({names}), or your own as MODULE:FUNCTION or"
-    " path/to/file.py:FUNCTION (a module in the current directory or on sys.path, or a"
-    " file): FUNCTION() is called with no arguments and returns " + BENCHMARK_FORMS
-    + "; its arrays are converted to float32 (float64 with --x64) and checked, and its"
-    " baseline must be strictly feasible (oj.check_safe_policy). The spec and a digest of"
-    " the problem's arrays are part of the run's settings: --resume refuses another"
-    " function, or a changed one")
+  "the CMDP: a registered name ({names}), or your own as MODULE:FUNCTION or"
+  " path/to/file.py:FUNCTION (a module in the current directory or on sys.path, or a"
+  " file): FUNCTION() is called with no arguments and returns "
+  + BENCHMARK_FORMS
+  + "; its arrays are converted to float32 (float64 with --x64) and checked, and its"
+  " baseline must be strictly feasible (oj.check_safe_policy). The spec and a digest of"
+  " the problem's arrays are part of the run's settings: --resume refuses another"
+  " function, or a changed one"
+)
 
 
 def build_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:
   """The flags of the experiment (shared with `headline.py`, which changes defaults);
   `prog`: the script's name in usage and errors (default: how it was started)."""
-  p = argparse.ArgumentParser(prog=prog, description=description,
-                              formatter_class=cli.HelpFormatter)
-  p.add_argument("--benchmark", default="media_streaming", type=cli.benchmark_name,
-                 metavar="NAME|MODULE:FUNCTION",
-                 help=BENCHMARK_HELP.format(names=", ".join(sorted(oj.benchmarks.BENCHMARKS))))
-  p.add_argument("--agents", default="optaug,optdual,optprimaldual", type=cli.agent_list,
-                 help=f"comma-separated subset of: {', '.join(sorted(oj.agents.AGENTS))}"
-                      " (optcmdp is slow: one HiGHS LP per seed and episode, sequential)")
-  p.add_argument("--seeds", type=cli.positive_int, default=32,
-                 help="independent runs per agent (vmapped)")
-  p.add_argument("--episodes", type=cli.positive_int, default=3000,
-                 help="episodes per run (K)")
-  p.add_argument("--chunk", type=cli.positive_int, default=250,
-                 help="episodes per jitted chunk (a checkpoint after each; more than"
-                      " --episodes: one chunk)")
-  p.add_argument("--out", default="results/cancellation",
-                 help="the run's directory (DIR): one run's files and manifest.json; a fresh"
-                      " run of other settings removes the previous run's outputs first; a"
-                      " directory of another script is refused")
-  p.add_argument("--resume", action="store_true",
-                 help="continue from DIR's checkpoints (same settings only; a refused resume"
-                      " leaves DIR as it was). Ctrl-C stops a run after its last checkpoint"
-                      " and prints the command that continues it")
-  p.add_argument("--max-chunks", type=cli.positive_int, default=None,
-                 help="stop each agent after this many chunks (simulates an interruption);"
-                      " default: run to the end")
+  p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=cli.HelpFormatter)
+  p.add_argument(
+    "--benchmark",
+    default="media_streaming",
+    type=cli.benchmark_name,
+    metavar="NAME|MODULE:FUNCTION",
+    help=BENCHMARK_HELP.format(names=", ".join(sorted(oj.benchmarks.BENCHMARKS))),
+  )
+  p.add_argument(
+    "--agents",
+    default="optaug,optdual,optprimaldual",
+    type=cli.agent_list,
+    help=f"comma-separated subset of: {', '.join(sorted(oj.agents.AGENTS))}"
+    " (optcmdp is slow: one HiGHS LP per seed and episode, sequential)",
+  )
+  p.add_argument(
+    "--seeds", type=cli.positive_int, default=32, help="independent runs per agent (vmapped)"
+  )
+  p.add_argument("--episodes", type=cli.positive_int, default=3000, help="episodes per run (K)")
+  p.add_argument(
+    "--chunk",
+    type=cli.positive_int,
+    default=250,
+    help="episodes per jitted chunk (a checkpoint after each; more than --episodes: one chunk)",
+  )
+  p.add_argument(
+    "--out",
+    default="results/cancellation",
+    help="the run's directory (DIR): one run's files and manifest.json; a fresh"
+    " run of other settings removes the previous run's outputs first; a"
+    " directory of another script is refused",
+  )
+  p.add_argument(
+    "--resume",
+    action="store_true",
+    help="continue from DIR's checkpoints (same settings only; a refused resume"
+    " leaves DIR as it was). Ctrl-C stops a run after its last checkpoint"
+    " and prints the command that continues it",
+  )
+  p.add_argument(
+    "--max-chunks",
+    type=cli.positive_int,
+    default=None,
+    help="stop each agent after this many chunks (simulates an interruption);"
+    " default: run to the end",
+  )
   p.add_argument("--seed", type=cli.seed, default=0, help="seed of the episode keys")
-  p.add_argument("--setting", default="paper", choices=oj.SETTINGS,
-                 help="what the agents know and their confidence convention: 'paper' (learned"
-                      " costs, counts per step, all next states possible, log(6SAHK/delta),"
-                      " delta 0.1) or 'bura2022' (Bura et al. 2022's experiments: known costs"
-                      " and next-state support, counts pooled over steps, log(6S^2HK/delta),"
-                      " delta 0.01)")
-  p.add_argument("--delta", type=cli.open_unit_float, default=None,
-                 help="confidence parameter, 0 < delta < 1; default: the setting's (0.1"
-                      " paper, 0.01 bura2022)")
-  p.add_argument("--bonus-scale", type=cli.non_negative_float, default=None,
-                 help="multiplier of every confidence radius (0: no optimism, the empirical"
-                      " model where visited); default: 0.1 in the paper setting (the tuned"
-                      " bonus of this script's recorded media_streaming and random-family"
-                      " runs, docs/results/ms64 and rand64), 1.0 (the published radii) in"
-                      " bura2022. headline.py's default differs: 1.0 in both settings")
-  p.add_argument("--pretrain", type=cli.non_negative_int, default=300,
-                 help="OptAug's pre-training episodes K' (its safe baseline), at most"
-                      " --episodes")
-  p.add_argument("--eta", default=100.0, type=cli.parse_eta,
-                 help="OptAug's eta: a positive float or 'paper' (the paper's schedule,"
-                      " which needs --x64)")
-  p.add_argument("--nu", type=cli.open_unit_float, default=0.5,
-                 help="nu of the paper's eta schedule, 0 < nu < 1")
-  p.add_argument("--fw-iters", type=cli.positive_int, default=50,
-                 help="Frank-Wolfe steps (with --inner frank_wolfe)")
-  p.add_argument("--step-rule", default="linesearch", choices=oj.inner.STEP_RULES,
-                 help="Frank-Wolfe's step (with --inner frank_wolfe)")
-  p.add_argument("--inner", default="exact", choices=("exact", "frank_wolfe"),
-                 help="OptAug's inner solver: oj.inner.exact() or the paper's Frank-Wolfe"
-                      " (oj.inner.frank_wolfe, --fw-iters steps of --step-rule)")
-  p.add_argument("--unreached", default="greedy", choices=oj.inner.UNREACHED,
-                 help="OptAug's policy where its inner solution's occupancy is 0: the"
-                      " extended DP's action on the gradient there ('greedy'), or uniform"
-                      " (the choice of results committed before 2026-11-24)")
-  p.add_argument("--dual-eta", default=None, type=cli.parse_eta,
-                 help="the step of OptDual and its variants (" + ", ".join(DUAL_AGENTS[1:])
-                      + "): a positive float or 'paper'; default: 'paper'")
+  p.add_argument(
+    "--setting",
+    default="paper",
+    choices=oj.SETTINGS,
+    help="what the agents know and their confidence convention: 'paper' (learned"
+    " costs, counts per step, all next states possible, log(6SAHK/delta),"
+    " delta 0.1) or 'bura2022' (Bura et al. 2022's experiments: known costs"
+    " and next-state support, counts pooled over steps, log(6S^2HK/delta),"
+    " delta 0.01)",
+  )
+  p.add_argument(
+    "--delta",
+    type=cli.open_unit_float,
+    default=None,
+    help="confidence parameter, 0 < delta < 1; default: the setting's (0.1 paper, 0.01 bura2022)",
+  )
+  p.add_argument(
+    "--bonus-scale",
+    type=cli.non_negative_float,
+    default=None,
+    help="multiplier of every confidence radius (0: no optimism, the empirical"
+    " model where visited); default: 0.1 in the paper setting (the tuned"
+    " bonus of this script's recorded media_streaming and random-family"
+    " runs, docs/results/ms64 and rand64), 1.0 (the published radii) in"
+    " bura2022. headline.py's default differs: 1.0 in both settings",
+  )
+  p.add_argument(
+    "--pretrain",
+    type=cli.non_negative_int,
+    default=300,
+    help="OptAug's pre-training episodes K' (its safe baseline), at most --episodes",
+  )
+  p.add_argument(
+    "--eta",
+    default=100.0,
+    type=cli.parse_eta,
+    help="OptAug's eta: a positive float or 'paper' (the paper's schedule, which needs --x64)",
+  )
+  p.add_argument(
+    "--nu", type=cli.open_unit_float, default=0.5, help="nu of the paper's eta schedule, 0 < nu < 1"
+  )
+  p.add_argument(
+    "--fw-iters",
+    type=cli.positive_int,
+    default=50,
+    help="Frank-Wolfe steps (with --inner frank_wolfe)",
+  )
+  p.add_argument(
+    "--step-rule",
+    default="linesearch",
+    choices=oj.inner.STEP_RULES,
+    help="Frank-Wolfe's step (with --inner frank_wolfe)",
+  )
+  p.add_argument(
+    "--inner",
+    default="exact",
+    choices=("exact", "frank_wolfe"),
+    help="OptAug's inner solver: oj.inner.exact() or the paper's Frank-Wolfe"
+    " (oj.inner.frank_wolfe, --fw-iters steps of --step-rule)",
+  )
+  p.add_argument(
+    "--unreached",
+    default="greedy",
+    choices=oj.inner.UNREACHED,
+    help="OptAug's policy where its inner solution's occupancy is 0: the"
+    " extended DP's action on the gradient there ('greedy'), or uniform"
+    " (the choice of results committed before 2026-11-24)",
+  )
+  p.add_argument(
+    "--dual-eta",
+    default=None,
+    type=cli.parse_eta,
+    help="the step of OptDual and its variants ("
+    + ", ".join(DUAL_AGENTS[1:])
+    + "): a positive float or 'paper'; default: 'paper'",
+  )
   p.add_argument("--x64", action="store_true", help="float64 (needed for --eta paper)")
   processes.add_flags(p)
   # random benchmark
-  for flag, default, symbol in (("--states", 10, "S"), ("--actions", 4, "A"),
-                                ("--horizon", 10, "H"), ("--constraints", 1, "I")):
-    p.add_argument(flag, type=cli.positive_int, default=default,
-                   help=f"{symbol} of --benchmark random_family (only)"
-                        + (", at least 2" if symbol == "A" else ""))
-  p.add_argument("--problem-seed", type=cli.seed, default=0,
-                 help="seed of --benchmark random_family (only)")
-  p.add_argument("--grid-size", type=cli.positive_int, default=None,
-                 help="side of --benchmark gridworld (only), at least 3 (default 5; sparse"
-                      " layout above 10: with --setting bura2022 the agents count in its 5"
-                      " slots per row)")
+  for flag, default, symbol in (
+    ("--states", 10, "S"),
+    ("--actions", 4, "A"),
+    ("--horizon", 10, "H"),
+    ("--constraints", 1, "I"),
+  ):
+    p.add_argument(
+      flag,
+      type=cli.positive_int,
+      default=default,
+      help=f"{symbol} of --benchmark random_family (only)"
+      + (", at least 2" if symbol == "A" else ""),
+    )
+  p.add_argument(
+    "--problem-seed", type=cli.seed, default=0, help="seed of --benchmark random_family (only)"
+  )
+  p.add_argument(
+    "--grid-size",
+    type=cli.positive_int,
+    default=None,
+    help="side of --benchmark gridworld (only), at least 3 (default 5; sparse"
+    " layout above 10: with --setting bura2022 the agents count in its 5"
+    " slots per row)",
+  )
   return p
 
 
@@ -468,8 +598,9 @@ def given_flags(parser, argv=None) -> frozenset:
   """The destinations of the options given on the command line (not left at a default):
   `argv` parsed again into a namespace that already holds a marker for each option
   (argparse fills only the attributes a namespace lacks)."""
-  probe = argparse.Namespace(**{a.dest: _UNSET for a in parser._actions
-                                if a.dest != argparse.SUPPRESS})
+  probe = argparse.Namespace(
+    **{a.dest: _UNSET for a in parser._actions if a.dest != argparse.SUPPRESS}
+  )
   parser.parse_known_args(argv, probe)
   return frozenset(k for k, v in vars(probe).items() if v is not _UNSET)
 
@@ -482,8 +613,13 @@ def parse(parser, argv=None):
   return check_args(parser, args, given), given
 
 
-RANDOM_FAMILY_FLAGS = {"states": "--states", "actions": "--actions", "horizon": "--horizon",
-                       "constraints": "--constraints", "problem_seed": "--problem-seed"}
+RANDOM_FAMILY_FLAGS = {
+  "states": "--states",
+  "actions": "--actions",
+  "horizon": "--horizon",
+  "constraints": "--constraints",
+  "problem_seed": "--problem-seed",
+}
 
 
 def check_args(parser, args, given=frozenset()):
@@ -493,49 +629,68 @@ def check_args(parser, args, given=frozenset()):
   never refused for being irrelevant."""
   processes.check_args(parser, args)
   if args.eta is None and not args.x64:
-    parser.error("--eta paper: the paper's schedule reaches eta = 1e7 and more, which"
-                 " float32 does not resolve; add --x64, or give a constant eta (e.g."
-                 " --eta 100)")
+    parser.error(
+      "--eta paper: the paper's schedule reaches eta = 1e7 and more, which"
+      " float32 does not resolve; add --x64, or give a constant eta (e.g."
+      " --eta 100)"
+    )
   if args.episodes > MAX_EPISODES:
-    parser.error(f"--episodes {args.episodes}: at most {MAX_EPISODES} (episode counters"
-                 " are int32)")
+    parser.error(f"--episodes {args.episodes}: at most {MAX_EPISODES} (episode counters are int32)")
   tiny = float(np.finfo(np.float32).tiny)
   if args.delta is not None and args.delta < tiny:
-    parser.error(f"--delta {args.delta:g}: below float32's smallest normal number"
-                 f" ({tiny:.3g}), where the confidence radii are computed; give a larger"
-                 " --delta")
+    parser.error(
+      f"--delta {args.delta:g}: below float32's smallest normal number"
+      f" ({tiny:.3g}), where the confidence radii are computed; give a larger"
+      " --delta"
+    )
   if "optaug" in args.agents and args.pretrain > args.episodes:
     default = "" if "pretrain" in given else " (its default)"
-    parser.error(f"--pretrain {args.pretrain}{default} must be at most --episodes"
-                 f" {args.episodes}: OptAug plays its safe baseline for the first --pretrain"
-                 f" episodes of its run; give --pretrain {args.episodes // 10} (a tenth of"
-                 " the run) or fewer, or more --episodes")
+    parser.error(
+      f"--pretrain {args.pretrain}{default} must be at most --episodes"
+      f" {args.episodes}: OptAug plays its safe baseline for the first --pretrain"
+      f" episodes of its run; give --pretrain {args.episodes // 10} (a tenth of"
+      " the run) or fewer, or more --episodes"
+    )
   benchmark = args.benchmark
   if benchmark != "random_family":
     extra = [flag for dest, flag in RANDOM_FAMILY_FLAGS.items() if dest in given]
     if extra:
       them = " ".join(extra)
-      parser.error(f"{them}: {'these flags describe' if len(extra) > 1 else 'it describes'}"
-                   f" --benchmark random_family only, and this run's is --benchmark"
-                   f" {benchmark}; drop {them}, or choose --benchmark random_family")
+      parser.error(
+        f"{them}: {'these flags describe' if len(extra) > 1 else 'it describes'}"
+        f" --benchmark random_family only, and this run's is --benchmark"
+        f" {benchmark}; drop {them}, or choose --benchmark random_family"
+      )
   elif args.actions < 2:
-    parser.error(f"--actions {args.actions}: --benchmark random_family needs at least 2"
-                 " actions (with one, the thresholds equal the only policy's values: no"
-                 " strictly feasible baseline)")
+    parser.error(
+      f"--actions {args.actions}: --benchmark random_family needs at least 2"
+      " actions (with one, the thresholds equal the only policy's values: no"
+      " strictly feasible baseline)"
+    )
   if benchmark != "gridworld" and "grid_size" in given:
-    parser.error(f"--grid-size {args.grid_size}: it describes --benchmark gridworld only, and"
-                 f" this run's is --benchmark {benchmark}; drop --grid-size, or choose"
-                 " --benchmark gridworld")
+    parser.error(
+      f"--grid-size {args.grid_size}: it describes --benchmark gridworld only, and"
+      f" this run's is --benchmark {benchmark}; drop --grid-size, or choose"
+      " --benchmark gridworld"
+    )
   lp_agents = [a for a in args.agents if a in LP_AGENTS]
-  if (benchmark == "gridworld" and (args.grid_size or 5) > 10 and args.setting == "bura2022"
-      and lp_agents):
-    parser.error(f"--agents {','.join(lp_agents)} with --setting bura2022 and --grid-size"
-                 f" {args.grid_size}: the gridworld above size 10 has the sparse layout, whose"
-                 " support these agents' LPs (H*S*A*S' variables) cannot take; choose"
-                 " --grid-size 10 or less, --setting paper, or other --agents")
+  if (
+    benchmark == "gridworld"
+    and (args.grid_size or 5) > 10
+    and args.setting == "bura2022"
+    and lp_agents
+  ):
+    parser.error(
+      f"--agents {','.join(lp_agents)} with --setting bura2022 and --grid-size"
+      f" {args.grid_size}: the gridworld above size 10 has the sparse layout, whose"
+      " support these agents' LPs (H*S*A*S' variables) cannot take; choose"
+      " --grid-size 10 or less, --setting paper, or other --agents"
+    )
   if benchmark == "gridworld" and args.grid_size is not None and args.grid_size < 3:
-    parser.error(f"--grid-size {args.grid_size}: the gridworld needs a side of at least 3"
-                 " (its hazards leave the start and the goal free only from size 3)")
+    parser.error(
+      f"--grid-size {args.grid_size}: the gridworld needs a side of at least 3"
+      " (its hazards leave the start and the goal free only from size 3)"
+    )
   if is_benchmark_spec(benchmark):
     try:
       benchmark_function(benchmark)
@@ -560,12 +715,21 @@ def resolve_defaults(args):
 
 
 # An option's name in the library's errors (`name: ...`) -> the flag that sets it.
-LIBRARY_OPTIONS = {"num_episodes": "--episodes", "pretrain_episodes": "--pretrain",
-                   "delta": "--delta", "bonus_scale": "--bonus-scale", "nu": "--nu",
-                   "inner": "--inner", "num_iters": "--fw-iters", "step_rule": "--step-rule",
-                   "unreached": "--unreached", "setting": "--setting",
-                   "setting.support": "--setting", "safe_policy": "--benchmark",
-                   "slack": "--benchmark"}
+LIBRARY_OPTIONS = {
+  "num_episodes": "--episodes",
+  "pretrain_episodes": "--pretrain",
+  "delta": "--delta",
+  "bonus_scale": "--bonus-scale",
+  "nu": "--nu",
+  "inner": "--inner",
+  "num_iters": "--fw-iters",
+  "step_rule": "--step-rule",
+  "unreached": "--unreached",
+  "setting": "--setting",
+  "setting.support": "--setting",
+  "safe_policy": "--benchmark",
+  "slack": "--benchmark",
+}
 
 
 def _library_refused(context: str, error: ValueError, agent: str | None = None):
@@ -603,10 +767,15 @@ def setup(args, script: str, outputs):
   if args.benchmark != "gridworld" or args.grid_size is None:
     ignored |= {"grid_size"}
   config = {k: v for k, v in vars(args).items() if k not in ignored}
-  config.update(agents=",".join(args.agents), eta=cli.eta_flag(args.eta),
-                dual_eta=cli.eta_flag(args.dual_eta), problem_digest=problem_digest(bench))
-  run_dir = result_files.ResultDir(args.out, script, config, outputs, resume=args.resume,
-                                   writer=processes.writes()).check()
+  config.update(
+    agents=",".join(args.agents),
+    eta=cli.eta_flag(args.eta),
+    dual_eta=cli.eta_flag(args.dual_eta),
+    problem_digest=problem_digest(bench),
+  )
+  run_dir = result_files.ResultDir(
+    args.out, script, config, outputs, resume=args.resume, writer=processes.writes()
+  ).check()
   cli.RUN.start(args.out)
   cmdp = bench.cmdp
   try:
@@ -619,21 +788,23 @@ def setup(args, script: str, outputs):
   try:
     setting = oj.named_setting(args.setting, cmdp)
   except ValueError as e:
-    raise _library_refused(f"--setting {args.setting} with --benchmark {args.benchmark}",
-                           e) from e
+    raise _library_refused(f"--setting {args.setting} with --benchmark {args.benchmark}", e) from e
   try:
     record["setting"] = dataclasses.replace(setting, delta=args.delta).describe()
   except ValueError as e:
     raise _library_refused(f"--setting {args.setting} --delta {args.delta:g}", e) from e
-  print(f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"
-        f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
-        f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}")
+  print(
+    f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"
+    f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
+    f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}"
+  )
   keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
   agents = {}
   for name in args.agents:
     try:
-      agents.update(make_agents([name], bench, num_episodes=args.episodes,
-                                options=agent_options(args)))
+      agents.update(
+        make_agents([name], bench, num_episodes=args.episodes, options=agent_options(args))
+      )
     except ValueError as e:
       raise _library_refused(f"--agents {name}", e, agent=name) from e
   return config, record, bench, lp, keys, agents, run_dir

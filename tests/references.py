@@ -37,7 +37,8 @@ def occupancy_loop(transitions, policy, initial_state):
 
 def _z_index(horizon, num_states, num_actions):
   return np.arange(horizon * num_states * num_actions * num_states).reshape(
-      horizon, num_states, num_actions, num_states)
+    horizon, num_states, num_actions, num_states
+  )
 
 
 def extended_polytope(lower, upper, initial_state):
@@ -60,8 +61,9 @@ def extended_polytope(lower, upper, initial_state):
         eq_b.append(0.0)
       eq_rows.append(row)
   ub_rows = []
-  for h, s, a, t in itertools.product(range(horizon), range(num_states), range(num_actions),
-                                      range(num_states)):
+  for h, s, a, t in itertools.product(
+    range(horizon), range(num_states), range(num_actions), range(num_states)
+  ):
     row = np.zeros(n)
     row[idx[h, s, a]] = -upper[h, s, a, t]
     row[idx[h, s, a, t]] += 1.0
@@ -70,25 +72,30 @@ def extended_polytope(lower, upper, initial_state):
     row[idx[h, s, a]] = lower[h, s, a, t]
     row[idx[h, s, a, t]] -= 1.0
     ub_rows.append(row)
-  return (sp.csr_matrix(np.array(eq_rows)), np.array(eq_b), sp.csr_matrix(np.array(ub_rows)),
-          np.zeros(len(ub_rows)))
+  return (
+    sp.csr_matrix(np.array(eq_rows)),
+    np.array(eq_b),
+    sp.csr_matrix(np.array(ub_rows)),
+    np.zeros(len(ub_rows)),
+  )
 
 
 def extended_lp_value(reward, lower, upper, initial_state):
   """min_{z in Z} sum r . z by HiGHS (the extended LP of Efroni et al. 2020)."""
   reward = np.asarray(reward, np.float64)
   num_states = reward.shape[1]
-  a_eq, b_eq, a_ub, b_ub = extended_polytope(np.asarray(lower, np.float64),
-                                             np.asarray(upper, np.float64), initial_state)
+  a_eq, b_eq, a_ub, b_ub = extended_polytope(
+    np.asarray(lower, np.float64), np.asarray(upper, np.float64), initial_state
+  )
   c = np.repeat(reward[..., None], num_states, axis=-1).ravel()
-  res = scipy.optimize.linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
-                               method="highs")
+  res = scipy.optimize.linprog(
+    c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs"
+  )
   assert res.status == 0, res.message
   return res.fun
 
 
-def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers,
-                eta):
+def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds, multipliers, eta):
   """The paper's eq. (convex-fw) in z-space, solved by cvxpy (Clarabel). Returns (value, q)."""
   import cvxpy as cp
 
@@ -113,8 +120,9 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
     constraints = [a_eq @ z == b_eq, a_ub @ z <= b_ub]
   q = summ @ z
   # Scale-free: (eta/2) ||[lambda/eta + Dq - alpha]_+||^2, no eta^2 (well scaled to 1e8).
-  shifted = cp.pos(np.asarray(multipliers) / eta + d.reshape(d.shape[0], -1) @ q
-                   - np.asarray(thresholds))
+  shifted = cp.pos(
+    np.asarray(multipliers) / eta + d.reshape(d.shape[0], -1) @ q - np.asarray(thresholds)
+  )
   objective = cost.ravel() @ q + 0.5 * eta * cp.sum_squares(shifted)
   # Clarabel fails on some instances with a large objective (eta 1e7 and thresholds far out
   # of reach: an optimum of 2.5e7); the objective divided by eta solves there. On a few
@@ -127,9 +135,13 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
   strict = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
   scs = dict(solver=cp.SCS, eps=1e-10, max_iters=500_000)
   inaccurate = None
-  for scale, tolerances in ((1.0, strict), (1.0 / max(1.0, eta), strict),
-                            (1.0 / max(1.0, eta), scs), (1.0, {}),
-                            (1.0 / max(1.0, eta), {})):
+  for scale, tolerances in (
+    (1.0, strict),
+    (1.0 / max(1.0, eta), strict),
+    (1.0 / max(1.0, eta), scs),
+    (1.0, {}),
+    (1.0 / max(1.0, eta), {}),
+  ):
     prob = cp.Problem(cp.Minimize(scale * objective), constraints)
     try:
       options = dict(tolerances)
@@ -143,8 +155,7 @@ def inner_cvxpy(cost, constraint_costs, lower, upper, initial_state, thresholds,
   else:
     assert inaccurate is not None, "Clarabel failed on every formulation"
     return inaccurate[0], np.asarray(inaccurate[1]).reshape(horizon, num_states, num_actions)
-  return (prob.value / scale,
-          np.asarray(summ @ z.value).reshape(horizon, num_states, num_actions))
+  return (prob.value / scale, np.asarray(summ @ z.value).reshape(horizon, num_states, num_actions))
 
 
 def _flow_constraints(transitions, initial_state):
@@ -188,8 +199,18 @@ def load_experiment_module(name):
   return module
 
 
-def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, support,
-                 horizon=None, bonus_scale=1.0, all_next_states=False):
+def bura2022_box(
+  states,
+  actions,
+  num_states,
+  num_actions,
+  num_episodes,
+  delta,
+  support,
+  horizon=None,
+  bonus_scale=1.0,
+  all_next_states=False,
+):
   """The transition box of Bura et al. (2022)'s public code, as loops (their mode-1 radii).
 
   Counts pooled over steps; p-hat uniform over the support for an unvisited (s, a);
@@ -222,8 +243,11 @@ def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, 
           p_hat, beta = (1.0 / len(succ) if s1 in succ else 0.0), 1.0
         else:
           p_hat = nt[s, a, s1] / n[s, a]
-          beta = min(bonus_scale * (2 * math.sqrt(log_l * p_hat * (1 - p_hat) / n[s, a])
-                                    + 14 * log_l / (3 * n[s, a])), 1.0)
+          beta = min(
+            bonus_scale
+            * (2 * math.sqrt(log_l * p_hat * (1 - p_hat) / n[s, a]) + 14 * log_l / (3 * n[s, a])),
+            1.0,
+          )
         radius[s, a, s1] = beta
         if s1 in succ:
           lower[s, a, s1] = max(p_hat - beta, 0.0)
@@ -231,18 +255,24 @@ def bura2022_box(states, actions, num_states, num_actions, num_episodes, delta, 
   return lower, upper, radius
 
 
-def constrained_extended_lp_value(cost, constraint_costs, lower, upper, initial_state,
-                                  thresholds):
+def constrained_extended_lp_value(cost, constraint_costs, lower, upper, initial_state, thresholds):
   """min_{z in Z} c . q(z) s.t. D q(z) <= alpha by HiGHS; None when infeasible."""
   cost = np.asarray(cost, np.float64)
   num_states = cost.shape[1]
-  a_eq, b_eq, a_ub, b_ub = extended_polytope(np.asarray(lower, np.float64),
-                                             np.asarray(upper, np.float64), initial_state)
+  a_eq, b_eq, a_ub, b_ub = extended_polytope(
+    np.asarray(lower, np.float64), np.asarray(upper, np.float64), initial_state
+  )
   expand = lambda x: np.repeat(np.asarray(x, np.float64)[..., None], num_states, -1).ravel()
   rows = sp.csr_matrix(np.stack([expand(d) for d in constraint_costs]))
-  res = scipy.optimize.linprog(expand(cost), A_ub=sp.vstack([a_ub, rows]),
-                               b_ub=np.concatenate([b_ub, thresholds]), A_eq=a_eq, b_eq=b_eq,
-                               bounds=(0, None), method="highs")
+  res = scipy.optimize.linprog(
+    expand(cost),
+    A_ub=sp.vstack([a_ub, rows]),
+    b_ub=np.concatenate([b_ub, thresholds]),
+    A_eq=a_eq,
+    b_eq=b_eq,
+    bounds=(0, None),
+    method="highs",
+  )
   return None if res.status == 2 else res.fun
 
 
@@ -265,7 +295,13 @@ def occupancy_lp_value(transitions, cost, constraint_costs, thresholds, initial_
       rows.append(row)
       rhs.append(1.0 if (h == 0 and s == initial_state) else 0.0)
   d = np.asarray(constraint_costs, np.float64).reshape(len(thresholds), -1)
-  res = scipy.optimize.linprog(np.asarray(cost, np.float64).ravel(), A_ub=d, b_ub=thresholds,
-                               A_eq=np.array(rows), b_eq=np.array(rhs), bounds=(0, None),
-                               method="highs")
+  res = scipy.optimize.linprog(
+    np.asarray(cost, np.float64).ravel(),
+    A_ub=d,
+    b_ub=thresholds,
+    A_eq=np.array(rows),
+    b_eq=np.array(rhs),
+    bounds=(0, None),
+    method="highs",
+  )
   return None if res.status == 2 else res.fun

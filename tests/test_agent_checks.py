@@ -39,8 +39,9 @@ def _np_constraint_value(cmdp, policy):
 
 
 def _optaug(policy, slack, **kw):
-  return oj.optaug(num_episodes=K, safe_policy=policy, slack=slack, eta=20.0,
-                   pretrain_episodes=5, **kw)
+  return oj.optaug(
+    num_episodes=K, safe_policy=policy, slack=slack, eta=20.0, pretrain_episodes=5, **kw
+  )
 
 
 def test_the_unsafe_policy_is_unsafe(problem):
@@ -55,8 +56,11 @@ def test_an_unsafe_baseline_is_refused_by_the_runner(problem, where):
   cmdp, safe, slack, worst = problem
   key = jax.random.PRNGKey(1)
   cases = [
-    (_optaug(worst, 0.5), r"safe_policy: not strictly feasible.*constraint values \[.*"
-                          r"against thresholds \["),
+    (
+      _optaug(worst, 0.5),
+      r"safe_policy: not strictly feasible.*constraint values \[.*"
+      r"against thresholds \[",
+    ),
     (_optaug(safe, 2 * slack), r"slack: .* exceeds the safe policy's true slack"),
     (oj.agents.safe_baseline(K, worst), "safe_policy: not strictly feasible"),
   ]
@@ -67,8 +71,12 @@ def test_an_unsafe_baseline_is_refused_by_the_runner(problem, where):
       elif where == "run_sharded":
         oj.run_sharded(agent, jax.random.split(key, 2), cmdp, num_episodes=2)
       elif where == "episode_step":
-        oj.episode_step(agent, cmdp, agent.init(cmdp.thresholds, cmdp.initial_state,
-                        num_states=5, num_actions=3, horizon=5), key)
+        oj.episode_step(
+          agent,
+          cmdp,
+          agent.init(cmdp.thresholds, cmdp.initial_state, num_states=5, num_actions=3, horizon=5),
+          key,
+        )
       else:  # the CMDP closed over by an outer jit: still concrete, still checked
         jax.jit(lambda k, a=agent: oj.run(a, k, cmdp, num_episodes=2))(key)
     assert str(info.value).startswith("run" if where == "jit" else where)
@@ -98,8 +106,7 @@ def test_a_sparse_cmdp_met_by_a_dense_agent_warns_unless_said_on_purpose(problem
   with pytest.warns(UserWarning, match=r"dense layout.*Setting\(support=cmdp.next_states\)"):
     oj.run(_optaug(safe, slack), key, sparse, num_episodes=2)
   with pytest.warns(UserWarning, match="dense layout"):
-    oj.run(oj.optdual(K, eta=0.1, setting=oj.Setting(stationary=True)), key, sparse,
-           num_episodes=2)
+    oj.run(oj.optdual(K, eta=0.1, setting=oj.Setting(stationary=True)), key, sparse, num_episodes=2)
   quiet = [
     _optaug(safe, slack, setting=oj.Setting(support=sparse.next_states)),
     _optaug(safe, slack, setting=oj.Setting(all_next_states=True)),
@@ -124,8 +131,10 @@ def _checked_run(agent_fn):
 BAD_CMDPS = [
   (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(jnp.nan)), r"cmdp.cost must be finite"),
   (lambda m: m._replace(cost=m.cost.at[0, 0, 0].set(-0.5)), r"cmdp.cost .* in \[0, 1\]"),
-  (lambda m: m._replace(constraint_costs=m.constraint_costs.at[0, 1, 1, 1].set(jnp.inf)),
-   "cmdp.constraint_costs must be finite"),
+  (
+    lambda m: m._replace(constraint_costs=m.constraint_costs.at[0, 1, 1, 1].set(jnp.inf)),
+    "cmdp.constraint_costs must be finite",
+  ),
   (lambda m: m._replace(thresholds=m.thresholds + 10.0), r"cmdp.thresholds .* \[0, 5\]"),
 ]
 
@@ -146,8 +155,9 @@ def test_check_true_refuses_a_traced_eta_that_is_not_positive(problem, agent):
 
   cmdp, safe, slack, _ = problem
   build = {
-    "optaug": lambda e: oj.optaug(num_episodes=K, safe_policy=safe, slack=slack, eta=e,
-                                  pretrain_episodes=5),
+    "optaug": lambda e: oj.optaug(
+      num_episodes=K, safe_policy=safe, slack=slack, eta=e, pretrain_episodes=5
+    ),
     "optdual": lambda e: oj.optdual(K, eta=e),
     "optdual_sgd": lambda e: oj.optdual(K, eta=e, dual_optimizer=optax.sgd),
   }[agent]
@@ -160,9 +170,17 @@ def test_check_true_refuses_a_traced_eta_that_is_not_positive(problem, agent):
 
 def test_check_true_refuses_a_traced_unsafe_baseline_or_slack(problem):
   cmdp, safe, slack, worst = problem
-  checked = oj.checked(jax.jit(lambda key, pi, s: oj.run(
-    oj.optaug(num_episodes=K, safe_policy=pi, slack=s, eta=20.0, pretrain_episodes=5), key,
-    cmdp, num_episodes=4, check=True)))  # one program: the policy and slack are traced
+  checked = oj.checked(
+    jax.jit(
+      lambda key, pi, s: oj.run(
+        oj.optaug(num_episodes=K, safe_policy=pi, slack=s, eta=20.0, pretrain_episodes=5),
+        key,
+        cmdp,
+        num_episodes=4,
+        check=True,
+      )
+    )
+  )  # one program: the policy and slack are traced
   dtype = cmdp.cost.dtype
   run = lambda pi, s: checked(jax.random.PRNGKey(1), jnp.asarray(pi, dtype), jnp.asarray(s, dtype))
   with pytest.raises(ValueError, match="safe_policy: not strictly feasible"):
@@ -174,9 +192,14 @@ def test_check_true_refuses_a_traced_unsafe_baseline_or_slack(problem):
 
 def test_an_invalid_solve_is_never_certified_without_check(problem):
   cmdp, safe, slack, _ = problem
-  run = jax.jit(lambda key, eta: oj.run(
-    oj.optaug(num_episodes=K, safe_policy=safe, slack=slack, eta=eta, pretrain_episodes=5),
-    key, cmdp, num_episodes=12))
+  run = jax.jit(
+    lambda key, eta: oj.run(
+      oj.optaug(num_episodes=K, safe_policy=safe, slack=slack, eta=eta, pretrain_episodes=5),
+      key,
+      cmdp,
+      num_episodes=12,
+    )
+  )
   _, good = run(jax.random.PRNGKey(1), 20.0)
   assert bool(np.all(good.certified))
   for eta in (-1.0, 0.0, np.nan):
@@ -194,8 +217,11 @@ def test_dual_step_checks_its_inputs(problem):
   cmdp, safe, _, _ = problem
   q = oj.occupancy(cmdp.transitions, jnp.asarray(safe), cmdp.initial_state)
   d, alpha = cmdp.constraint_costs, cmdp.thresholds
-  np.testing.assert_allclose(oj.dual_step(q, d, alpha, jnp.zeros(1), 1.0),
-                             np.maximum(np.einsum("ihsa,hsa->i", d, q) - alpha, 0.0), rtol=1e-6)
+  np.testing.assert_allclose(
+    oj.dual_step(q, d, alpha, jnp.zeros(1), 1.0),
+    np.maximum(np.einsum("ihsa,hsa->i", d, q) - alpha, 0.0),
+    rtol=1e-6,
+  )
   with pytest.raises(ValueError, match="dual_step: multipliers must be finite and >= 0"):
     oj.dual_step(q, d, alpha, jnp.full((1,), -1.0), 1.0)
   with pytest.raises(ValueError, match="dual_step: multipliers must be finite"):
@@ -207,15 +233,19 @@ def test_dual_step_checks_its_inputs(problem):
     traced(jnp.full((1,), -1.0), 1.0)
   with pytest.raises(ValueError, match="dual_step: eta"):
     traced(jnp.zeros(1), jnp.nan)
-  np.testing.assert_array_equal(traced(jnp.zeros(1), 1.0), oj.dual_step(q, d, alpha,
-                                jnp.zeros(1), 1.0))
+  np.testing.assert_array_equal(
+    traced(jnp.zeros(1), 1.0), oj.dual_step(q, d, alpha, jnp.zeros(1), 1.0)
+  )
 
 
 def test_run_names_a_key_that_is_not_a_prng_key(problem):
   cmdp, safe, slack, _ = problem
   agent = _optaug(safe, slack)
-  with pytest.raises(ValueError, match=r"run: key: expected a PRNG key, got int 1; make one"
-                                       r" with jax.random.key"):
+  with pytest.raises(
+    ValueError,
+    match=r"run: key: expected a PRNG key, got int 1; make one"
+    r" with jax.random.key",
+  ):
     oj.run(agent, 1, cmdp, num_episodes=2)
   with pytest.raises(ValueError, match="run_sharded: key: expected an \\[N\\] array"):
     oj.run_sharded(agent, jax.random.PRNGKey(0), cmdp, num_episodes=2)
@@ -225,8 +255,11 @@ def test_run_names_a_key_that_is_not_a_prng_key(problem):
 def test_regrets_refuses_thresholds_that_do_not_fit_the_log(problem):
   cmdp, safe, slack, _ = problem
   _, log = oj.run(_optaug(safe, slack), jax.random.PRNGKey(1), cmdp, num_episodes=4)
-  with pytest.raises(ValueError, match=r"thresholds: expected 1 threshold\(s\).*got shape"
-                                       r" \(2,\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"thresholds: expected 1 threshold\(s\).*got shape"
+    r" \(2,\)",
+  ):
     oj.regrets(log, 1.0, jnp.array([1.0, 2.0]))
   with pytest.raises(ValueError, match="thresholds"):
     oj.regrets(log, 1.0, 1.0)
@@ -238,8 +271,11 @@ def test_check_safe_policy_names_the_rows_that_are_not_distributions(problem):
   half = safe.copy()
   half[2, 3] *= 0.5
   half[4, 0] *= 0.5
-  with pytest.raises(ValueError, match=r"safe_policy: rows \(h, s\) \(2, 3\), \(4, 0\) are not"
-                                       r" probability vectors.*sums to 0.5"):
+  with pytest.raises(
+    ValueError,
+    match=r"safe_policy: rows \(h, s\) \(2, 3\), \(4, 0\) are not"
+    r" probability vectors.*sums to 0.5",
+  ):
     oj.check_safe_policy(cmdp, half)
   with pytest.raises(ValueError, match=r"safe_policy: rows \(h, s\) \(2, 3\)"):
     oj.optaug(num_episodes=K, safe_policy=half, slack=0.1, eta=1.0)

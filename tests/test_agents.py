@@ -1,29 +1,30 @@
 """Agents and the runner: pre-training, dual steps, batching, retracing, resuming."""
 
-
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import optaug_jax as oj
 import references as ref
 
-S, A, H, I = 4, 3, 5, 2
+import optaug_jax as oj
+
+S, A, H, I = 4, 3, 5, 2  # noqa: E741 (the paper's axis names)
 
 
 def _cmdp(seed=0, dtype=None):
-  return oj.random_cmdp(jax.random.PRNGKey(seed), num_states=S, num_actions=A, horizon=H,
-                        num_constraints=I, dtype=dtype)
+  return oj.random_cmdp(
+    jax.random.PRNGKey(seed), num_states=S, num_actions=A, horizon=H, num_constraints=I, dtype=dtype
+  )
 
 
 def _optaug(m, num_episodes=30, pretrain=10, fw_iters=30, **kw):
   """OptAug with Frank-Wolfe's `fw_iters` steps as its inner solver."""
   pi, slack = oj.safest_policy(m)
   kw = {"eta": 20.0, "inner": oj.inner.frank_wolfe(num_iters=fw_iters), **kw}
-  return oj.optaug(num_episodes=num_episodes, safe_policy=pi, pretrain_episodes=pretrain,
-                   slack=slack, **kw)
+  return oj.optaug(
+    num_episodes=num_episodes, safe_policy=pi, pretrain_episodes=pretrain, slack=slack, **kw
+  )
 
 
 @pytest.mark.slow  # 18-21 s; in the slow suite to keep the default under 10 minutes
@@ -32,8 +33,15 @@ def test_log_shapes_and_pretraining_phase():
   agent = _optaug(m)
   state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=30)
   chex.assert_shape([log.cost_value, log.inner_gap, log.pretraining, log.sampled_cost], (30,))
-  chex.assert_shape([log.constraint_values, log.multipliers,
-                     log.optimistic_constraint_values, log.sampled_constraint_costs], (30, I))
+  chex.assert_shape(
+    [
+      log.constraint_values,
+      log.multipliers,
+      log.optimistic_constraint_values,
+      log.sampled_constraint_costs,
+    ],
+    (30, I),
+  )
   assert int(state.episode) == 30
   assert float(state.counts.visits.sum()) == 30 * H
   pretraining = np.asarray(log.pretraining)
@@ -42,14 +50,15 @@ def test_log_shapes_and_pretraining_phase():
   pi, _ = oj.safest_policy(m)
   v, vd = oj.policy_values(m, pi)
   np.testing.assert_allclose(log.cost_value[:10], v, rtol=1e-12)
-  np.testing.assert_allclose(log.constraint_values[:10], np.broadcast_to(vd, (10, I)),
-                             rtol=1e-12)
+  np.testing.assert_allclose(log.constraint_values[:10], np.broadcast_to(vd, (10, I)), rtol=1e-12)
   np.testing.assert_array_equal(log.multipliers[:10], 0.0)
   np.testing.assert_array_equal(log.inner_gap[:10], 0.0)
   assert np.all(np.isfinite(np.asarray(log.cost_value)))
 
 
-@pytest.mark.slow  # 19 s; slow suite (default suite under 10 minutes; test_optaug_plan_matches_numpy_reference stays)
+# 19 s; slow suite (default suite under 10 minutes; test_optaug_plan_matches_numpy_reference
+# stays in the default suite)
+@pytest.mark.slow
 def test_optaug_dual_steps_follow_the_schedule_against_numpy():
   """Each optimistic episode's lambda_{k+1} against the NumPy step (its own optimistic
   model, Frank-Wolfe and dual step) from the agent's counts, with eta_fn(count), count =
@@ -66,19 +75,26 @@ def test_optaug_dual_steps_follow_the_schedule_against_numpy():
   m = m._replace(thresholds=v_uniform + 0.02)
   alpha = np.asarray(m.thresholds)
   eta_fn = lambda count: 2.0 + 3.0 * count
-  agent = oj.optaug(num_episodes=100, safe_policy=pi, pretrain_episodes=50, slack=0.01,
-                    eta=eta_fn, bonus_scale=0.01, inner=oj.inner.frank_wolfe(num_iters=40))
+  agent = oj.optaug(
+    num_episodes=100,
+    safe_policy=pi,
+    pretrain_episodes=50,
+    slack=0.01,
+    eta=eta_fn,
+    bonus_scale=0.01,
+    inner=oj.inner.frank_wolfe(num_iters=40),
+  )
   key = jax.random.PRNGKey(1)
   state, _ = oj.run(agent, key, m, num_episodes=50)  # pre-training
   plan = jax.jit(agent.plan)
   positive = 0
   for k in range(50, 55):
     counts = tuple(np.array(x) for x in state.counts[:4])
-    c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=100, delta=0.1,
-                                                  bonus_scale=0.01)
+    c_t, d_t, lower, upper = npr.optimistic_model(
+      *counts, num_episodes=100, delta=0.1, bonus_scale=0.01
+    )
     lam = np.asarray(state.multipliers)
-    q, _ = npr.frank_wolfe(c_t, d_t, lower, upper, 0, alpha, lam, eta_fn(k - 50),
-                           num_iters=40)
+    q, _ = npr.frank_wolfe(c_t, d_t, lower, upper, 0, alpha, lam, eta_fn(k - 50), num_iters=40)
     want = np.maximum(lam + eta_fn(k - 50) * (np.einsum("ihsa,hsa->i", d_t, q) - alpha), 0)
     policy, new_state, _ = plan(state)
     np.testing.assert_allclose(new_state.multipliers, want, rtol=1e-7, atol=1e-9)
@@ -116,16 +132,20 @@ def test_optdual_dual_steps_and_default_eta_against_numpy():
   positive = 0
   for _ in range(6):
     counts = tuple(np.array(x) for x in state.counts[:4])
-    c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=25, delta=0.1,
-                                                  bonus_scale=0.05)
+    c_t, d_t, lower, upper = npr.optimistic_model(
+      *counts, num_episodes=25, delta=0.1, bonus_scale=0.05
+    )
     lam = np.asarray(state.multipliers)
     _, q = npr.extended_lmo(c_t + np.tensordot(lam, d_t, axes=1), lower, upper, 0)
     want = np.maximum(lam + eta * (np.einsum("ihsa,hsa->i", d_t, q) - alpha), 0)
     policy, new_state, _ = plan(state)
     np.testing.assert_allclose(new_state.multipliers, want, rtol=1e-9, atol=1e-12)
     reached = q.sum(-1, keepdims=True) > 0  # OptDual is greedy (one-hot) everywhere
-    np.testing.assert_allclose(np.where(reached, policy, 0), np.where(reached, q, 0) / np.where(
-        reached, q.sum(-1, keepdims=True), 1), atol=1e-12)
+    np.testing.assert_allclose(
+      np.where(reached, policy, 0),
+      np.where(reached, q, 0) / np.where(reached, q.sum(-1, keepdims=True), 1),
+      atol=1e-12,
+    )
     positive += int(np.any(want > 0))
     state, _ = oj.run(agent, key, m, num_episodes=1, state=state)
   assert positive >= 1
@@ -142,8 +162,7 @@ def test_run_vmapped_over_64_seeds_matches_single_runs():
   for j in [0, 17, 63]:
     s1, l1 = oj.run(agent, keys[j], m, num_episodes=12)
     chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], log), rtol=1e-9, atol=1e-10)
-    chex.assert_trees_all_close(s1, jax.tree.map(lambda x: x[j], state), rtol=1e-9,
-                                atol=1e-10)
+    chex.assert_trees_all_close(s1, jax.tree.map(lambda x: x[j], state), rtol=1e-9, atol=1e-10)
   # Different seeds explore differently.
   assert np.unique(np.asarray(state.counts.visits).reshape(64, -1), axis=0).shape[0] > 1
 
@@ -153,13 +172,13 @@ def test_run_vmapped_over_a_batch_of_cmdps():
   """One compiled call over (key, CMDP) pairs; each CMDP has its own safe policy and slack,
   so the agent is built inside the vmapped function (its closure holds tracers)."""
   keys = jax.random.split(jax.random.PRNGKey(5), 6)
-  cmdps = jax.vmap(lambda k: oj.random_cmdp(k, num_states=S, num_actions=A, horizon=H,
-                                            num_constraints=I))(keys)
+  cmdps = jax.vmap(
+    lambda k: oj.random_cmdp(k, num_states=S, num_actions=A, horizon=H, num_constraints=I)
+  )(keys)
 
   def one(key, m):
     pi, slack = oj.safest_policy(m)
-    agent = oj.optaug(num_episodes=10, safe_policy=pi, pretrain_episodes=3, slack=slack,
-                      eta=10.0)
+    agent = oj.optaug(num_episodes=10, safe_policy=pi, pretrain_episodes=3, slack=slack, eta=10.0)
     return oj.run(agent, key, m, num_episodes=10)
 
   _, log = jax.jit(jax.vmap(one))(keys, cmdps)
@@ -222,13 +241,20 @@ def test_regret_decomposition_on_a_small_cmdp():
   """The paper's decomposition, measured: in the optimistic model the augmented Lagrangian
   drives the constraint to alpha (optimisation error ~ 0), and the true violation (the
   estimation error, from optimism) shrinks as the counts grow."""
-  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3, num_constraints=1
+  )
   lp = oj.solve_lp(m)
   pi, slack = oj.safest_policy(m)
   k_total = 2000
-  agent = oj.optaug(num_episodes=k_total, safe_policy=pi, pretrain_episodes=50, slack=slack,
-                    eta=10.0, bonus_scale=0.05)
+  agent = oj.optaug(
+    num_episodes=k_total,
+    safe_policy=pi,
+    pretrain_episodes=50,
+    slack=slack,
+    eta=10.0,
+    bonus_scale=0.05,
+  )
   _, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=k_total)
   alpha = float(m.thresholds[0])
   early, late = slice(100, 200), slice(k_total - 100, k_total)
@@ -241,7 +267,9 @@ def test_regret_decomposition_on_a_small_cmdp():
   assert np.mean(np.abs(gap[late])) < 0.5 * np.mean(np.abs(gap[early]))
 
 
-@pytest.mark.parametrize("kwargs, message", [
+@pytest.mark.parametrize(
+  "kwargs, message",
+  [
     ({"pretrain_episodes": 50}, "pretrain_episodes"),
     ({"delta": 1.5}, "delta"),
     ({"nu": 1.0}, "nu"),
@@ -250,12 +278,12 @@ def test_regret_decomposition_on_a_small_cmdp():
     ({"eta": -2.0}, "eta: must be positive"),
     ({"safe_policy": np.ones((H, S, A))}, "safe_policy"),
     ({"inner": "frank_wolfe"}, "inner: expected an inner solver"),
-])
+  ],
+)
 def test_optaug_rejects_bad_configuration(kwargs, message):
   m = _cmdp()
   pi, slack = oj.safest_policy(m)
-  args = {"num_episodes": 20, "safe_policy": pi, "pretrain_episodes": 5, "slack": 1.0,
-          **kwargs}
+  args = {"num_episodes": 20, "safe_policy": pi, "pretrain_episodes": 5, "slack": 1.0, **kwargs}
   with pytest.raises(ValueError, match=message):
     oj.optaug(**args)
 
@@ -267,43 +295,63 @@ def test_optdual_rejects_bad_configuration():
     oj.optdual(num_episodes=0, eta=1.0)
 
 
-@pytest.mark.parametrize("step_rule", [
-    "standard", pytest.param("linesearch", marks=pytest.mark.slow)])  # 15 s each
+@pytest.mark.parametrize(
+  "step_rule", ["standard", pytest.param("linesearch", marks=pytest.mark.slow)]
+)  # 15 s each
 def test_optaug_plan_matches_numpy_reference(step_rule):
   """The jitted plan (optimistic model, Frank-Wolfe, dual step) against the independent
   NumPy implementation, from counts gathered by a few episodes."""
   npr = ref.load_experiment_module("numpy_reference")
   m = _cmdp(8)
   pi, slack = oj.safest_policy(m)
-  agent = oj.optaug(num_episodes=40, safe_policy=pi, pretrain_episodes=6, slack=slack,
-                    eta=25.0, bonus_scale=0.3,
-                    inner=oj.inner.frank_wolfe(num_iters=60, step_rule=step_rule))
+  agent = oj.optaug(
+    num_episodes=40,
+    safe_policy=pi,
+    pretrain_episodes=6,
+    slack=slack,
+    eta=25.0,
+    bonus_scale=0.3,
+    inner=oj.inner.frank_wolfe(num_iters=60, step_rule=step_rule),
+  )
   state, _ = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=8)  # 2 optimistic steps
   policy, new_state, info = jax.jit(agent.plan)(state)
   counts = tuple(np.array(x) for x in state.counts[:4])
-  c_t, d_t, lower, upper = npr.optimistic_model(*counts, num_episodes=40, delta=0.1,
-                                                bonus_scale=0.3)
-  q, gap = npr.frank_wolfe(c_t, d_t, lower, upper, 0, np.asarray(m.thresholds),
-                           np.asarray(state.multipliers), 25.0, num_iters=60,
-                           step_rule=step_rule)
-  lam = np.maximum(np.asarray(state.multipliers) + 25.0 * (
-      np.einsum("ihsa,hsa->i", d_t, q) - np.asarray(m.thresholds)), 0)
+  c_t, d_t, lower, upper = npr.optimistic_model(
+    *counts, num_episodes=40, delta=0.1, bonus_scale=0.3
+  )
+  q, gap = npr.frank_wolfe(
+    c_t,
+    d_t,
+    lower,
+    upper,
+    0,
+    np.asarray(m.thresholds),
+    np.asarray(state.multipliers),
+    25.0,
+    num_iters=60,
+    step_rule=step_rule,
+  )
+  lam = np.maximum(
+    np.asarray(state.multipliers)
+    + 25.0 * (np.einsum("ihsa,hsa->i", d_t, q) - np.asarray(m.thresholds)),
+    0,
+  )
   np.testing.assert_allclose(new_state.multipliers, lam, rtol=1e-7, atol=1e-9)
   np.testing.assert_allclose(info.inner_gap, gap, rtol=1e-6, atol=1e-9)
   # Where q_h(s) = 0: the extended DP's action on the gradient c + D^T lambda+ (NumPy loop).
   fallback = npr.greedy_fallback(q, c_t, d_t, lower, upper, 0, lam)
   assert np.any(q.sum(-1) == 0)  # the fallback is exercised
   np.testing.assert_allclose(policy, npr.policy_from_occupancy(q, fallback), atol=1e-7)
-  np.testing.assert_allclose(info.optimistic_constraint_values,
-                             np.einsum("ihsa,hsa->i", d_t, q), rtol=1e-7, atol=1e-9)
+  np.testing.assert_allclose(
+    info.optimistic_constraint_values, np.einsum("ihsa,hsa->i", d_t, q), rtol=1e-7, atol=1e-9
+  )
   np.testing.assert_allclose(info.optimistic_cost_value, np.sum(c_t * q), rtol=1e-7)
 
 
 def test_registry_builds_every_agent_and_a_new_module_registers_itself():
   """`safe_baseline` lives in its own module and touches no other file: the registry finds
   it. Its exact values are those of the safe policy (NumPy occupancy loop)."""
-  assert {"optaug", "optdual", "optprimaldual", "optcmdp", "safe_baseline"} <= set(
-      oj.agents.AGENTS)
+  assert {"optaug", "optdual", "optprimaldual", "optcmdp", "safe_baseline"} <= set(oj.agents.AGENTS)
   bench = oj.benchmarks.make_benchmark("factored")
   required = {"optaug": {"pretrain_episodes": 2}}  # no problem-independent default
   for name in oj.agents.AGENTS:
@@ -312,8 +360,9 @@ def test_registry_builds_every_agent_and_a_new_module_registers_itself():
   agent = oj.agents.make_agent("safe_baseline", bench, num_episodes=10)
   _, log = oj.run(agent, jax.random.PRNGKey(0), bench.cmdp, num_episodes=3)
   q = ref.occupancy_loop(bench.cmdp.transitions, bench.safe_policy, 0)
-  np.testing.assert_allclose(log.constraint_values[:, 0],
-                             np.sum(np.asarray(bench.cmdp.constraint_costs)[0] * q), rtol=1e-12)
+  np.testing.assert_allclose(
+    log.constraint_values[:, 0], np.sum(np.asarray(bench.cmdp.constraint_costs)[0] * q), rtol=1e-12
+  )
   with pytest.raises(ValueError, match="does not accept"):
     oj.agents.make_agent("optdual", bench, num_episodes=10, inner=oj.inner.exact())
   with pytest.raises(ValueError, match="unknown agent"):

@@ -26,16 +26,18 @@ def _counting_branches():
   return calls, true_fun, false_fun
 
 
-@pytest.mark.parametrize("pred, expected_calls", [
+@pytest.mark.parametrize(
+  "pred, expected_calls",
+  [
     ([True, True, True], {"true"}),
     ([False, False, False], {"false"}),
     ([True, False, True], {"true", "false"}),
-])
+  ],
+)
 def test_vmap_runs_only_the_branches_some_member_takes(pred, expected_calls):
   calls, true_fun, false_fun = _counting_branches()
   x = jnp.array([0.5, -1.0, 2.0])
-  out = jax.jit(jax.vmap(lambda p, v: batch_cond(p, true_fun, false_fun, v)))(
-      jnp.array(pred), x)
+  out = jax.jit(jax.vmap(lambda p, v: batch_cond(p, true_fun, false_fun, v)))(jnp.array(pred), x)
   jax.effects_barrier()
   assert set(calls) == expected_calls
   expected = [np.sin(v) + 1.0 if p else v**2 for p, v in zip(pred, np.asarray(x))]
@@ -52,8 +54,9 @@ def test_unbatched_jit_nested_vmap_and_grad():
   assert float(jax.jit(f)(True, 2.0)) == 8.0 and float(jax.jit(f)(False, 2.0)) == -4.0
   preds = jnp.array([[True, True], [False, True], [False, False]])
   x = jnp.arange(6.0).reshape(3, 2) + 1.0
-  np.testing.assert_allclose(jax.vmap(jax.vmap(f))(preds, x),
-                             np.where(preds, np.asarray(x)**3, -2.0 * np.asarray(x)))
+  np.testing.assert_allclose(
+    jax.vmap(jax.vmap(f))(preds, x), np.where(preds, np.asarray(x) ** 3, -2.0 * np.asarray(x))
+  )
   g = jax.vmap(jax.grad(lambda v: f(v > 1.5, v)))(jnp.array([1.0, 2.0]))
   np.testing.assert_allclose(g, [-2.0, 12.0])  # d(-2y) = -2, d(y^3) = 3 y^2 = 12
 
@@ -70,14 +73,21 @@ def test_optaug_batched_state_in_pretraining_runs_no_inner_solve():
     jax.debug.callback(lambda: solves.append(1))
     return exact(problem, multipliers, eta, **kw)
 
-  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3, num_constraints=1
+  )
   pi, slack = oj.safest_policy(m)
-  agent = oj.optaug(num_episodes=20, safe_policy=pi, pretrain_episodes=6, slack=slack,
-                    eta=5.0, inner=counting)
+  agent = oj.optaug(
+    num_episodes=20, safe_policy=pi, pretrain_episodes=6, slack=slack, eta=5.0, inner=counting
+  )
   keys = jax.random.split(jax.random.PRNGKey(7), 3)
-  init = agent.init(m.thresholds, m.initial_state, num_states=m.num_states,
-                    num_actions=m.num_actions, horizon=m.horizon)
+  init = agent.init(
+    m.thresholds,
+    m.initial_state,
+    num_states=m.num_states,
+    num_actions=m.num_actions,
+    horizon=m.horizon,
+  )
   fresh = jax.tree.map(lambda x: jnp.stack([x] * 3), init)
   go = jax.jit(jax.vmap(lambda k, s: oj.run(agent, k, m, num_episodes=6, state=s)))
   state, log = go(keys, fresh)
@@ -93,27 +103,33 @@ def test_optaug_batch_split_between_phases_matches_single_runs():
   """Seeds resumed at different episodes (one pre-training, one exploring) in one vmapped
   run: every seed's log equals its own unbatched run; a batch all in pre-training equals
   the same runs too (only the pre-training branch runs then)."""
-  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3, num_constraints=1
+  )
   pi, slack = oj.safest_policy(m)
-  agent = oj.optaug(num_episodes=20, safe_policy=pi, pretrain_episodes=6, slack=slack,
-                    eta=5.0, inner=oj.inner.frank_wolfe(num_iters=5))
+  agent = oj.optaug(
+    num_episodes=20,
+    safe_policy=pi,
+    pretrain_episodes=6,
+    slack=slack,
+    eta=5.0,
+    inner=oj.inner.frank_wolfe(num_iters=5),
+  )
   keys = jax.random.split(jax.random.PRNGKey(7), 2)
-  starts = [oj.run(agent, keys[0], m, num_episodes=4)[0],   # 2 pre-training left
-            oj.run(agent, keys[1], m, num_episodes=9)[0]]   # exploring
+  starts = [
+    oj.run(agent, keys[0], m, num_episodes=4)[0],  # 2 pre-training left
+    oj.run(agent, keys[1], m, num_episodes=9)[0],
+  ]  # exploring
   states = jax.tree.map(lambda *x: jnp.stack(x), *starts)
   go = jax.jit(jax.vmap(lambda k, s: oj.run(agent, k, m, num_episodes=5, state=s)))
   state, log = go(keys, states)
   for j in range(2):
     s1, l1 = oj.run(agent, keys[j], m, num_episodes=5, state=starts[j])
     chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], log), rtol=1e-6, atol=1e-7)
-    chex.assert_trees_all_close(s1, jax.tree.map(lambda x: x[j], state), rtol=1e-6,
-                                atol=1e-7)
-  assert np.asarray(log.pretraining).tolist() == [[True, True, False, False, False],
-                                                  [False] * 5]
+    chex.assert_trees_all_close(s1, jax.tree.map(lambda x: x[j], state), rtol=1e-6, atol=1e-7)
+  assert np.asarray(log.pretraining).tolist() == [[True, True, False, False, False], [False] * 5]
   _, early = jax.jit(jax.vmap(lambda k: oj.run(agent, k, m, num_episodes=5)))(keys)
   for j in range(2):
     _, l1 = oj.run(agent, keys[j], m, num_episodes=5)
-    chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], early), rtol=1e-6,
-                                atol=1e-7)
+    chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], early), rtol=1e-6, atol=1e-7)
   assert bool(jnp.all(early.pretraining))

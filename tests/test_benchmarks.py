@@ -6,18 +6,25 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
 from optaug_jax import benchmarks
-import references as ref
 
 matplotlib.use("Agg")
 
-NAMES = ["media_streaming", "factored", "gridworld", "random_family", "queue", "inventory",
-         "lost_sales"]
+NAMES = [
+  "media_streaming",
+  "factored",
+  "gridworld",
+  "random_family",
+  "queue",
+  "inventory",
+  "lost_sales",
+]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _benchmark(name):
   return benchmarks.make_benchmark(name)
 
@@ -61,8 +68,9 @@ def test_lp_baselines_have_four_fifths_of_the_threshold_as_slack(name):
   assert b.slack == pytest.approx(expected, abs=1e-9)
 
 
-@pytest.mark.parametrize("name", [n if n != "random_family" else pytest.param(
-    n, marks=pytest.mark.slow) for n in NAMES])  # random: 15 s, in the slow suite
+@pytest.mark.parametrize(
+  "name", [n if n != "random_family" else pytest.param(n, marks=pytest.mark.slow) for n in NAMES]
+)  # random: 15 s, in the slow suite
 def test_constraint_binds(name):
   b = _benchmark(name)
   lp = oj.solve_lp(b.cmdp)
@@ -160,6 +168,7 @@ def test_gridworld_arguments():
 
 def test_plot_gridworld_returns_axes():
   import matplotlib.pyplot as plt
+
   b = _benchmark("gridworld")
   lp = oj.solve_lp(b.cmdp)
   ax = oj.plotting.plot_gridworld(b, policy=lp.policy, occupancy=lp.occupancy)
@@ -252,24 +261,26 @@ def _inventory_by_loops(num_states=6):
       reward[s, a] = revenue
       cost[s, a] = (4 + 2 * a if a > 0 else 0) + (s + a)
   r_max, c_max = max(reward.values()), max(cost.values())
-  return (p, {k: v / r_max for k, v in reward.items()},
-          {k: v / c_max for k, v in cost.items()})
+  return (p, {k: v / r_max for k, v in reward.items()}, {k: v / c_max for k, v in cost.items()})
 
 
 def _inventory_lp(horizon, threshold):
   """The largest expected revenue `sum q R` subject to `sum q C <= threshold` over the
   occupancy measures `q[h, s, a]` of the authors' action sets, by HiGHS (scipy)."""
   from scipy.optimize import linprog
+
   p, reward, cost = _inventory_by_loops()
   pairs = sorted(p)
-  index = {(h, s, a): i for i, (h, (s, a)) in enumerate(
-      (h, pair) for h in range(horizon) for pair in pairs)}
+  index = {
+    (h, s, a): i
+    for i, (h, (s, a)) in enumerate((h, pair) for h in range(horizon) for pair in pairs)
+  }
   n = len(index)
   a_eq, b_eq = [], []
   for h in range(horizon):
     for t in range(6):
       row = np.zeros(n)
-      for (s, a) in pairs:
+      for s, a in pairs:
         if s == t:
           row[index[h, s, a]] += 1.0
         if h > 0:
@@ -280,8 +291,15 @@ def _inventory_lp(horizon, threshold):
   d = np.zeros(n)
   for (_, s, a), i in index.items():
     c[i], d[i] = -reward[s, a], cost[s, a]
-  res = linprog(c, A_ub=d[None], b_ub=[threshold], A_eq=np.array(a_eq), b_eq=b_eq,
-                bounds=(0, None), method="highs")
+  res = linprog(
+    c,
+    A_ub=d[None],
+    b_ub=[threshold],
+    A_eq=np.array(a_eq),
+    b_eq=b_eq,
+    bounds=(0, None),
+    method="highs",
+  )
   assert res.status == 0, res.message
   return -res.fun
 
@@ -307,7 +325,8 @@ def test_inventory_is_the_authors_model():
   level = np.minimum(np.arange(6)[:, None] + np.arange(6)[None, :], 5)
   targets = np.maximum(level[..., None] - np.arange(6), 0)
   ns, probs = oj.merge_repeated_next_states(
-      targets, np.broadcast_to(benchmarks.INVENTORY_DEMAND, targets.shape))
+    targets, np.broadcast_to(benchmarks.INVENTORY_DEMAND, targets.shape)
+  )
   tile = lambda x: jnp.asarray(np.broadcast_to(x, (7,) + x.shape))
   dense = oj.to_dense(m._replace(transitions=tile(probs), next_states=tile(ns)))
   np.testing.assert_allclose(dense.transitions, got_p, rtol=0, atol=1e-15)
@@ -334,9 +353,11 @@ def test_lost_sales_is_the_documented_inventory():
   """Rows, costs and threshold of a small instance against a loop over stocks, orders and
   demands (math.comb for the binomial demand)."""
   import math
+
   cap, sizes, dmax, horizon = 9, (0, 2, 5), 4, 5
-  b = benchmarks.lost_sales(capacity=cap, order_sizes=sizes, max_demand=dmax,
-                            horizon=horizon, budget_fraction=0.4)
+  b = benchmarks.lost_sales(
+    capacity=cap, order_sizes=sizes, max_demand=dmax, horizon=horizon, budget_fraction=0.4
+  )
   dense = oj.to_dense(b.cmdp)
   p = np.asarray(dense.transitions)[0]
   demand = [math.comb(dmax, d) / 2**dmax for d in range(dmax + 1)]
@@ -360,4 +381,3 @@ def test_lost_sales_is_the_documented_inventory():
   assert benchmarks.lost_sales().cmdp.transitions.shape == (20, 200, 4, 13)
   with pytest.raises(ValueError, match="order_sizes"):
     benchmarks.lost_sales(order_sizes=(0, -1))
-

@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 
 
 def _small(key=0, **kw):
@@ -25,7 +25,8 @@ def test_valid_cmdp_passes_and_is_returned():
 
 def test_batched_cmdp_validates():
   batch = jax.vmap(lambda k: oj.random_cmdp(k, num_states=3, num_actions=2, horizon=4))(
-      jax.random.split(jax.random.PRNGKey(0), 5))
+    jax.random.split(jax.random.PRNGKey(0), 5)
+  )
   oj.validate_cmdp(batch)
 
 
@@ -33,14 +34,17 @@ def _with(m, **fields):
   return m._replace(**fields)
 
 
-@pytest.mark.parametrize("mutate, message", [
+@pytest.mark.parametrize(
+  "mutate, message",
+  [
     (lambda m: _with(m, transitions=m.transitions[..., :2]), "transitions: shape"),
     (lambda m: _with(m, transitions=m.transitions[0]), "transitions: expected rank 4"),
     (lambda m: _with(m, cost=m.cost[:, :, :1]), "cost: expected shape"),
     (lambda m: _with(m, constraint_costs=m.constraint_costs[0]), "constraint_costs: expected"),
     (lambda m: _with(m, thresholds=m.thresholds[:1]), "thresholds: expected shape"),
     (lambda m: _with(m, initial_state=np.array([0, 1])), "initial_state: expected shape"),
-])
+  ],
+)
 def test_shape_faults(mutate, message):
   with pytest.raises(ValueError, match=message):
     oj.validate_cmdp(mutate(_np(_small())))
@@ -74,8 +78,9 @@ def test_tiny_negative_probability_is_rejected():
 def test_no_constraint_and_complex_costs_are_named():
   m = _np(_small())
   with pytest.raises(ValueError, match="constraint_costs: needs at least one constraint"):
-    oj.validate_cmdp(m._replace(constraint_costs=m.constraint_costs[:0],
-                                thresholds=m.thresholds[:0]))
+    oj.validate_cmdp(
+      m._replace(constraint_costs=m.constraint_costs[:0], thresholds=m.thresholds[:0])
+    )
   with pytest.raises(ValueError, match="cost: dtype complex128 is not supported"):
     oj.validate_cmdp(m._replace(cost=m.cost.astype(complex)))
 
@@ -90,8 +95,7 @@ def test_rows_not_summing_to_one():
   oj.validate_cmdp(m._replace(transitions=p))
 
 
-@pytest.mark.parametrize("field, value", [("cost", 1.5), ("cost", -0.1),
-                                          ("constraint_costs", 2.0)])
+@pytest.mark.parametrize("field, value", [("cost", 1.5), ("cost", -0.1), ("constraint_costs", 2.0)])
 def test_costs_outside_unit_interval(field, value):
   m = _np(_small())
   arr = getattr(m, field).copy()
@@ -121,8 +125,9 @@ def test_random_cmdp_family_properties():
   """Over many keys: valid, safe policy strictly feasible, some constraint binds for the
   unconstrained optimum, and the LP optimum is strictly better than the safe policy."""
   keys = jax.random.split(jax.random.PRNGKey(7), 12)
-  make = jax.jit(jax.vmap(lambda k: oj.random_cmdp(
-      k, num_states=4, num_actions=3, horizon=5, num_constraints=2)))
+  make = jax.jit(
+    jax.vmap(lambda k: oj.random_cmdp(k, num_states=4, num_actions=3, horizon=5, num_constraints=2))
+  )
   batch = make(keys)
   oj.validate_cmdp(batch)
   for j in range(len(keys)):
@@ -166,8 +171,10 @@ def test_safe_policy_minimises_summed_constraint_cost():
   m = _small(key=3, num_states=2, num_actions=2, horizon=3)
   pi, _ = oj.safest_policy(m)
   d_sum = np.asarray(m.constraint_costs).sum(0)
-  best = min(np.sum(d_sum * ref.occupancy_loop(m.transitions, cand, 0))
-             for cand in ref.deterministic_policies(3, 2, 2))
+  best = min(
+    np.sum(d_sum * ref.occupancy_loop(m.transitions, cand, 0))
+    for cand in ref.deterministic_policies(3, 2, 2)
+  )
   got = np.sum(d_sum * ref.occupancy_loop(m.transitions, pi, 0))
   assert got == pytest.approx(best, abs=1e-10)
 

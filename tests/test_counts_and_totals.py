@@ -18,22 +18,25 @@ F32 = jnp.float32
 def _trajectory(cost, constraint_cost, horizon=1):
   """An episode through (s=0, a=0) -> s'=1 at every step, with the given observed costs."""
   return oj.Trajectory(
-      states=jnp.asarray([0] + [1] * horizon, jnp.int32),
-      actions=jnp.zeros((horizon,), jnp.int32),
-      costs=jnp.full((horizon,), cost, F32),
-      constraint_costs=jnp.full((1, horizon), constraint_cost, F32))
+    states=jnp.asarray([0] + [1] * horizon, jnp.int32),
+    actions=jnp.zeros((horizon,), jnp.int32),
+    costs=jnp.full((horizon,), cost, F32),
+    constraint_costs=jnp.full((1, horizon), constraint_cost, F32),
+  )
 
 
 def _counts_at(n0, cost_mean, *, num_states=2, horizon=1):
   """float32 counts with `n0` visits of (h, 0, 0), all to s' = 1, costs summing to
   `n0 * cost_mean` (rounded to float32)."""
-  counts = oj.init_counts(num_states=num_states, num_actions=1, horizon=horizon,
-                          num_constraints=1, dtype=F32)
+  counts = oj.init_counts(
+    num_states=num_states, num_actions=1, horizon=horizon, num_constraints=1, dtype=F32
+  )
   visits = counts.visits.at[:, 0, 0].set(n0)
   transitions = counts.transitions.at[:, 0, 0, 1].set(n0)
   sums = counts.cost_sums.at[:, 0, 0].set(np.float32(n0 * cost_mean))
-  return counts._replace(visits=visits, transitions=transitions, cost_sums=sums,
-                         constraint_cost_sums=sums[None])
+  return counts._replace(
+    visits=visits, transitions=transitions, cost_sums=sums, constraint_cost_sums=sums[None]
+  )
 
 
 def test_counts_keep_counting_past_2_24_and_cost_means_keep_their_precision():
@@ -43,8 +46,9 @@ def test_counts_keep_counting_past_2_24_and_cost_means_keep_their_precision():
   n0, k = 2**24 - 4, 10_000
   counts = _counts_at(n0, 0.1)
   step = _trajectory(0.1, 0.5)
-  counts = jax.jit(lambda c: jax.lax.fori_loop(0, k, lambda _, c: oj.update_counts(c, step),
-                                               c))(counts)
+  counts = jax.jit(lambda c: jax.lax.fori_loop(0, k, lambda _, c: oj.update_counts(c, step), c))(
+    counts
+  )
   assert int(counts.visits[0, 0, 0]) == n0 + k
   assert int(counts.transitions[0, 0, 0, 1]) == n0 + k
   # float64 references of what was added (the float32 costs, summed exactly).
@@ -54,13 +58,15 @@ def test_counts_keep_counting_past_2_24_and_cost_means_keep_their_precision():
   np.testing.assert_allclose(float(model.transitions[0, 0, 0].sum()), 1.0, rtol=1e-7)
   # bonus_scale=0: the optimistic costs are the empirical means.
   np.testing.assert_allclose(float(model.cost[0, 0, 0]), cost_sum / (n0 + k), rtol=1e-6)
-  np.testing.assert_allclose(float(model.constraint_costs[0, 0, 0, 0]),
-                             constraint_sum / (n0 + k), rtol=1e-6)
+  np.testing.assert_allclose(
+    float(model.constraint_costs[0, 0, 0, 0]), constraint_sum / (n0 + k), rtol=1e-6
+  )
   np.testing.assert_allclose(float(counts.cost_sums[0, 0, 0]), cost_sum, rtol=1e-7)
   # Below 2^24 the integer counts give the model of float counts, bit for bit.
   small = _counts_at(1000, 0.25, num_states=3, horizon=2)
-  as_float = small._replace(visits=small.visits.astype(F32),
-                            transitions=small.transitions.astype(F32))
+  as_float = small._replace(
+    visits=small.visits.astype(F32), transitions=small.transitions.astype(F32)
+  )
   for setting in (None, oj.Setting(stationary=True)):
     got = oj.optimistic_model(small, num_episodes=100, setting=setting)
     want = oj.optimistic_model(as_float, num_episodes=100, setting=setting)
@@ -79,27 +85,32 @@ def test_counts_saturate_at_the_int32_limit_and_pooled_counts_do_not_overflow():
     seen.append(int(counts.visits[0, 0, 0]))
   assert seen == [top - 1, top, top]
   assert int(counts.transitions[0, 0, 0, 1]) == top
-  model = oj.optimistic_model(counts, num_episodes=10, bonus_scale=1.0,
-                              setting=oj.Setting(stationary=True))
+  model = oj.optimistic_model(
+    counts, num_episodes=10, bonus_scale=1.0, setting=oj.Setting(stationary=True)
+  )
   # Pooled over H = 4 steps: 4 (2^31 - 1) visits, beyond int32 (a wrapped sum would be
   # negative: the whole simplex); p-bar is a distribution and the box a narrow one.
   np.testing.assert_allclose(np.asarray(model.transitions[:, 0, 0]).sum(-1), 1.0, rtol=1e-6)
   np.testing.assert_array_equal(np.asarray(model.transitions[:, 0, 0, 1]), 1.0)
   assert np.all(np.asarray(model.lower[:, 0, 0, 1]) > 0.999)
   pooled_mean = float(model.cost[0, 0, 0]) + float(
-      np.sqrt(np.log(6 * 2 * 1 * 4 * 10 * 2 / 0.1) / (4.0 * top)))
+    np.sqrt(np.log(6 * 2 * 1 * 4 * 10 * 2 / 0.1) / (4.0 * top))
+  )
   np.testing.assert_allclose(pooled_mean, (0.5 * (top - 2) + 3.0) / top, rtol=1e-6)
 
 
 def _one_episode_summary(value, num_constraints=1):
   log = oj.EpisodeLog(
-      cost_value=jnp.asarray(value, F32),
-      constraint_values=jnp.full((num_constraints,), value, F32),
-      optimistic_cost_value=jnp.zeros((), F32),
-      optimistic_constraint_values=jnp.zeros((num_constraints,), F32),
-      multipliers=jnp.zeros((num_constraints,), F32), inner_gap=jnp.zeros((), F32),
-      pretraining=jnp.zeros((), bool), sampled_cost=jnp.zeros((), F32),
-      sampled_constraint_costs=jnp.zeros((num_constraints,), F32))
+    cost_value=jnp.asarray(value, F32),
+    constraint_values=jnp.full((num_constraints,), value, F32),
+    optimistic_cost_value=jnp.zeros((), F32),
+    optimistic_constraint_values=jnp.zeros((num_constraints,), F32),
+    multipliers=jnp.zeros((num_constraints,), F32),
+    inner_gap=jnp.zeros((), F32),
+    pretraining=jnp.zeros((), bool),
+    sampled_cost=jnp.zeros((), F32),
+    sampled_constraint_costs=jnp.zeros((num_constraints,), F32),
+  )
   return summarize_episode(log, 0.0, jnp.zeros((num_constraints,), F32))
 
 
@@ -119,17 +130,18 @@ def test_run_summary_totals_of_ten_million_episodes_keep_float32_precision():
     total = total.merge(part)
   exact = 10**7 * float(np.float32(0.1))
   assert int(total.episodes) == 10**7
-  for name in ("strong_cost", "weak_cost", "absolute_cost", "strong_constraint",
-               "weak_constraint"):
-    np.testing.assert_allclose(np.asarray(getattr(total, name), np.float64), exact,
-                               rtol=1e-6, err_msg=name)
+  for name in ("strong_cost", "weak_cost", "absolute_cost", "strong_constraint", "weak_constraint"):
+    np.testing.assert_allclose(
+      np.asarray(getattr(total, name), np.float64), exact, rtol=1e-6, err_msg=name
+    )
   np.testing.assert_array_equal(total.violating_episodes, [10**7])
 
 
 def test_run_refuses_runs_the_counters_cannot_hold():
   """Case 6: the int32 episode counter wrapped at 2^31; `run` accepted any length."""
-  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=2,
-                     num_constraints=1, dtype=F32)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=2, num_constraints=1, dtype=F32
+  )
   pi, _ = oj.safest_policy(m)
   agent = oj.agents.safe_baseline(num_episodes=10, safe_policy=pi)
   state = agent.init(m.thresholds, m.initial_state, num_states=3, num_actions=2, horizon=2)
@@ -137,8 +149,13 @@ def test_run_refuses_runs_the_counters_cannot_hold():
   with pytest.raises(ValueError, match="MAX_EPISODES"):
     oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=4, state=late)
   with pytest.raises(ValueError, match="MAX_EPISODES"):
-    oj.run_sharded(agent, jax.random.split(jax.random.PRNGKey(1), 2), m, num_episodes=4,
-                   state=jax.tree.map(lambda x: jnp.stack([x, x]), late))
+    oj.run_sharded(
+      agent,
+      jax.random.split(jax.random.PRNGKey(1), 2),
+      m,
+      num_episodes=4,
+      state=jax.tree.map(lambda x: jnp.stack([x, x]), late),
+    )
   with pytest.raises(ValueError, match="MAX_EPISODES"):
     oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=oj.MAX_EPISODES + 1)
   at_limit = late._replace(episode=jnp.asarray(oj.MAX_EPISODES, jnp.int32))
@@ -157,11 +174,11 @@ def test_run_refuses_runs_the_counters_cannot_hold():
 def test_optaug_stays_out_of_pretraining_at_the_counter_limit():
   """Case 6: at 2^31 the counter wrapped to -2^31 and OptAug went back to pre-training
   (multipliers reset). Now it runs up to MAX_EPISODES and the counter saturates there."""
-  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=2,
-                     num_constraints=1, dtype=F32)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=2, num_constraints=1, dtype=F32
+  )
   pi, slack = oj.safest_policy(m)
-  agent = oj.optaug(num_episodes=100, safe_policy=pi, pretrain_episodes=2, slack=slack,
-                    eta=5.0)
+  agent = oj.optaug(num_episodes=100, safe_policy=pi, pretrain_episodes=2, slack=slack, eta=5.0)
   state = agent.init(m.thresholds, m.initial_state, num_states=3, num_actions=2, horizon=2)
   state = state._replace(episode=jnp.asarray(oj.MAX_EPISODES - 2, jnp.int32))
   state, log = oj.run(agent, jax.random.PRNGKey(1), m, num_episodes=2, state=state)
@@ -181,8 +198,9 @@ def test_optaug_stays_out_of_pretraining_at_the_counter_limit():
 def wrong_support():
   """A CMDP whose transitions from state 0 reach state 1, and a declared support that
   excludes state 1 after state 0 (every action, every step)."""
-  m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=3, num_actions=2, horizon=3,
-                     num_constraints=1, dtype=F32)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(5), num_states=3, num_actions=2, horizon=3, num_constraints=1, dtype=F32
+  )
   assert np.all(np.asarray(m.transitions)[:, 0, :, 1] > 0.05)
   support = np.ones((3, 2, 3), bool)
   support[0, :, 1] = False
@@ -200,11 +218,12 @@ def test_observed_transitions_outside_the_declared_support_are_counted(wrong_sup
 
   def make(setting):
     return {
-        "safe_baseline": lambda: oj.agents.safe_baseline(k, pi, setting=setting),
-        "optaug": lambda: oj.optaug(num_episodes=k, safe_policy=pi, pretrain_episodes=4,
-                                    slack=slack, eta=5.0, setting=setting),
-        "optdual": lambda: oj.optdual(num_episodes=k, eta=1.0, setting=setting),
-        "optprimaldual": lambda: oj.agents.optprimaldual(k, setting=setting),
+      "safe_baseline": lambda: oj.agents.safe_baseline(k, pi, setting=setting),
+      "optaug": lambda: oj.optaug(
+        num_episodes=k, safe_policy=pi, pretrain_episodes=4, slack=slack, eta=5.0, setting=setting
+      ),
+      "optdual": lambda: oj.optdual(num_episodes=k, eta=1.0, setting=setting),
+      "optprimaldual": lambda: oj.agents.optprimaldual(k, setting=setting),
     }[name]()
 
   wrong = oj.Setting(support=support)
@@ -224,8 +243,7 @@ def test_observed_transitions_outside_the_declared_support_are_counted(wrong_sup
     oj.support_violations(state.counts, wrong, on_violation="raise")
   # The true support (every next state possible here): nothing is reported.
   right = oj.Setting(support=np.ones((3, 2, 3), bool))
-  state, summary = oj.run(make(right), jax.random.PRNGKey(2), m, num_episodes=k,
-                          logs="summary")
+  state, summary = oj.run(make(right), jax.random.PRNGKey(2), m, num_episodes=k, logs="summary")
   assert int(summary.off_support_transitions) == 0
   with warnings.catch_warnings():
     warnings.simplefilter("error")
@@ -245,11 +263,19 @@ def test_summary_keeps_the_largest_off_support_count(wrong_support):
 def test_uncertified_inner_solves_are_logged_and_counted():
   """`InnerSolution.certified` reaches the log: one Frank-Wolfe step cannot certify, the
   exact dual method does; pre-training (no inner solve) counts as certified."""
-  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3,
-                     num_constraints=1, dtype=F32)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3, num_constraints=1, dtype=F32
+  )
   pi, slack = oj.safest_policy(m)
-  rough = oj.optaug(num_episodes=16, safe_policy=pi, pretrain_episodes=8, slack=slack,
-                    eta=5.0, inner=oj.inner.frank_wolfe(num_iters=1), bonus_scale=0.0)
+  rough = oj.optaug(
+    num_episodes=16,
+    safe_policy=pi,
+    pretrain_episodes=8,
+    slack=slack,
+    eta=5.0,
+    inner=oj.inner.frank_wolfe(num_iters=1),
+    bonus_scale=0.0,
+  )
   _, log = oj.run(rough, jax.random.PRNGKey(1), m, num_episodes=16)
   certified = np.asarray(log.certified)
   assert certified.dtype == bool and np.all(certified[:8])
@@ -257,13 +283,15 @@ def test_uncertified_inner_solves_are_logged_and_counted():
   assert np.all(np.asarray(log.inner_gap)[~certified] > 1e-3)
   _, summary = oj.run(rough, jax.random.PRNGKey(1), m, num_episodes=16, logs="summary")
   assert int(summary.uncertified_episodes) == int(np.sum(~certified))
-  exact = oj.optaug(num_episodes=16, safe_policy=pi, pretrain_episodes=8, slack=slack,
-                    eta=5.0, bonus_scale=0.0)
+  exact = oj.optaug(
+    num_episodes=16, safe_policy=pi, pretrain_episodes=8, slack=slack, eta=5.0, bonus_scale=0.0
+  )
   _, log = oj.run(exact, jax.random.PRNGKey(1), m, num_episodes=16)
   assert np.all(np.asarray(log.certified))
   # Agents without an inner solve report certified episodes.
-  _, summary = oj.run(oj.optdual(num_episodes=10, eta=1.0), jax.random.PRNGKey(1), m,
-                      num_episodes=10, logs="summary")
+  _, summary = oj.run(
+    oj.optdual(num_episodes=10, eta=1.0), jax.random.PRNGKey(1), m, num_episodes=10, logs="summary"
+  )
   assert int(summary.uncertified_episodes) == 0
 
 
@@ -280,6 +308,7 @@ def test_pid_integral_keeps_float32_precision_over_a_million_steps():
       lam, state = carry
       updates, state = pid.update(gradient, state, lam)
       return lam + updates, state
+
     return jax.lax.fori_loop(0, 10**6, body, (lam, pid.init(lam)))
 
   lam, state = go(lam)

@@ -5,9 +5,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 
 
 def _counts_from(trajectories, s, a, h, i):
@@ -26,11 +26,13 @@ def _counts_from(trajectories, s, a, h, i):
 
 
 def test_update_counts_matches_loop():
-  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=4,
-                     num_constraints=2)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=4, num_constraints=2
+  )
   pi = jnp.full((4, 3, 2), 0.5)
-  counts = oj.init_counts(num_states=3, num_actions=2, horizon=4, num_constraints=2,
-                                 dtype=jnp.float64)
+  counts = oj.init_counts(
+    num_states=3, num_actions=2, horizon=4, num_constraints=2, dtype=jnp.float64
+  )
   sample = jax.jit(lambda k: oj.sample_episode(k, m, pi))
   update = jax.jit(oj.update_counts)
   trajs = []
@@ -73,8 +75,9 @@ def test_box_without_bonus_is_the_empirical_model():
   pi = np.full((3, 3, 2), 0.5)
   keys = jax.random.split(jax.random.PRNGKey(8), 12)
   trajs = jax.vmap(lambda k: oj.sample_episode(k, m, jnp.asarray(pi)))(keys)
-  counts = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
-                          dtype=jnp.float64)
+  counts = oj.init_counts(
+    num_states=3, num_actions=2, horizon=3, num_constraints=1, dtype=jnp.float64
+  )
   for j in range(12):
     counts = oj.update_counts(counts, jax.tree.map(lambda x: x[j], trajs))
   model = oj.optimistic_model(counts, num_episodes=12, delta=0.1, bonus_scale=0.0)
@@ -97,28 +100,33 @@ def test_box_without_bonus_is_the_empirical_model():
 def test_true_model_in_confidence_set_for_most_seeds():
   """The success event G (paper's Lemma "G w.h.p."): p in B^p, c~ <= c, d~ <= d at the
   end of a run, in at least (1 - delta) of the seeds."""
-  m = oj.random_cmdp(jax.random.PRNGKey(4), num_states=3, num_actions=2, horizon=3,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(4), num_states=3, num_actions=2, horizon=3, num_constraints=1
+  )
   k_total, delta, num_seeds = 2000, 0.1, 64
   pi = jnp.full((3, 3, 2), 0.5)
 
   def one_seed(key):
-    counts = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
-                                   dtype=jnp.float64)
+    counts = oj.init_counts(
+      num_states=3, num_actions=2, horizon=3, num_constraints=1, dtype=jnp.float64
+    )
 
     def step(c, k):
       return oj.update_counts(c, oj.sample_episode(k, m, pi)), None
 
     counts, _ = jax.lax.scan(step, counts, jax.random.split(key, k_total))
     model = oj.optimistic_model(counts, num_episodes=k_total, delta=delta)
-    inside = (jnp.all(model.lower <= m.transitions + 1e-12)
-              & jnp.all(m.transitions <= model.upper + 1e-12)
-              & jnp.all(model.cost <= m.cost) & jnp.all(model.constraint_costs
-                                                        <= m.constraint_costs))
+    inside = (
+      jnp.all(model.lower <= m.transitions + 1e-12)
+      & jnp.all(m.transitions <= model.upper + 1e-12)
+      & jnp.all(model.cost <= m.cost)
+      & jnp.all(model.constraint_costs <= m.constraint_costs)
+    )
     return inside, jnp.min(model.upper - model.lower)
 
-  inside, min_width = jax.jit(jax.vmap(one_seed))(jax.random.split(jax.random.PRNGKey(0),
-                                                                    num_seeds))
+  inside, min_width = jax.jit(jax.vmap(one_seed))(
+    jax.random.split(jax.random.PRNGKey(0), num_seeds)
+  )
   assert float(jnp.mean(inside)) >= 1 - delta
   # The test is not vacuous: in every seed the box is narrower than [0, 1] somewhere.
   assert float(min_width.max()) < 0.6
@@ -128,12 +136,14 @@ def test_true_model_in_confidence_set_for_most_seeds():
 def test_occupancy_agrees_with_monte_carlo():
   """Empirical visit frequencies from sample_episode vs the exact occupancy: with N = 20000
   episodes each frequency has std <= 0.5/sqrt(N) = 0.0035; tolerance 5 std = 0.018."""
-  m = oj.random_cmdp(jax.random.PRNGKey(8), num_states=4, num_actions=3, horizon=5,
-                     num_constraints=2)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(8), num_states=4, num_actions=3, horizon=5, num_constraints=2
+  )
   pi = jax.random.dirichlet(jax.random.PRNGKey(9), jnp.ones(3), shape=(5, 4))
   n = 20000
   trajs = jax.jit(jax.vmap(lambda k: oj.sample_episode(k, m, pi)))(
-      jax.random.split(jax.random.PRNGKey(1), n))
+    jax.random.split(jax.random.PRNGKey(1), n)
+  )
   freq = np.zeros((5, 4, 3))
   for h in range(5):
     np.add.at(freq[h], (np.asarray(trajs.states[:, h]), np.asarray(trajs.actions[:, h])), 1)
@@ -154,23 +164,28 @@ def test_sample_episode_jit_vmap_parity():
   keys = jax.random.split(jax.random.PRNGKey(2), 4)
   batched = jax.jit(jax.vmap(lambda k: oj.sample_episode(k, m, pi)))(keys)
   for j in range(4):
-    chex.assert_trees_all_equal(oj.sample_episode(keys[j], m, pi),
-                                jax.tree.map(lambda x: x[j], batched))
+    chex.assert_trees_all_equal(
+      oj.sample_episode(keys[j], m, pi), jax.tree.map(lambda x: x[j], batched)
+    )
 
 
 def test_estimates_kernels_jit_vmap_parity():
   m = oj.random_cmdp(jax.random.PRNGKey(8), num_states=3, num_actions=2, horizon=3)
   pi = jnp.full((3, 3, 2), 0.5)
-  c0 = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
-                             dtype=jnp.float64)
-  trajs = jax.vmap(lambda k: oj.sample_episode(k, m, pi))(jax.random.split(jax.random.PRNGKey(0), 3))
+  c0 = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1, dtype=jnp.float64)
+  trajs = jax.vmap(lambda k: oj.sample_episode(k, m, pi))(
+    jax.random.split(jax.random.PRNGKey(0), 3)
+  )
   upd = jax.vmap(oj.update_counts, in_axes=(None, 0))(c0, trajs)
   mod = jax.jit(jax.vmap(lambda c: oj.optimistic_model(c, num_episodes=10, delta=0.1)))(upd)
   for j in range(3):
     single = oj.update_counts(c0, jax.tree.map(lambda x: x[j], trajs))
     chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], upd))
-    chex.assert_trees_all_close(oj.optimistic_model(single, num_episodes=10, delta=0.1),
-                                jax.tree.map(lambda x: x[j], mod), rtol=1e-12)
+    chex.assert_trees_all_close(
+      oj.optimistic_model(single, num_episodes=10, delta=0.1),
+      jax.tree.map(lambda x: x[j], mod),
+      rtol=1e-12,
+    )
 
 
 def test_jitted_box_has_exact_zero_lower_ends_where_the_radius_is_capped():
@@ -180,9 +195,12 @@ def test_jitted_box_has_exact_zero_lower_ends_where_the_radius_is_capped():
   visits = np.full((h, s, a), 3.0)
   trans = np.zeros((h, s, a, s))
   trans[..., 1] = 3.0  # every observed transition went to state 1: p-bar = 1 there
-  counts = oj.Counts(jnp.asarray(visits, jnp.float32), jnp.asarray(trans, jnp.float32),
-                           jnp.zeros((h, s, a), jnp.float32),
-                           jnp.zeros((1, h, s, a), jnp.float32))
+  counts = oj.Counts(
+    jnp.asarray(visits, jnp.float32),
+    jnp.asarray(trans, jnp.float32),
+    jnp.zeros((h, s, a), jnp.float32),
+    jnp.zeros((1, h, s, a), jnp.float32),
+  )
   eager = oj.optimistic_model(counts, num_episodes=100, bonus_scale=0.1)
   jitted = jax.jit(lambda c: oj.optimistic_model(c, num_episodes=100, bonus_scale=0.1))(counts)
   radius_capped = 14 * 0.1 * np.log(6 * s * a * h * 100 / 0.1) / (3 * 3) >= 1

@@ -20,8 +20,9 @@ def _load(name):
 
 @pytest.mark.slow
 def test_quickstart_runs_and_saves(tmp_path):
-  summary = _load("quickstart").main(["--episodes", "60", "--pretrain", "10", "--seeds", "2",
-                                      "--out", str(tmp_path)])
+  summary = _load("quickstart").main(
+    ["--episodes", "60", "--pretrain", "10", "--seeds", "2", "--out", str(tmp_path)]
+  )
   assert set(summary) == {"optaug", "optdual"}
   for name in ["config.json", "summary.json", "results.npz"]:
     assert (tmp_path / name).exists()
@@ -32,9 +33,9 @@ def test_quickstart_runs_and_saves(tmp_path):
 @pytest.mark.slow
 def test_benchmark_quick(tmp_path):
   out = tmp_path / "bench.json"
-  result = _load("benchmark").main(["--quick", "--sections",
-                                    "kernel,step,throughput,memory,sweep,profile", "--out",
-                                    str(out)])
+  result = _load("benchmark").main(
+    ["--quick", "--sections", "kernel,step,throughput,memory,sweep,profile", "--out", str(out)]
+  )
   assert out.exists() and json.loads(out.read_text())["hardware"]["cpu_count"] >= 1
   assert result["step"]["vmapped_vs_numpy"] > 0
   assert result["kernel"]["best_fill"] in oj.kernels.FILL_METHODS
@@ -43,8 +44,7 @@ def test_benchmark_quick(tmp_path):
   assert set(through["step_us_per_seed"]) == {"frank_wolfe", "exact"}
   assert through["media_streaming"]["projected_1e5_s"] > 0
   assert 0 < through["lmo_in_loop_us_per_seed_256"] and 0 < through["lmo_us_per_seed_256"]
-  assert set(result["profile"]) == {"20 LMOs in a solver loop", "step, frank_wolfe",
-                                    "step, exact"}
+  assert set(result["profile"]) == {"20 LMOs in a solver loop", "step, frank_wolfe", "step, exact"}
   for rows in result["profile"].values():  # XLA:CPU reports its ops in the trace
     times = [r["us_per_call"] for r in rows]
     assert rows and times == sorted(times, reverse=True)
@@ -61,7 +61,8 @@ def test_dope_code_comparison_quick(tmp_path):
   """Both DOPE variants share the baseline phase, then run their LPs; the config and the
   summary are written with the variants' records."""
   summary = _load("dope_code_comparison").main(
-      ["--benchmark", "factored", "--seeds", "1", "--after", "3", "--out", str(tmp_path)])
+    ["--benchmark", "factored", "--seeds", "1", "--after", "3", "--out", str(tmp_path)]
+  )
   assert set(summary["variants"]) == {"support", "all"}
   assert summary["k0"] == 675 and summary["v_star"] == pytest.approx(4.0, abs=1e-6)
   config = json.loads((tmp_path / "config.json").read_text())
@@ -80,30 +81,52 @@ def test_sensitivity_quick(tmp_path):
 
 
 def _cancellation_args(out, *extra):
-  return ["--benchmark", "random_family", "--states", "3", "--actions", "2", "--horizon", "3",
-          "--seeds", "3", "--episodes", "40", "--chunk", "15", "--pretrain", "5",
-          "--fw-iters", "5", "--agents", "optaug,optdual,optprimaldual", "--out", str(out),
-          *extra]
+  return [
+    "--benchmark",
+    "random_family",
+    "--states",
+    "3",
+    "--actions",
+    "2",
+    "--horizon",
+    "3",
+    "--seeds",
+    "3",
+    "--episodes",
+    "40",
+    "--chunk",
+    "15",
+    "--pretrain",
+    "5",
+    "--fw-iters",
+    "5",
+    "--agents",
+    "optaug,optdual,optprimaldual",
+    "--out",
+    str(out),
+    *extra,
+  ]
 
 
 @pytest.mark.slow
 def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
   import numpy as np
+
   cancellation = _load("cancellation")
   full = cancellation.main(_cancellation_args(tmp_path / "full"))
   assert set(full) == {"optaug", "optdual", "optprimaldual"}
   # Interrupted after one chunk (15 of 40 episodes), then resumed twice.
   assert cancellation.main(_cancellation_args(tmp_path / "cut", "--max-chunks", "1")) is None
-  assert cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--max-chunks",
-                                              "1")) is None
+  assert (
+    cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--max-chunks", "1")) is None
+  )
   cancellation.main(_cancellation_args(tmp_path / "cut", "--resume"))
   a = np.load(tmp_path / "full" / "results.npz")
   b = np.load(tmp_path / "cut" / "results.npz")
   assert sorted(a.files) == sorted(b.files)
   for name in a.files:
     np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-  for name in ["config.json", "summary.json", "regrets.png", "oscillation.png",
-               "multipliers.png"]:
+  for name in ["config.json", "summary.json", "regrets.png", "oscillation.png", "multipliers.png"]:
     assert (tmp_path / "cut" / name).exists()
   with pytest.raises(ValueError, match="belongs to another run"):
     cancellation.main(_cancellation_args(tmp_path / "cut", "--resume", "--bonus-scale", "0.5"))
@@ -111,8 +134,20 @@ def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
 
 @pytest.mark.slow  # 15-25 s; the known-model experiment (default suite under 10 min)
 def test_known_model_experiment_quick(tmp_path):
-  results = _load("known_model").main(["--iters", "30", "--inner-iters", "100", "--alm-etas",
-                                       "10", "--dual-etas", "0.5", "--out", str(tmp_path)])
+  results = _load("known_model").main(
+    [
+      "--iters",
+      "30",
+      "--inner-iters",
+      "100",
+      "--alm-etas",
+      "10",
+      "--dual-etas",
+      "0.5",
+      "--out",
+      str(tmp_path),
+    ]
+  )
   assert (tmp_path / "known_model.png").exists()
   alm = results["alm"]["10.0"]
   assert abs(alm["objective_gap"][-1]) < 1e-2 and alm["violation"][-1] < 1e-2
@@ -130,16 +165,39 @@ def test_inner_solver_experiment_quick(tmp_path):
   dual = [r for r in results if r["method"] == "exact" and r["constraints"] == 1]
   assert dual and all(r["dp_calls_to_1e-06"] is not None for r in dual)
 
+
 @pytest.mark.slow
 def test_cancellation_bura2022_setting_is_run_and_recorded(tmp_path):
   import json
+
   cancellation = _load("cancellation")
-  summary = cancellation.main(["--benchmark", "media_streaming", "--setting", "bura2022",
-                               "--agents", "optcmdp,optdual", "--seeds", "2", "--episodes",
-                               "100", "--chunk", "100", "--out", str(tmp_path)])
+  summary = cancellation.main(
+    [
+      "--benchmark",
+      "media_streaming",
+      "--setting",
+      "bura2022",
+      "--agents",
+      "optcmdp,optdual",
+      "--seeds",
+      "2",
+      "--episodes",
+      "100",
+      "--chunk",
+      "100",
+      "--out",
+      str(tmp_path),
+    ]
+  )
   config = json.loads((tmp_path / "config.json").read_text())
-  assert config["setting"] == {"name": "bura2022", "log_factor": "bura2022", "delta": 0.01,
-                               "stationary": True, "known_costs": True, "known_support": True}
+  assert config["setting"] == {
+    "name": "bura2022",
+    "log_factor": "bura2022",
+    "delta": 0.01,
+    "stationary": True,
+    "known_costs": True,
+    "known_support": True,
+  }
   assert config["arguments"]["bonus_scale"] == 1.0 and config["arguments"]["delta"] == 0.01
   assert "states" not in config["arguments"]  # size flags belong to the random family
   assert config["problem"]["states"] == 10 and config["problem"]["actions"] == 2
@@ -152,10 +210,35 @@ def test_cancellation_bura2022_setting_is_run_and_recorded(tmp_path):
 
 
 def _headline_args(out, *extra):
-  return ["--benchmark", "random_family", "--states", "3", "--actions", "2", "--horizon", "3",
-          "--seeds", "3", "--episodes", "60", "--chunk", "25", "--pretrain", "5",
-          "--agents", "optaug,optdual", "--trace-points", "12", "--tail", "30",
-          "--bonus-scale", "0.1", "--out", str(out), *extra]
+  return [
+    "--benchmark",
+    "random_family",
+    "--states",
+    "3",
+    "--actions",
+    "2",
+    "--horizon",
+    "3",
+    "--seeds",
+    "3",
+    "--episodes",
+    "60",
+    "--chunk",
+    "25",
+    "--pretrain",
+    "5",
+    "--agents",
+    "optaug,optdual",
+    "--trace-points",
+    "12",
+    "--tail",
+    "30",
+    "--bonus-scale",
+    "0.1",
+    "--out",
+    str(out),
+    *extra,
+  ]
 
 
 @pytest.mark.slow
@@ -164,7 +247,9 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
   run of the same agent and keys; an interrupted run resumed gives the same arrays."""
   import jax
   import numpy as np
+
   import optaug_jax as oj
+
   headline = _load("headline")
   summary = headline.main(_headline_args(tmp_path / "full"))
   assert set(summary) == {"optaug", "optdual"}
@@ -173,27 +258,64 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
   assert trace[-1] == 60 and {30, 54} <= set(trace.tolist())
   # Independent: the cancellation experiment's full logs of the same run.
   cancellation = _load("cancellation")
-  cancellation.main(["--benchmark", "random_family", "--states", "3", "--actions", "2", "--horizon",
-                     "3", "--seeds", "3", "--episodes", "60", "--chunk", "60", "--pretrain",
-                     "5", "--agents", "optaug,optdual", "--bonus-scale", "0.1",
-                     "--out", str(tmp_path / "ref")])
+  cancellation.main(
+    [
+      "--benchmark",
+      "random_family",
+      "--states",
+      "3",
+      "--actions",
+      "2",
+      "--horizon",
+      "3",
+      "--seeds",
+      "3",
+      "--episodes",
+      "60",
+      "--chunk",
+      "60",
+      "--pretrain",
+      "5",
+      "--agents",
+      "optaug,optdual",
+      "--bonus-scale",
+      "0.1",
+      "--out",
+      str(tmp_path / "ref"),
+    ]
+  )
   ref = np.load(tmp_path / "ref" / "results.npz")
   config = json.loads((tmp_path / "full" / "config.json").read_text())
   lp_value, alpha = config["problem"]["lp_value"], np.array(config["problem"]["thresholds"])
   for name in ("optaug", "optdual"):
-    log = oj.EpisodeLog(cost_value=jax.numpy.asarray(ref[f"{name}/cost_value"]),
-                        constraint_values=jax.numpy.asarray(ref[f"{name}/constraint_values"]),
-                        optimistic_cost_value=None, optimistic_constraint_values=None,
-                        multipliers=None, inner_gap=None, pretraining=None, sampled_cost=None,
-                        sampled_constraint_costs=None)
+    log = oj.EpisodeLog(
+      cost_value=jax.numpy.asarray(ref[f"{name}/cost_value"]),
+      constraint_values=jax.numpy.asarray(ref[f"{name}/constraint_values"]),
+      optimistic_cost_value=None,
+      optimistic_constraint_values=None,
+      multipliers=None,
+      inner_gap=None,
+      pretraining=None,
+      sampled_cost=None,
+      sampled_constraint_costs=None,
+    )
     reg = oj.regrets(log, lp_value, alpha)
     idx = trace - 1
-    np.testing.assert_allclose(data[f"{name}/trace_strong_constraint"].max(-1),
-                               np.asarray(reg.strong_constraint)[:, idx], rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(data[f"{name}/trace_absolute_cost"][..., 0],
-                               np.asarray(reg.absolute_cost)[:, idx], rtol=1e-5, atol=1e-4)
-    np.testing.assert_array_equal(data[f"{name}/tail_constraint_values"],
-                                  ref[f"{name}/constraint_values"][:, -30:])
+    np.testing.assert_allclose(
+      data[f"{name}/trace_strong_constraint"].max(-1),
+      np.asarray(reg.strong_constraint)[:, idx],
+      rtol=1e-5,
+      atol=1e-4,
+    )
+    np.testing.assert_allclose(
+      data[f"{name}/trace_absolute_cost"][..., 0],
+      np.asarray(reg.absolute_cost)[:, idx],
+      rtol=1e-5,
+      atol=1e-4,
+    )
+    np.testing.assert_array_equal(
+      data[f"{name}/tail_constraint_values"], ref[f"{name}/constraint_values"][:, -30:]
+    )
     late = (ref[f"{name}/constraint_values"][:, 54:, 0] - alpha[0]).mean(1).mean()
     assert abs(summary[name]["late"]["violation"]["mean"] - late) < 1e-5
   saved = json.loads((tmp_path / "full" / "summary.json").read_text())

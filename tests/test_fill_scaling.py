@@ -12,10 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 import scipy.optimize
 
 import optaug_jax as oj
-import references as ref
 from optaug_jax._src import box, planning
 
 # 130 cases, ~3.5 min on one core: the slow suite (CI runs it; the default fill below
@@ -58,8 +58,9 @@ def _rows(rng, s, rows, kind):
 
 def _highs_row(values, lower, upper):
   s = values.shape[0]
-  res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
-                               bounds=list(zip(lower, upper)), method="highs")
+  res = scipy.optimize.linprog(
+    values, A_eq=np.ones((1, s)), b_eq=[1.0], bounds=list(zip(lower, upper)), method="highs"
+  )
   assert res.status == 0, res.message
   return res.fun
 
@@ -67,8 +68,7 @@ def _highs_row(values, lower, upper):
 @pytest.mark.parametrize("s", [1, 5, 9, 12])
 @pytest.mark.parametrize("values_kind", ["normal", "zeros", "repeated"])
 @pytest.mark.parametrize("box_kind", ["random", "simplex", "point", "even"])
-def test_blocked_box_minimize_matches_other_fills_and_highs(block_size, s, values_kind,
-                                                            box_kind):
+def test_blocked_box_minimize_matches_other_fills_and_highs(block_size, s, values_kind, box_kind):
   rng = np.random.default_rng(s * 7 + len(values_kind) + len(box_kind))
   values = _values(rng, s, values_kind)
   lower, upper = _rows(rng, s, 4, box_kind)
@@ -79,8 +79,7 @@ def test_blocked_box_minimize_matches_other_fills_and_highs(block_size, s, value
     np.testing.assert_allclose(val, want_val, atol=1e-12, err_msg=other)
     np.testing.assert_allclose(arg, want_arg, atol=1e-12, err_msg=other)  # same ties
   for row in range(4):
-    assert float(val[row]) == pytest.approx(_highs_row(values, lower[row], upper[row]),
-                                            abs=1e-10)
+    assert float(val[row]) == pytest.approx(_highs_row(values, lower[row], upper[row]), abs=1e-10)
   arg = np.asarray(arg)
   assert np.all(arg >= lower - 1e-12) and np.all(arg <= upper + 1e-12)
   np.testing.assert_allclose(arg.sum(-1), 1.0, atol=1e-12)
@@ -92,8 +91,7 @@ def test_blocked_ties_go_to_the_lowest_index_whatever_the_sign_of_zero(block_siz
   for values in ([0.0, 0.0, 0.0, 0.0], [0.0, -0.0, 0.0, -0.0], [-0.0, 0.0, -0.0, 0.0]):
     _, p = oj.kernels.box_minimize(jnp.asarray(values), lower, upper, method="blocked")
     np.testing.assert_allclose(p, [0.4, 0.4, 0.2, 0.0])
-  _, p = oj.kernels.box_minimize(jnp.asarray([1.0, 0.5, 1.0, 0.5]), lower, upper,
-                                 method="blocked")
+  _, p = oj.kernels.box_minimize(jnp.asarray([1.0, 0.5, 1.0, 0.5]), lower, upper, method="blocked")
   np.testing.assert_allclose(p, [0.2, 0.4, 0.0, 0.4])
 
 
@@ -101,10 +99,12 @@ def test_blocked_fill_in_float32_matches_float64(block_size):
   rng = np.random.default_rng(5)
   values = rng.normal(size=11)
   lower, upper = _rows(rng, 11, 6, "random")
-  val32, arg32 = oj.kernels.box_minimize(*(jnp.asarray(x, jnp.float32)
-                                           for x in (values, lower, upper)), method="blocked")
-  val64, arg64 = oj.kernels.box_minimize(*(jnp.asarray(x) for x in (values, lower, upper)),
-                                         method="blocked")
+  val32, arg32 = oj.kernels.box_minimize(
+    *(jnp.asarray(x, jnp.float32) for x in (values, lower, upper)), method="blocked"
+  )
+  val64, arg64 = oj.kernels.box_minimize(
+    *(jnp.asarray(x) for x in (values, lower, upper)), method="blocked"
+  )
   assert val32.dtype == jnp.float32 and arg32.dtype == jnp.float32
   np.testing.assert_allclose(val32, val64, atol=1e-6)
   np.testing.assert_allclose(arg32, arg64, atol=1e-6)
@@ -125,18 +125,21 @@ def _dp_problem(seed, s, a=3, h=4, reward_kind="normal"):
 
 def _dp_kernels(fill):
   """The three extended-DP kernels with one fill, in one jitted function."""
+
   def kernels(reward, lower, upper):
     pi = jax.nn.softmax(reward, axis=-1)
-    return (oj.extended_value_iteration(reward, lower, upper, 1, fill=fill),
-            oj.extended_lmo(reward, lower, upper, 1, fill=fill),
-            oj.kernels.optimistic_policy_evaluation(reward, pi, lower, upper, fill=fill))
+    return (
+      oj.extended_value_iteration(reward, lower, upper, 1, fill=fill),
+      oj.extended_lmo(reward, lower, upper, 1, fill=fill),
+      oj.kernels.optimistic_policy_evaluation(reward, pi, lower, upper, fill=fill),
+    )
+
   return jax.jit(kernels)
 
 
 @pytest.mark.parametrize("s", [3, 12])
 @pytest.mark.parametrize("reward_kind", ["normal", "zeros", "repeated"])
-def test_blocked_extended_dp_matches_other_fills_and_the_extended_lp(block_size, s,
-                                                                      reward_kind):
+def test_blocked_extended_dp_matches_other_fills_and_the_extended_lp(block_size, s, reward_kind):
   """Against "matmul" and "sort" (the other fills agree with those in test_planning.py)
   and against the extended LP (HiGHS)."""
   reward, lower, upper = _dp_problem(s, s, reward_kind=reward_kind)
@@ -159,18 +162,19 @@ def test_blocked_kernels_under_jit_and_vmap_match_the_unbatched_call(block_size)
   pi = jax.nn.softmax(reward, axis=-1)
 
   def kernels(r, lo, up, po):
-    return (oj.extended_value_iteration(r, lo, up, 0, fill="blocked"),
-            oj.extended_lmo(r, lo, up, 2, fill="blocked"),
-            oj.kernels.optimistic_policy_evaluation(r, po, lo, up, fill="blocked"),
-            oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0], method="blocked"))
+    return (
+      oj.extended_value_iteration(r, lo, up, 0, fill="blocked"),
+      oj.extended_lmo(r, lo, up, 2, fill="blocked"),
+      oj.kernels.optimistic_policy_evaluation(r, po, lo, up, fill="blocked"),
+      oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0], method="blocked"),
+    )
 
   chex.clear_trace_counter()
   traced = chex.assert_max_traces(kernels, n=1)
   batched = jax.jit(jax.vmap(traced))(reward, lower, upper, pi)
   single_jit = jax.jit(kernels)
   eager = kernels(reward[0], lower[0], upper[0], pi[0])
-  chex.assert_trees_all_close(eager, single_jit(reward[0], lower[0], upper[0], pi[0]),
-                              atol=1e-12)
+  chex.assert_trees_all_close(eager, single_jit(reward[0], lower[0], upper[0], pi[0]), atol=1e-12)
   for j in range(3):
     single = single_jit(reward[j], lower[j], upper[j], pi[j])
     chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), atol=1e-12)
@@ -183,9 +187,9 @@ def test_blocked_lmo_gradients_match_the_matmul_fill(block_size, rolled, monkeyp
   if rolled:
     monkeypatch.setattr(planning, "UNROLL_MAX_ELEMENTS", 0)
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(21, 9))
-  grad = lambda fill: jax.jit(jax.grad(
-      lambda r, lo, up: oj.extended_lmo(r, lo, up, 0, fill=fill).value,
-      argnums=(0, 1, 2)))(reward, lower, upper)
+  grad = lambda fill: jax.jit(
+    jax.grad(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0, fill=fill).value, argnums=(0, 1, 2))
+  )(reward, lower, upper)
   blocked, matmul = grad("blocked"), grad("matmul")
   chex.assert_trees_all_close(blocked, matmul, atol=1e-12)
   assert float(jnp.abs(blocked[1]).max()) > 0 and float(jnp.abs(blocked[2]).max()) > 0
@@ -197,6 +201,7 @@ def test_blocked_lmo_gradients_match_the_matmul_fill(block_size, rolled, monkeyp
     def f(v, lo, up):
       minimum, p = oj.kernels.box_minimize(v, lo, up, method=fill)
       return jnp.sum(minimum) + jnp.sum(p @ weights)
+
     return jax.grad(f, argnums=(0, 1, 2))(values, lower[0, :, 0], upper[0, :, 0])
 
   chex.assert_trees_all_close(row_grad("blocked"), row_grad("matmul"), atol=1e-12)
@@ -206,15 +211,29 @@ def test_blocked_lmo_gradients_match_the_matmul_fill(block_size, rolled, monkeyp
 def test_inner_solver_gradients_match_the_matmul_fill(block_size, gradient):
   """`solve_inner`'s derivatives (the Frank-Wolfe output unrolled, or Danskin's envelope)
   with the blocked fill equal those with the matmul fill."""
-  m = oj.random_cmdp(jax.random.PRNGKey(3), num_states=5, num_actions=2, horizon=3,
-                     num_constraints=2)
-  lower, upper = (jnp.asarray(x) for x in ref.random_box(
-      np.random.default_rng(3), np.asarray(m.transitions), 0.2))
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(3), num_states=5, num_actions=2, horizon=3, num_constraints=2
+  )
+  lower, upper = (
+    jnp.asarray(x) for x in ref.random_box(np.random.default_rng(3), np.asarray(m.transitions), 0.2)
+  )
 
   def grads(fill):
-    f = lambda c, d, lo, up, lam, eta: oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=d, thresholds=m.thresholds, lower=lo, upper=up, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=12), gradient=gradient, fill=fill).objective
+    f = lambda c, d, lo, up, lam, eta: (
+      oj.solve_inner(
+        oj.inner.InnerProblem(
+          cost=c, constraint_costs=d, thresholds=m.thresholds, lower=lo, upper=up, initial_state=0
+        ),
+        lam,
+        eta,
+        solver=oj.inner.frank_wolfe(num_iters=12),
+        gradient=gradient,
+        fill=fill,
+      ).objective
+    )
     return jax.jit(jax.grad(f, argnums=tuple(range(6))))(
-        m.cost, m.constraint_costs, lower, upper, jnp.asarray([0.3, 0.0]), 10.0)
+      m.cost, m.constraint_costs, lower, upper, jnp.asarray([0.3, 0.0]), 10.0
+    )
 
   chex.assert_trees_all_close(grads("blocked"), grads("matmul"), atol=1e-9)
 
@@ -224,9 +243,26 @@ def test_blocked_gradients_are_finite_at_ties(block_size, gradient):
   """All costs 0 and whole-simplex boxes: every action and every next state ties."""
   h, s, a = 3, 5, 2
   zeros = jnp.zeros((h, s, a))
-  f = lambda c, lo, up: oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=jnp.zeros((1, h, s, a)), thresholds=jnp.zeros(1), lower=lo, upper=up, initial_state=0), jnp.zeros(1), 1.0, solver=oj.inner.frank_wolfe(num_iters=10), gradient=gradient, fill="blocked").objective
-  grads = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(zeros, jnp.zeros((h, s, a, s)),
-                                                  jnp.ones((h, s, a, s)))
+  f = lambda c, lo, up: (
+    oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=c,
+        constraint_costs=jnp.zeros((1, h, s, a)),
+        thresholds=jnp.zeros(1),
+        lower=lo,
+        upper=up,
+        initial_state=0,
+      ),
+      jnp.zeros(1),
+      1.0,
+      solver=oj.inner.frank_wolfe(num_iters=10),
+      gradient=gradient,
+      fill="blocked",
+    ).objective
+  )
+  grads = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(
+    zeros, jnp.zeros((h, s, a, s)), jnp.ones((h, s, a, s))
+  )
   for g in grads:
     assert np.all(np.isfinite(np.asarray(g)))
 
@@ -241,8 +277,9 @@ def test_auto_resolves_by_the_number_of_next_states():
   with pytest.raises(ValueError, match="fill"):
     oj.kernels.resolve_fill("bubble", 3)
   with pytest.raises(ValueError, match="fill"):
-    oj.extended_lmo(jnp.zeros((2, 3, 2)), jnp.zeros((2, 3, 2, 3)), jnp.ones((2, 3, 2, 3)), 0,
-                    fill="bubble")
+    oj.extended_lmo(
+      jnp.zeros((2, 3, 2)), jnp.zeros((2, 3, 2, 3)), jnp.ones((2, 3, 2, 3)), 0, fill="bubble"
+    )
 
 
 @pytest.mark.parametrize("threshold", [1, 10**9])
@@ -251,16 +288,21 @@ def test_auto_is_the_fill_it_resolves_to(threshold, monkeypatch):
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(8, 6))
   want = "blocked" if threshold == 1 else "matmul"
   got = jax.jit(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0))(reward, lower, upper)
-  chex.assert_trees_all_close(got, oj.extended_lmo(reward, lower, upper, 0, fill=want),
-                              atol=1e-12)
+  chex.assert_trees_all_close(got, oj.extended_lmo(reward, lower, upper, 0, fill=want), atol=1e-12)
 
 
 def test_rolled_and_unrolled_horizon_scans_agree(monkeypatch):
   """`scan_horizon` rolls above `UNROLL_MAX_ELEMENTS`: the same results either way."""
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(9, 7, h=5))
+
   def lmos():  # a new function each time: jit traces it again
-    return jax.jit(lambda r, lo, up: (oj.extended_lmo(r, lo, up, 0, fill="blocked"),
-                                      oj.extended_lmo(r, lo, up, 0, fill="matmul")))
+    return jax.jit(
+      lambda r, lo, up: (
+        oj.extended_lmo(r, lo, up, 0, fill="blocked"),
+        oj.extended_lmo(r, lo, up, 0, fill="matmul"),
+      )
+    )
+
   unrolled_fn = lmos()
   assert "while" not in unrolled_fn.lower(reward, lower, upper).as_text()
   unrolled = unrolled_fn(reward, lower, upper)

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 
 ROOT = pathlib.Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -23,8 +23,9 @@ README = (ROOT / "README.md").read_text()
 
 @pytest.fixture(scope="module")
 def scripts():
-  return {name: ref.load_experiment_module(name)
-          for name in ("cli", "runs", "cancellation", "headline")}
+  return {
+    name: ref.load_experiment_module(name) for name in ("cli", "runs", "cancellation", "headline")
+  }
 
 
 def _cmdp(seed=0):
@@ -60,10 +61,12 @@ def test_negative_threshold_is_refused_by_run_and_safest_policy():
 
 def test_float64_cmdp_without_x64_is_warned_about():
   m = _cmdp()
-  as64 = m._replace(transitions=np.asarray(m.transitions, np.float64),
-                    cost=np.asarray(m.cost, np.float64),
-                    constraint_costs=np.asarray(m.constraint_costs, np.float64),
-                    thresholds=np.asarray(m.thresholds, np.float64))
+  as64 = m._replace(
+    transitions=np.asarray(m.transitions, np.float64),
+    cost=np.asarray(m.cost, np.float64),
+    constraint_costs=np.asarray(m.constraint_costs, np.float64),
+    thresholds=np.asarray(m.thresholds, np.float64),
+  )
   with jax.enable_x64(False):
     with pytest.warns(UserWarning, match="float64 arrays but JAX's x64 mode is off"):
       oj.safest_policy(as64)
@@ -71,8 +74,9 @@ def test_float64_cmdp_without_x64_is_warned_about():
 
 @pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_papers_eta_in_float32_is_warned_about_and_refused_by_the_scripts(scripts):
-  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=2, horizon=3,
-                     dtype=jnp.float32)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(0), num_states=4, num_actions=2, horizon=3, dtype=jnp.float32
+  )
   pi, slack = oj.safest_policy(m)
   agent = oj.optaug(num_episodes=10, safe_policy=pi, pretrain_episodes=0, slack=slack)
   with pytest.warns(UserWarning, match="float32"):
@@ -98,7 +102,8 @@ def test_check_true_outside_checked_says_what_to_do():
     oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=2, check=True)
   # ... and inside oj.checked it works.
   oj.checked(lambda key, c: oj.run(agent, key, c, num_episodes=2, check=True))(
-      jax.random.PRNGKey(0), m)
+    jax.random.PRNGKey(0), m
+  )
 
 
 @pytest.mark.parametrize("flag", [["--seeds", "-3"], ["--episodes", "0"], ["--chunk", "x"]])
@@ -138,9 +143,11 @@ def test_every_option_has_help_and_default(scripts, script, monkeypatch):
   module = scripts[script]
   captured = {}  # both scripts build their parser inside parse_args
   original = argparse.ArgumentParser.parse_args
-  monkeypatch.setattr(argparse.ArgumentParser, "parse_args",
-                      lambda self, argv=None: captured.setdefault("p", self) and original(
-                          self, argv))
+  monkeypatch.setattr(
+    argparse.ArgumentParser,
+    "parse_args",
+    lambda self, argv=None: captured.setdefault("p", self) and original(self, argv),
+  )
   module.parse_args([])
   parser = captured["p"]
   for action in parser._actions:
@@ -171,11 +178,20 @@ def test_figures_carry_the_runs_identity_and_share_axes(scripts, tmp_path):
       figures[name] = fig
 
   rng = np.random.default_rng(0)
-  curves = {n: {f: rng.uniform(size=(3, 5)).cumsum(1) for f in (
-      "strong_cost", "weak_cost", "strong_constraint", "weak_constraint")}
-            for n in ("optaug", "optdual")}
-  logs = {n: {"constraint_values": rng.uniform(size=(3, 5, 1)),
-              "multipliers": rng.uniform(size=(3, 5, 1))} for n in ("optaug", "optdual")}
+  curves = {
+    n: {
+      f: rng.uniform(size=(3, 5)).cumsum(1)
+      for f in ("strong_cost", "weak_cost", "strong_constraint", "weak_constraint")
+    }
+    for n in ("optaug", "optdual")
+  }
+  logs = {
+    n: {
+      "constraint_values": rng.uniform(size=(3, 5, 1)),
+      "multipliers": rng.uniform(size=(3, 5, 1)),
+    }
+    for n in ("optaug", "optdual")
+  }
   cancellation.plot(curves, logs, np.asarray([0.5]), RunDir(), "factored, 3 seeds")
   for fig in figures.values():
     assert fig._suptitle is not None and "factored" in fig._suptitle.get_text()

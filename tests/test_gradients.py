@@ -5,15 +5,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 from jax.test_util import check_grads
 
 import optaug_jax as oj
-import references as ref
 
 
 def _instance(seed=3, radius=0.2, s=3, a=2, h=3):
-  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=s, num_actions=a, horizon=h,
-                     num_constraints=2)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(seed), num_states=s, num_actions=a, horizon=h, num_constraints=2
+  )
   rng = np.random.default_rng(seed)
   lower, upper = ref.random_box(rng, np.asarray(m.transitions), radius)
   return m, jnp.asarray(lower), jnp.asarray(upper)
@@ -23,16 +24,20 @@ LAM = jnp.asarray([0.3, 0.0])
 
 
 def _problem(m, lower, upper):
-  return oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs,
-                               thresholds=m.thresholds, lower=lower, upper=upper,
-                               initial_state=0)
+  return oj.inner.InnerProblem(
+    cost=m.cost,
+    constraint_costs=m.constraint_costs,
+    thresholds=m.thresholds,
+    lower=lower,
+    upper=upper,
+    initial_state=0,
+  )
 
 
 def _sens(m, lower, upper, lam=LAM, eta=10.0, solver=None, num_iters=2000, **kw):
   """Sensitivities by Frank-Wolfe (`num_iters` steps) unless a `solver` is given."""
   solver = oj.inner.frank_wolfe(num_iters=num_iters) if solver is None else solver
-  return oj.analysis.inner_sensitivities(_problem(m, lower, upper), lam, eta, solver=solver,
-                                         **kw)
+  return oj.analysis.inner_sensitivities(_problem(m, lower, upper), lam, eta, solver=solver, **kw)
 
 
 @pytest.mark.parametrize("eta", [1.0, 10.0])
@@ -48,26 +53,48 @@ def test_envelope_equals_analytic_identities(eta):
   np.testing.assert_allclose(s.thresholds, -lam_plus, rtol=1e-12, atol=1e-14)
   np.testing.assert_allclose(s.multipliers, lam_plus / eta, rtol=1e-12, atol=1e-14)
   np.testing.assert_allclose(s.cost, q, rtol=1e-12, atol=1e-14)
-  np.testing.assert_allclose(s.constraint_costs, lam_plus[:, None, None, None] * q[None],
-                             rtol=1e-12, atol=1e-14)
+  np.testing.assert_allclose(
+    s.constraint_costs, lam_plus[:, None, None, None] * q[None], rtol=1e-12, atol=1e-14
+  )
   d_eta = -np.sum(lam_plus**2) / (2 * eta**2) + lam_plus @ viol / eta
   assert float(s.eta) == pytest.approx(d_eta, rel=1e-10, abs=1e-14)
 
 
 def _cvx_value(m, lower, upper, **over):
-  args = {"cost": m.cost, "constraint_costs": m.constraint_costs, "lower": lower,
-          "upper": upper, "thresholds": m.thresholds, "multipliers": LAM, "eta": 10.0, **over}
-  value, _ = ref.inner_cvxpy(args["cost"], args["constraint_costs"], args["lower"],
-                             args["upper"], 0, args["thresholds"], args["multipliers"],
-                             args["eta"])
+  args = {
+    "cost": m.cost,
+    "constraint_costs": m.constraint_costs,
+    "lower": lower,
+    "upper": upper,
+    "thresholds": m.thresholds,
+    "multipliers": LAM,
+    "eta": 10.0,
+    **over,
+  }
+  value, _ = ref.inner_cvxpy(
+    args["cost"],
+    args["constraint_costs"],
+    args["lower"],
+    args["upper"],
+    0,
+    args["thresholds"],
+    args["multipliers"],
+    args["eta"],
+  )
   return value
 
 
 def _fd(m, lower, upper, field, index, h=1e-5):
   """Central and one-sided differences of the cvxpy optimum in one entry of `field`."""
-  fields = {"cost": m.cost, "constraint_costs": m.constraint_costs, "lower": lower,
-            "upper": upper, "thresholds": m.thresholds, "multipliers": LAM,
-            "eta": jnp.asarray(10.0)}
+  fields = {
+    "cost": m.cost,
+    "constraint_costs": m.constraint_costs,
+    "lower": lower,
+    "upper": upper,
+    "thresholds": m.thresholds,
+    "multipliers": LAM,
+    "eta": jnp.asarray(10.0),
+  }
   values = []
   for shift in (h, 0.0, -h):
     arr = np.array(fields[field], np.float64)
@@ -89,9 +116,17 @@ def test_envelope_matches_finite_differences_of_cvxpy_optimum():
   m, lower, upper = _instance()
   s = _sens(m, lower, upper, solver=oj.inner.exact())
   assert float(s.gap) < 1e-10
-  checks = [("thresholds", (0,)), ("thresholds", (1,)), ("multipliers", (0,)),
-            ("multipliers", (1,)), ("eta", ()), ("cost", (0, 0, 1)), ("cost", (1, 2, 0)),
-            ("constraint_costs", (1, 0, 0, 0)), ("constraint_costs", (1, 2, 1, 1))]
+  checks = [
+    ("thresholds", (0,)),
+    ("thresholds", (1,)),
+    ("multipliers", (0,)),
+    ("multipliers", (1,)),
+    ("eta", ()),
+    ("cost", (0, 0, 1)),
+    ("cost", (1, 2, 0)),
+    ("constraint_costs", (1, 0, 0, 0)),
+    ("constraint_costs", (1, 2, 1, 1)),
+  ]
   for field, index in checks:
     central, _, _ = _fd(m, lower, upper, field, index)
     got = float(np.asarray(getattr(s, field))[index])
@@ -114,10 +149,25 @@ def test_unrolled_gradients_pass_check_grads(step_rule):
   m, lower, upper = _instance(seed=4)
 
   def f(cost, d, lo, up, alpha, lam, eta):
-    return oj.solve_inner(oj.inner.InnerProblem(cost=cost, constraint_costs=d, thresholds=alpha, lower=lo, upper=up, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=15, step_rule=step_rule), gradient="unrolled").objective
+    return oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=cost, constraint_costs=d, thresholds=alpha, lower=lo, upper=up, initial_state=0
+      ),
+      lam,
+      eta,
+      solver=oj.inner.frank_wolfe(num_iters=15, step_rule=step_rule),
+      gradient="unrolled",
+    ).objective
 
-  args = (m.cost, m.constraint_costs, lower, upper, m.thresholds, jnp.asarray([0.5, 0.2]),
-          jnp.asarray(3.0))
+  args = (
+    m.cost,
+    m.constraint_costs,
+    lower,
+    upper,
+    m.thresholds,
+    jnp.asarray([0.5, 0.2]),
+    jnp.asarray(3.0),
+  )
   check_grads(f, args, order=1, modes=["rev"], eps=1e-6)
 
 
@@ -158,8 +208,12 @@ def test_known_model_alm_is_differentiable_end_to_end():
   m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3)
 
   def final(eta, alpha, cost):
-    log = oj.analysis.alm_known_model(m._replace(thresholds=alpha, cost=cost), eta, num_iters=4,
-                                      inner=oj.inner.frank_wolfe(num_iters=30))
+    log = oj.analysis.alm_known_model(
+      m._replace(thresholds=alpha, cost=cost),
+      eta,
+      num_iters=4,
+      inner=oj.inner.frank_wolfe(num_iters=30),
+    )
     violation = jnp.sum(jnp.maximum(log.constraint_values[-1] - alpha, 0.0))
     return log.cost_value[-1] + 2.0 * violation + jnp.sum(log.multipliers[-1])
 
@@ -197,8 +251,9 @@ def test_gradients_under_jit_and_vmap():
   eta = jnp.asarray([1.0, 5.0, 20.0])
 
   def sens(c, dd, lo, up, al, et):
-    problem = oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo,
-                                    upper=up, initial_state=0)
+    problem = oj.inner.InnerProblem(
+      cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0
+    )
     return oj.analysis.inner_sensitivities(problem, LAM, et)
 
   batched = jax.jit(jax.vmap(sens))(cost, d, lower, upper, alpha, eta)
@@ -217,16 +272,28 @@ def test_no_nan_at_kinks(gradient):
   zeros = jnp.zeros((h, s, a))
   d = jnp.zeros((1, h, s, a))
   lower, upper = jnp.zeros((h, s, a, s)), jnp.ones((h, s, a, s))
-  f = lambda c, dd, al, lam, eta, lo, up: oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=10), gradient=gradient).objective
-  grads = jax.jit(jax.grad(f, argnums=tuple(range(7))))(zeros, d, jnp.zeros(1), jnp.zeros(1),
-                                                        1.0, lower, upper)
+  f = lambda c, dd, al, lam, eta, lo, up: (
+    oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0
+      ),
+      lam,
+      eta,
+      solver=oj.inner.frank_wolfe(num_iters=10),
+      gradient=gradient,
+    ).objective
+  )
+  grads = jax.jit(jax.grad(f, argnums=tuple(range(7))))(
+    zeros, d, jnp.zeros(1), jnp.zeros(1), 1.0, lower, upper
+  )
   for g in jax.tree.leaves(grads):
     assert np.all(np.isfinite(np.asarray(g)))
   np.testing.assert_allclose(grads[2], 0.0)  # d/dalpha = -lambda+ = 0 at the kink
 
 
-@pytest.mark.parametrize("solver", [oj.inner.exact(tol=0.0),
-                                    oj.inner.frank_wolfe(num_iters=400, tol=1e-9)])
+@pytest.mark.parametrize(
+  "solver", [oj.inner.exact(tol=0.0), oj.inner.frank_wolfe(num_iters=400, tol=1e-9)]
+)
 @pytest.mark.slow  # 40-110 s idle (default suite time, 2026-11-25)
 def test_unrolled_runs_a_stopping_solver_to_its_budget_with_the_same_numbers(solver):
   """A solver that stops early (`tol`) under `gradient="unrolled"`: the loop runs its whole
@@ -243,8 +310,7 @@ def test_unrolled_runs_a_stopping_solver_to_its_budget_with_the_same_numbers(sol
   unr = oj.analysis.inner_sensitivities(problem, LAM, 3.0, solver=solver, gradient="unrolled")
   env = oj.analysis.inner_sensitivities(problem, LAM, 3.0, solver=solver)
   for field in ["thresholds", "multipliers", "eta", "cost", "constraint_costs"]:
-    np.testing.assert_allclose(getattr(unr, field), getattr(env, field), atol=1e-8,
-                               err_msg=field)
+    np.testing.assert_allclose(getattr(unr, field), getattr(env, field), atol=1e-8, err_msg=field)
 
 
 def test_bad_gradient_mode_is_refused():

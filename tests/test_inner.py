@@ -1,20 +1,24 @@
 """Augmented Lagrangian and the Frank-Wolfe inner solver against cvxpy and closed forms."""
 
-
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
 from optaug_jax._src.inner import line_search  # tested directly
-import references as ref
 
 
 def _instance(seed=3, s=3, a=2, h=3, num_constraints=2, radius=0.2):
-  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=s, num_actions=a, horizon=h,
-                     num_constraints=num_constraints)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(seed),
+    num_states=s,
+    num_actions=a,
+    horizon=h,
+    num_constraints=num_constraints,
+  )
   rng = np.random.default_rng(seed)
   lower, upper = ref.random_box(rng, np.asarray(m.transitions), radius)
   return m, jnp.asarray(lower), jnp.asarray(upper)
@@ -29,7 +33,8 @@ def test_augmented_lagrangian_closed_form():
   d = np.asarray(m.constraint_costs)
   viol = np.einsum("ihsa,hsa->i", d, q) - np.asarray(m.thresholds)
   expected = np.sum(np.asarray(m.cost) * q) + np.sum(np.maximum(lam + eta * viol, 0) ** 2) / (
-      2 * eta)
+    2 * eta
+  )
   got = oj.augmented_lagrangian(jnp.asarray(q), m.cost, m.constraint_costs, m.thresholds, lam, eta)
   assert float(got) == pytest.approx(expected, rel=1e-12)
 
@@ -38,15 +43,31 @@ def test_augmented_lagrangian_closed_form():
 def test_solve_inner_matches_cvxpy(eta):
   m, lower, upper = _instance()
   lam = jnp.asarray([0.3, 0.0])
-  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
-                               lam, eta)
-  sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=3000, step_rule="linesearch"), gradient="unrolled")
+  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta)
+  sol = oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=m.cost,
+      constraint_costs=m.constraint_costs,
+      thresholds=m.thresholds,
+      lower=lower,
+      upper=upper,
+      initial_state=0,
+    ),
+    lam,
+    eta,
+    solver=oj.inner.frank_wolfe(num_iters=3000, step_rule="linesearch"),
+    gradient="unrolled",
+  )
   assert abs(float(sol.objective) - optimum) <= 1e-3
   # The gap certifies the error (cvxpy's own accuracy is ~1e-9).
   assert float(sol.objective) - optimum <= float(sol.gap) + 1e-8
   # The objective is the augmented Lagrangian of the returned occupancy.
-  assert float(sol.objective) == pytest.approx(float(oj.augmented_lagrangian(
-      sol.occupancy, m.cost, m.constraint_costs, m.thresholds, lam, eta)), rel=1e-12)
+  assert float(sol.objective) == pytest.approx(
+    float(
+      oj.augmented_lagrangian(sol.occupancy, m.cost, m.constraint_costs, m.thresholds, lam, eta)
+    ),
+    rel=1e-12,
+  )
   # (policy, transitions) reproduce the occupancy, and the transitions lie in the box.
   q = ref.occupancy_loop(sol.transitions, sol.policy, 0)
   np.testing.assert_allclose(q, sol.occupancy, atol=1e-9)
@@ -61,11 +82,23 @@ def test_gap_certificate_and_progress(step_rule):
   m, lower, upper = _instance(seed=5, s=4, a=3, h=4)
   lam = jnp.asarray([1.0, 0.2])
   eta = 30.0
-  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
-                               lam, eta)
+  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta)
   errors = []
   for t in [10, 100, 1000]:
-    sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=t, step_rule=step_rule), gradient="unrolled")
+    sol = oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=m.cost,
+        constraint_costs=m.constraint_costs,
+        thresholds=m.thresholds,
+        lower=lower,
+        upper=upper,
+        initial_state=0,
+      ),
+      lam,
+      eta,
+      solver=oj.inner.frank_wolfe(num_iters=t, step_rule=step_rule),
+      gradient="unrolled",
+    )
     err = float(sol.objective) - optimum
     assert -1e-8 <= err <= float(sol.gap) + 1e-8
     errors.append(err)
@@ -84,7 +117,8 @@ def test_exact_line_search_matches_grid():
     t = float(line_search.exact_line_search(g, a, b, eta))
     grid = np.linspace(0, 1, 200001)
     phi = grid * g + 0.5 * eta * np.sum(
-        np.maximum(np.asarray(a) + grid[:, None] * np.asarray(b), 0) ** 2, 1)
+      np.maximum(np.asarray(a) + grid[:, None] * np.asarray(b), 0) ** 2, 1
+    )
     phi_t = t * g + 0.5 * eta * np.sum(np.maximum(np.asarray(a) + t * np.asarray(b), 0) ** 2)
     assert 0.0 <= t <= 1.0
     assert phi_t <= phi.min() + 1e-9
@@ -93,7 +127,19 @@ def test_exact_line_search_matches_grid():
 def test_tol_stops_early_with_certificate():
   m, lower, upper = _instance()
   lam = jnp.asarray([0.3, 0.0])
-  sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, 100.0, solver=oj.inner.frank_wolfe(num_iters=5000, tol=1e-2))
+  sol = oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=m.cost,
+      constraint_costs=m.constraint_costs,
+      thresholds=m.thresholds,
+      lower=lower,
+      upper=upper,
+      initial_state=0,
+    ),
+    lam,
+    100.0,
+    solver=oj.inner.frank_wolfe(num_iters=5000, tol=1e-2),
+  )
   assert float(sol.gap) <= 1e-2
   assert 0 < int(sol.num_iters) < 5000
 
@@ -112,13 +158,34 @@ def test_solve_inner_jit_vmap_parity_and_no_retrace():
   @jax.jit
   @chex.assert_max_traces(n=1)
   def solve(c, dd, lo, up, al, la, et):
-    return oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0), la, et, solver=oj.inner.frank_wolfe(num_iters=50), gradient="unrolled")
+    return oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0
+      ),
+      la,
+      et,
+      solver=oj.inner.frank_wolfe(num_iters=50),
+      gradient="unrolled",
+    )
 
   batched = jax.vmap(solve)(cost, d, lower, upper, alpha, lam, eta)
   for j in range(3):
     args = (cost[j], d[j], lower[j], upper[j], alpha[j], lam[j], eta[j])
     single = solve(*args)
-    eager = oj.solve_inner(oj.inner.InnerProblem(cost=cost[j], constraint_costs=d[j], thresholds=alpha[j], lower=lower[j], upper=upper[j], initial_state=0), lam[j], eta[j], solver=oj.inner.frank_wolfe(num_iters=50), gradient="unrolled")
+    eager = oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=cost[j],
+        constraint_costs=d[j],
+        thresholds=alpha[j],
+        lower=lower[j],
+        upper=upper[j],
+        initial_state=0,
+      ),
+      lam[j],
+      eta[j],
+      solver=oj.inner.frank_wolfe(num_iters=50),
+      gradient="unrolled",
+    )
     chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), atol=1e-10)
     chex.assert_trees_all_close(single, eager, atol=1e-10)
 
@@ -129,7 +196,20 @@ def test_float32_large_eta_stays_finite(eta):
   solve must stay finite (accuracy at such eta needs x64, see README)."""
   m, lower, upper = _instance()
   f32 = lambda x: jnp.asarray(x, jnp.float32)
-  sol = oj.solve_inner(oj.inner.InnerProblem(cost=f32(m.cost), constraint_costs=f32(m.constraint_costs), thresholds=f32(m.thresholds), lower=f32(lower), upper=f32(upper), initial_state=0), f32(jnp.asarray([1e3, 0.0])), jnp.float32(eta), solver=oj.inner.frank_wolfe(num_iters=20), gradient="unrolled")
+  sol = oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=f32(m.cost),
+      constraint_costs=f32(m.constraint_costs),
+      thresholds=f32(m.thresholds),
+      lower=f32(lower),
+      upper=f32(upper),
+      initial_state=0,
+    ),
+    f32(jnp.asarray([1e3, 0.0])),
+    jnp.float32(eta),
+    solver=oj.inner.frank_wolfe(num_iters=20),
+    gradient="unrolled",
+  )
   for leaf in [sol.objective, sol.gap, sol.occupancy, sol.policy]:
     assert np.all(np.isfinite(np.asarray(leaf)))
 
@@ -145,42 +225,61 @@ def test_nan_occupancy_is_not_hidden_by_the_policy():
 def test_policy_fallback_where_unreached():
   q = jnp.zeros((1, 3, 2)).at[0, 0].set(jnp.asarray([1.0, 3.0]))
   fallback = jax.nn.one_hot(jnp.asarray([[1, 0, 1]]), 2)
-  np.testing.assert_allclose(oj.policy_from_occupancy(q, fallback)[0],
-                             [[0.25, 0.75], [1.0, 0.0], [0.0, 1.0]])
+  np.testing.assert_allclose(
+    oj.policy_from_occupancy(q, fallback)[0], [[0.25, 0.75], [1.0, 0.0], [0.0, 1.0]]
+  )
 
 
-@pytest.mark.parametrize("method", [
+@pytest.mark.parametrize(
+  "method",
+  [
     pytest.param("dual", marks=pytest.mark.slow),  # 56 s (the dual solver compiles 4 times)
-    "frank_wolfe"])
+    "frank_wolfe",
+  ],
+)
 def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
   """Where the inner solution never goes (`q_h(s) = 0`), the policy is the action of the
   extended DP on `c + D^T lambda+` at the solution (NumPy loop); "uniform" is uniform; the
   reached rows are eq. (retrieve-pi) in both."""
   npr = ref.load_experiment_module("numpy_reference")
-  m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=5, num_actions=3, horizon=4,
-                     num_constraints=2)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(5), num_states=5, num_actions=3, horizon=4, num_constraints=2
+  )
   p = np.asarray(m.transitions)
   lower = np.clip(p - 0.4, 0, 1)  # wide boxes: the optimistic plan reaches few states
   upper = np.clip(p + 0.4, 0, 1)
   lam = jnp.asarray([0.4, 0.1])
   problem = oj.inner.InnerProblem(
-      cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds,
-      lower=jnp.asarray(lower), upper=jnp.asarray(upper), initial_state=0)
-  kwargs = dict(solver=(oj.inner.frank_wolfe(num_iters=200) if method == "frank_wolfe"
-                        else oj.inner.exact()), gradient=None)
-  solve = jax.jit(lambda lam, unreached: oj.solve_inner(problem, lam, 5.0, **kwargs,
-                                                        unreached=unreached),
-                  static_argnums=1)
+    cost=m.cost,
+    constraint_costs=m.constraint_costs,
+    thresholds=m.thresholds,
+    lower=jnp.asarray(lower),
+    upper=jnp.asarray(upper),
+    initial_state=0,
+  )
+  kwargs = dict(
+    solver=(oj.inner.frank_wolfe(num_iters=200) if method == "frank_wolfe" else oj.inner.exact()),
+    gradient=None,
+  )
+  solve = jax.jit(
+    lambda lam, unreached: oj.solve_inner(problem, lam, 5.0, **kwargs, unreached=unreached),
+    static_argnums=1,
+  )
   greedy = solve(lam, "greedy")
   uniform = solve(lam, "uniform")
   q = np.asarray(greedy.occupancy)
   np.testing.assert_array_equal(q, uniform.occupancy)
   unreached = q.sum(-1) == 0
   assert unreached.sum() >= 3 and (~unreached).sum() >= 3
-  lam_plus = np.maximum(np.asarray(lam) + 5.0 * (
-      np.einsum("ihsa,hsa->i", np.asarray(m.constraint_costs), q) - np.asarray(m.thresholds)), 0)
-  actions = npr.greedy_fallback(q, np.asarray(m.cost), np.asarray(m.constraint_costs),
-                                lower, upper, 0, lam_plus)
+  lam_plus = np.maximum(
+    np.asarray(lam)
+    + 5.0
+    * (np.einsum("ihsa,hsa->i", np.asarray(m.constraint_costs), q) - np.asarray(m.thresholds)),
+    0,
+  )
+  actions = npr.greedy_fallback(
+    q, np.asarray(m.cost), np.asarray(m.constraint_costs), lower, upper, 0, lam_plus
+  )
   np.testing.assert_allclose(greedy.policy, npr.policy_from_occupancy(q, actions), atol=1e-12)
   np.testing.assert_allclose(uniform.policy, npr.policy_from_occupancy(q), atol=1e-12)
   assert int(greedy.dp_calls) == int(uniform.dp_calls) + 1
@@ -193,13 +292,27 @@ def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
 def test_bad_step_rule():
   m, lower, upper = _instance()
   with pytest.raises(ValueError, match="step_rule"):
-    oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), jnp.zeros(2), 1.0, solver=oj.inner.frank_wolfe(num_iters=3, step_rule="armijo"), gradient="unrolled")
+    oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=m.cost,
+        constraint_costs=m.constraint_costs,
+        thresholds=m.thresholds,
+        lower=lower,
+        upper=upper,
+        initial_state=0,
+      ),
+      jnp.zeros(2),
+      1.0,
+      solver=oj.inner.frank_wolfe(num_iters=3, step_rule="armijo"),
+      gradient="unrolled",
+    )
 
 
 def _binding_cmdp():
   """A CMDP whose LP optimum has a binding constraint and a strictly randomised policy."""
-  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(2), num_states=3, num_actions=2, horizon=3, num_constraints=1
+  )
   lp = oj.solve_lp(m)
   assert lp.multipliers[0] > 1e-3  # binding
   return m, lp

@@ -5,37 +5,65 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 
 LAMBDAS = {1: [0.3], 2: [0.3, 0.0], 3: [0.3, 0.0, 1.0]}
 
 
 def _instance(num_constraints, seed=3, s=3, a=2, h=3, radius=0.2):
-  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=s, num_actions=a, horizon=h,
-                     num_constraints=num_constraints)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(seed),
+    num_states=s,
+    num_actions=a,
+    horizon=h,
+    num_constraints=num_constraints,
+  )
   rng = np.random.default_rng(seed)
   lower, upper = ref.random_box(rng, np.asarray(m.transitions), radius)
   return m, jnp.asarray(lower), jnp.asarray(upper)
 
 
 def _problem(m, lower, upper):
-  return oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs,
-                               thresholds=m.thresholds, lower=lower, upper=upper,
-                               initial_state=m.initial_state)
+  return oj.inner.InnerProblem(
+    cost=m.cost,
+    constraint_costs=m.constraint_costs,
+    thresholds=m.thresholds,
+    lower=lower,
+    upper=upper,
+    initial_state=m.initial_state,
+  )
 
 
 def _solve(m, lower, upper, lam, eta, *, num_iters=None, tol=None, **kw):
   """The exact solver; `tol=None` (its whole budget) unless given."""
-  return oj.solve_inner(_problem(m, lower, upper), jnp.asarray(lam), eta,
-                        solver=oj.inner.exact(num_iters=num_iters, tol=tol), **kw)
+  return oj.solve_inner(
+    _problem(m, lower, upper),
+    jnp.asarray(lam),
+    eta,
+    solver=oj.inner.exact(num_iters=num_iters, tol=tol),
+    **kw,
+  )
 
 
 @jax.jit
 def _jit_solve(cost, constraint_costs, lower, upper, initial_state, thresholds, lam, eta):
   """One compilation per shape and dtype (eta and the data are arguments)."""
-  return oj.solve_inner(oj.inner.InnerProblem(cost=cost, constraint_costs=constraint_costs, thresholds=thresholds, lower=lower, upper=upper, initial_state=initial_state), lam, eta, solver=oj.inner.exact(tol=None), gradient="unrolled")
+  return oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=cost,
+      constraint_costs=constraint_costs,
+      thresholds=thresholds,
+      lower=lower,
+      upper=upper,
+      initial_state=initial_state,
+    ),
+    lam,
+    eta,
+    solver=oj.inner.exact(tol=None),
+    gradient="unrolled",
+  )
 
 
 @jax.jit
@@ -45,10 +73,19 @@ def _jit_early_solve(problem, lam, eta):
 
 
 def _check_against_cvxpy(m, lower, upper, lam, eta):
-  optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper,
-                               int(m.initial_state), m.thresholds, lam, eta)
-  sol = _jit_solve(m.cost, m.constraint_costs, lower, upper, m.initial_state, m.thresholds,
-                   jnp.asarray(lam, m.cost.dtype), eta)
+  optimum, _ = ref.inner_cvxpy(
+    m.cost, m.constraint_costs, lower, upper, int(m.initial_state), m.thresholds, lam, eta
+  )
+  sol = _jit_solve(
+    m.cost,
+    m.constraint_costs,
+    lower,
+    upper,
+    m.initial_state,
+    m.thresholds,
+    jnp.asarray(lam, m.cost.dtype),
+    eta,
+  )
   scale = max(1.0, abs(optimum))
   error = float(sol.objective) - optimum
   assert abs(error) <= 1e-7 * scale, (error, float(sol.gap))
@@ -81,12 +118,22 @@ def test_multiplier_zero_and_above_lambda_cases():
   m, lower, upper = _instance(1)
   loose = m._replace(thresholds=jnp.full((1,), float(m.horizon)))
   sol, _ = _check_against_cvxpy(loose, lower, upper, [0.0], 10.0)
-  assert float(oj.dual_step(sol.occupancy, loose.constraint_costs, loose.thresholds,
-                            jnp.zeros(1), 10.0)[0]) == 0.0
+  assert (
+    float(
+      oj.dual_step(sol.occupancy, loose.constraint_costs, loose.thresholds, jnp.zeros(1), 10.0)[0]
+    )
+    == 0.0
+  )
   tight = m._replace(thresholds=0.5 * m.thresholds)
   sol, _ = _check_against_cvxpy(tight, lower, upper, [0.1], 10.0)
-  assert float(oj.dual_step(sol.occupancy, tight.constraint_costs, tight.thresholds,
-                            jnp.asarray([0.1]), 10.0)[0]) > 0.1
+  assert (
+    float(
+      oj.dual_step(
+        sol.occupancy, tight.constraint_costs, tight.thresholds, jnp.asarray([0.1]), 10.0
+      )[0]
+    )
+    > 0.1
+  )
 
 
 @pytest.mark.slow
@@ -97,12 +144,14 @@ def test_realistic_inner_problem_from_a_run(num_constraints):
     b = oj.benchmarks.make_benchmark("media_streaming")
     m, pi = b.cmdp, b.safe_policy
   else:
-    m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=4, num_actions=3, horizon=5,
-                       num_constraints=2)
+    m = oj.random_cmdp(
+      jax.random.PRNGKey(5), num_states=4, num_actions=3, horizon=5, num_constraints=2
+    )
     pi, _ = oj.safest_policy(m)
   slack = oj.check_safe_policy(m, pi)  # the true slack (run refuses a larger one)
-  agent = oj.optaug(num_episodes=300, safe_policy=pi, pretrain_episodes=20, slack=slack,
-                    eta=100.0, bonus_scale=0.1)
+  agent = oj.optaug(
+    num_episodes=300, safe_policy=pi, pretrain_episodes=20, slack=slack, eta=100.0, bonus_scale=0.1
+  )
   state, log = oj.run(agent, jax.random.PRNGKey(0), m, num_episodes=60)
   model = oj.optimistic_model(state.counts, num_episodes=300, delta=0.1, bonus_scale=0.1)
   lam = np.asarray(state.multipliers) + 0.5
@@ -114,8 +163,7 @@ def test_realistic_inner_problem_from_a_run(num_constraints):
 def _clipped_instance(seed, num_constraints, radius, s=3, a=2, h=3):
   """A random CMDP, the box `p +- radius` (clipped) and random multipliers in [0, 2)."""
   key = jax.random.PRNGKey(seed)
-  m = oj.random_cmdp(key, num_states=s, num_actions=a, horizon=h,
-                     num_constraints=num_constraints)
+  m = oj.random_cmdp(key, num_states=s, num_actions=a, horizon=h, num_constraints=num_constraints)
   lower = jnp.clip(m.transitions - radius, 0.0, 1.0)
   upper = jnp.clip(m.transitions + radius, 0.0, 1.0)
   lam = jax.random.uniform(jax.random.fold_in(key, 2), (num_constraints,)) * 2.0
@@ -124,13 +172,17 @@ def _clipped_instance(seed, num_constraints, radius, s=3, a=2, h=3):
 
 # Instances on which the I >= 2 primal recovery once stopped short (relative errors 2.5e-3,
 # 1.2e-3, 3.5e-7, 3.3e-5 before the exact simplex least squares); the dual optimum was exact.
-@pytest.mark.parametrize("seed,num_constraints,eta,radius", [
+@pytest.mark.parametrize(
+  "seed,num_constraints,eta,radius",
+  [
     (1960127676, 2, 78.0953046065382, 0.4675362118938841),  # dust weights froze the polish
     (666239354, 2, 254912.80014810263, 0.17889759835453511),  # mu_i ~ 1e-31 read as > 0
     (1805205898, 2, 184.0111425926151, 0.2382942108528852),  # a near-twin vertex off the face
-    pytest.param(1636805963, 3, 2852.1243317864896, 0.24225731655493665,
-                 marks=pytest.mark.slow),  # ill-conditioned face (11 s: slow suite)
-])
+    pytest.param(
+      1636805963, 3, 2852.1243317864896, 0.24225731655493665, marks=pytest.mark.slow
+    ),  # ill-conditioned face (11 s: slow suite)
+  ],
+)
 def test_instances_that_once_stopped_short(seed, num_constraints, eta, radius):
   m, lower, upper, lam = _clipped_instance(seed, num_constraints, radius)
   _check_against_cvxpy(m, lower, upper, lam, eta)
@@ -143,8 +195,9 @@ def test_random_instances_match_cvxpy(num_constraints):
   rng = np.random.default_rng(num_constraints)
   for n in range(30):
     s, a, h = (3, 2, 3) if n % 2 else (5, 3, 4)  # two shapes: two compilations
-    m, lower, upper, lam = _clipped_instance(int(rng.integers(2**31)), num_constraints,
-                                             rng.uniform(0.0, 0.5), s, a, h)
+    m, lower, upper, lam = _clipped_instance(
+      int(rng.integers(2**31)), num_constraints, rng.uniform(0.0, 0.5), s, a, h
+    )
     _check_against_cvxpy(m, lower, upper, lam, 10.0 ** rng.uniform(-3, 6))
 
 
@@ -157,20 +210,32 @@ def test_float32_several_constraints_are_accurate(num_constraints):
   rng = np.random.default_rng(10 + num_constraints)
   for _ in range(10):
     # Exactly representable data: float32 and float64 then pose the same problem.
-    m, lower, upper, lam = jax.tree.map(lambda x: jnp.asarray(f32(x), jnp.float64),
-                                        _clipped_instance(int(rng.integers(2**31)),
-                                                          num_constraints,
-                                                          rng.uniform(0.0, 0.5)))
+    m, lower, upper, lam = jax.tree.map(
+      lambda x: jnp.asarray(f32(x), jnp.float64),
+      _clipped_instance(int(rng.integers(2**31)), num_constraints, rng.uniform(0.0, 0.5)),
+    )
     lower = jnp.minimum(lower, m.transitions)
     upper = jnp.maximum(upper, m.transitions)
     eta = float(np.float32(10.0 ** rng.uniform(-2, 4)))
-    optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
-                                 lam, eta)
-    sol = _jit_solve(f32(m.cost), f32(m.constraint_costs), f32(lower), f32(upper), 0,
-                     f32(m.thresholds), f32(lam), jnp.float32(eta))
+    optimum, _ = ref.inner_cvxpy(
+      m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, lam, eta
+    )
+    sol = _jit_solve(
+      f32(m.cost),
+      f32(m.constraint_costs),
+      f32(lower),
+      f32(upper),
+      0,
+      f32(m.thresholds),
+      f32(lam),
+      jnp.float32(eta),
+    )
     assert sol.objective.dtype == jnp.float32
-    value = float(oj.augmented_lagrangian(jnp.asarray(sol.occupancy, jnp.float64), m.cost,
-                                          m.constraint_costs, m.thresholds, lam, eta))
+    value = float(
+      oj.augmented_lagrangian(
+        jnp.asarray(sol.occupancy, jnp.float64), m.cost, m.constraint_costs, m.thresholds, lam, eta
+      )
+    )
     assert abs(value - optimum) <= 1e-5 * max(1.0, abs(optimum)), (eta, value - optimum)
 
 
@@ -197,7 +262,15 @@ def test_jit_and_vmap_parity(num_constraints):
   eta = jnp.asarray([1.0, 1e2, 1e4])
 
   def solve(c, dd, lo, up, al, la, et):
-    return oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0), la, et, solver=oj.inner.exact(tol=None), gradient="unrolled")
+    return oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0
+      ),
+      la,
+      et,
+      solver=oj.inner.exact(tol=None),
+      gradient="unrolled",
+    )
 
   batched = jax.jit(jax.vmap(solve))(cost, d, lower, upper, alpha, lam, eta)
   for j in range(3):
@@ -218,10 +291,14 @@ def test_degenerate_inputs_give_no_nan(num_constraints):
   m, lower, upper = _instance(num_constraints)
   lam = LAMBDAS[num_constraints]
   cases = {
-      "point box": (m, m.transitions, m.transitions, 10.0),
-      "zero constraint costs": (m._replace(constraint_costs=jnp.zeros_like(m.constraint_costs)),
-                                lower, upper, 10.0),
-      "tiny eta": (m, lower, upper, 1e-6),
+    "point box": (m, m.transitions, m.transitions, 10.0),
+    "zero constraint costs": (
+      m._replace(constraint_costs=jnp.zeros_like(m.constraint_costs)),
+      lower,
+      upper,
+      10.0,
+    ),
+    "tiny eta": (m, lower, upper, 1e-6),
   }
   for name, (mm, lo, up, eta) in cases.items():
     sol = _solve(mm, lo, up, lam, eta)
@@ -238,9 +315,23 @@ def test_float32_single_constraint_is_accurate():
   m, lower, upper = _instance(1)
   f32 = lambda x: jnp.asarray(x, jnp.float32)
   for eta in [1.0, 1e2, 1e4]:
-    optimum, _ = ref.inner_cvxpy(m.cost, m.constraint_costs, lower, upper, 0, m.thresholds,
-                                 [0.3], eta)
-    sol = oj.solve_inner(oj.inner.InnerProblem(cost=f32(m.cost), constraint_costs=f32(m.constraint_costs), thresholds=f32(m.thresholds), lower=f32(lower), upper=f32(upper), initial_state=0), f32([0.3]), jnp.float32(eta), solver=oj.inner.exact(tol=None), gradient="unrolled")
+    optimum, _ = ref.inner_cvxpy(
+      m.cost, m.constraint_costs, lower, upper, 0, m.thresholds, [0.3], eta
+    )
+    sol = oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=f32(m.cost),
+        constraint_costs=f32(m.constraint_costs),
+        thresholds=f32(m.thresholds),
+        lower=f32(lower),
+        upper=f32(upper),
+        initial_state=0,
+      ),
+      f32([0.3]),
+      jnp.float32(eta),
+      solver=oj.inner.exact(tol=None),
+      gradient="unrolled",
+    )
     assert sol.objective.dtype == jnp.float32
     assert abs(float(sol.objective) - optimum) <= 1e-5 * max(1.0, abs(optimum))
 
@@ -253,8 +344,13 @@ def test_bad_arguments_raise_value_errors():
     with pytest.raises(ValueError, match="eta"):
       _solve(m, lower, upper, [0.0], eta)
   with pytest.raises(ValueError, match="inner"):
-    oj.optaug(num_episodes=10, safe_policy=jnp.full((3, 3, 2), 0.5), pretrain_episodes=1,
-              eta=1.0, inner="simplex")
+    oj.optaug(
+      num_episodes=10,
+      safe_policy=jnp.full((3, 3, 2), 0.5),
+      pretrain_episodes=1,
+      eta=1.0,
+      inner="simplex",
+    )
   with pytest.raises(ValueError, match="num_iters"):
     oj.inner.exact(num_iters=-1)
   with pytest.raises(ValueError, match="tol"):
@@ -267,20 +363,23 @@ def test_small_spd_solve_matches_numpy(n):
   (n = 9) against NumPy's solve, eagerly, under jit and under vmap; a matrix with a
   non-positive pivot gives a finite answer (no NaN to freeze the master's iterate)."""
   from optaug_jax._src.inner import master  # pylint: disable=g-import-not-at-top
+
   rng = np.random.default_rng(n)
   m = rng.normal(size=(4, n, n))
   a = m @ np.swapaxes(m, 1, 2) + 0.1 * np.eye(n)
   b = rng.normal(size=(4, n))
   want = np.linalg.solve(a, b[..., None])[..., 0]
-  np.testing.assert_allclose(master.spd_solve(jnp.asarray(a[0]), jnp.asarray(b[0])), want[0],
-                             rtol=1e-9, atol=1e-9)
-  np.testing.assert_allclose(jax.jit(jax.vmap(master.spd_solve))(jnp.asarray(a),
-                                                                 jnp.asarray(b)),
-                             want, rtol=1e-9, atol=1e-9)
+  np.testing.assert_allclose(
+    master.spd_solve(jnp.asarray(a[0]), jnp.asarray(b[0])), want[0], rtol=1e-9, atol=1e-9
+  )
+  np.testing.assert_allclose(
+    jax.jit(jax.vmap(master.spd_solve))(jnp.asarray(a), jnp.asarray(b)), want, rtol=1e-9, atol=1e-9
+  )
   if n <= master.UNROLLED_SOLVE_MAX:
     indefinite = np.diag(np.r_[np.ones(n - 1), -1.0])
-    assert np.isfinite(np.asarray(master.spd_solve(jnp.asarray(indefinite),
-                                                   jnp.asarray(b[0])))).all()
+    assert np.isfinite(
+      np.asarray(master.spd_solve(jnp.asarray(indefinite), jnp.asarray(b[0])))
+    ).all()
 
 
 def _two_actions(threshold):
@@ -289,11 +388,18 @@ def _two_actions(threshold):
   `t` of action 0, solvable by hand."""
   ones = jnp.ones((1, 1, 2, 1))
   return oj.inner.InnerProblem(
-    cost=jnp.asarray([[[0.0, 1.0]]]), constraint_costs=jnp.asarray([[[[1.0, 0.0]]]]),
-    thresholds=jnp.asarray([threshold]), lower=ones, upper=ones, initial_state=0)
+    cost=jnp.asarray([[[0.0, 1.0]]]),
+    constraint_costs=jnp.asarray([[[[1.0, 0.0]]]]),
+    thresholds=jnp.asarray([threshold]),
+    lower=ones,
+    upper=ones,
+    initial_state=0,
+  )
 
 
-@pytest.mark.parametrize("lam, eta, weight, optimum, dps", [
+@pytest.mark.parametrize(
+  "lam, eta, weight, optimum, dps",
+  [
     # lambda, the probe (1% of the way to the far end), then: the vertex holds up to the far
     # end lambda + eta g = 0.05, where the supergradient is 0
     (0.0, 0.1, 1.0, 0.0125, 3),
@@ -305,7 +411,8 @@ def _two_actions(threshold):
     # vertex, the bracket [0.99, 1.04]: one step, at the kink
     (0.99, 10.0, 0.501, 0.549, 3),
     (0.0, 10.0, None, None, 1),  # alpha = 1: the plan at lambda = 0 is feasible, mu* = 0
-])
+  ],
+)
 def test_warm_start_on_a_problem_solved_by_hand(lam, eta, weight, optimum, dps):
   """`f(t) = 1 - t + [lambda + eta (t - alpha)]_+^2 / (2 eta)` over the weight `t` of action
   0 (alpha = 1/2): `t* = 1, f* = 0.05^2 / 0.2`; `t* = 0.6, f* = 0.4 + 5 (0.1)^2`;
@@ -330,19 +437,31 @@ def test_warm_start_exits_batched_as_unbatched():
   the far end, a model step, out of steps with num_iters=1: the certifying DP) against each
   member's unbatched solve."""
   m, lower, upper = _instance(1)
-  thresholds = jnp.asarray([[float(m.horizon)], [0.5 * float(m.thresholds[0])],
-                            [float(m.thresholds[0])], [0.3 * float(m.thresholds[0])]])
+  thresholds = jnp.asarray(
+    [
+      [float(m.horizon)],
+      [0.5 * float(m.thresholds[0])],
+      [float(m.thresholds[0])],
+      [0.3 * float(m.thresholds[0])],
+    ]
+  )
   lams = jnp.asarray([[0.0], [0.3], [0.0], [1.0]])
 
   def solve(alpha, lam, num_iters):
     problem = _problem(m._replace(thresholds=alpha), lower, upper)
-    return oj.solve_inner(problem, lam, 10.0, gradient=None,
-                          solver=oj.inner.exact(num_iters=num_iters))
+    return oj.solve_inner(
+      problem, lam, 10.0, gradient=None, solver=oj.inner.exact(num_iters=num_iters)
+    )
 
   for num_iters in (None, 1):
-    batched = jax.jit(jax.vmap(lambda a, l: solve(a, l, num_iters)))(thresholds, lams)
+    batched = jax.jit(jax.vmap(lambda a, lam: solve(a, lam, num_iters)))(thresholds, lams)
     for i in range(len(lams)):
       one = solve(thresholds[i], lams[i], num_iters)
       for field in ("occupancy", "objective", "gap", "dp_calls", "policy"):
-        np.testing.assert_allclose(getattr(batched, field)[i], getattr(one, field),
-                                   rtol=1e-12, atol=1e-12, err_msg=f"{field} {i} {num_iters}")
+        np.testing.assert_allclose(
+          getattr(batched, field)[i],
+          getattr(one, field),
+          rtol=1e-12,
+          atol=1e-12,
+          err_msg=f"{field} {i} {num_iters}",
+        )

@@ -21,10 +21,11 @@ import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 pytest.importorskip("cvxpy")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+import references as ref  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
-import references as ref  # noqa: E402
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "experiments"))
 from inner_exactness import instance  # noqa: E402
@@ -34,7 +35,15 @@ EXAMPLES = {"float64": 3000, "float32": 1000}
 
 @jax.jit
 def _solve(c, d, lower, upper, s1, alpha, lam, eta):
-  return oj.solve_inner(oj.inner.InnerProblem(cost=c, constraint_costs=d, thresholds=alpha, lower=lower, upper=upper, initial_state=s1), lam, eta, solver=oj.inner.exact(tol=0.0), with_transitions=False)
+  return oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=c, constraint_costs=d, thresholds=alpha, lower=lower, upper=upper, initial_state=s1
+    ),
+    lam,
+    eta,
+    solver=oj.inner.exact(tol=0.0),
+    with_transitions=False,
+  )
 
 
 def _objective64(inst, eta, q):
@@ -67,28 +76,38 @@ def _check(dtype, seed, num_constraints, log_eta, lam_scale, radius):
     assert error <= gap + 1e-5, context
 
 
-_classes = dict(seed=st.integers(0, 2**32 - 1), num_constraints=st.integers(1, 3),
-                log_eta=st.floats(-2.0, 8.0),
-                lam_scale=st.sampled_from([0.0, 1e-2, 1.0, 1e2]),
-                # A point box (radius 0) or radius >= 1e-3: between the two the z-space
-                # polytope is nearly flat and Clarabel itself reports inaccurate solutions.
-                radius=st.one_of(st.just(0.0), st.floats(1e-3, 0.5)))
+_classes = dict(
+  seed=st.integers(0, 2**32 - 1),
+  num_constraints=st.integers(1, 3),
+  log_eta=st.floats(-2.0, 8.0),
+  lam_scale=st.sampled_from([0.0, 1e-2, 1.0, 1e2]),
+  # A point box (radius 0) or radius >= 1e-3: between the two the z-space
+  # polytope is nearly flat and Clarabel itself reports inaccurate solutions.
+  radius=st.one_of(st.just(0.0), st.floats(1e-3, 0.5)),
+)
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES["float64"], deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(
+  max_examples=EXAMPLES["float64"],
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=list(HealthCheck),
+)
 @given(**_classes)
 def test_float64_solves_are_exact(seed, num_constraints, log_eta, lam_scale, radius):
   _check(np.float64, seed, num_constraints, log_eta, lam_scale, radius)
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES["float32"], deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(
+  max_examples=EXAMPLES["float32"],
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=list(HealthCheck),
+)
 @given(**_classes)
-def test_float32_certified_solves_are_accurate(seed, num_constraints, log_eta, lam_scale,
-                                              radius):
+def test_float32_certified_solves_are_accurate(seed, num_constraints, log_eta, lam_scale, radius):
   _check(np.float32, seed, num_constraints, log_eta, lam_scale, radius)
 
 
@@ -99,8 +118,10 @@ def test_reliability_probe_rows(num_constraints, eta):
   before the scale-free master, 2-41 of 60 solves per row stopped with a certificate of
   1e-3..0.46 of the objective; every one is now certified."""
   rng = np.random.default_rng(0)
-  solutions = [_solve(*instance(rng, num_constraints, radius=0.3, lam_scale=0.0,
-                                threshold_share=0.5), eta) for _ in range(60)]
+  solutions = [
+    _solve(*instance(rng, num_constraints, radius=0.3, lam_scale=0.0, threshold_share=0.5), eta)
+    for _ in range(60)
+  ]
   gaps = [float(s.gap) / (1.0 + abs(float(s.objective))) for s in solutions]
   assert max(gaps) <= 1e-8
   assert all(bool(s.certified) for s in solutions)

@@ -9,14 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 import scipy.optimize
 
 import optaug_jax as oj
-import references as ref
 from optaug_jax._src import lp as lp_module
 
-
 # --- references -----------------------------------------------------------------------
+
 
 def _h1_value(cost, constraint_costs, thresholds, initial_state):
   """For H = 1 the (extended or plain) LP reduces to a policy at s_1 (all flow starts
@@ -24,9 +24,15 @@ def _h1_value(cost, constraint_costs, thresholds, initial_state):
   min_{pi in simplex(A)} c(s_1) . pi  s.t.  d_i(s_1) . pi <= alpha_i. None if infeasible."""
   c = np.asarray(cost, np.float64)[0, initial_state]
   d = np.asarray(constraint_costs, np.float64)[:, 0, initial_state]
-  res = scipy.optimize.linprog(c, A_ub=d, b_ub=np.asarray(thresholds, np.float64),
-                               A_eq=np.ones((1, c.size)), b_eq=[1.0], bounds=(0, None),
-                               method="highs")
+  res = scipy.optimize.linprog(
+    c,
+    A_ub=d,
+    b_ub=np.asarray(thresholds, np.float64),
+    A_eq=np.ones((1, c.size)),
+    b_eq=[1.0],
+    bounds=(0, None),
+    method="highs",
+  )
   return None if res.status == 2 else res.fun
 
 
@@ -48,9 +54,13 @@ def _h1_cmdp():
   p = np.full((1, 2, 3, 2), 0.5)
   c = np.array([[[0.0, 0.5, 1.0], [0.2, 0.2, 0.2]]])
   d = np.array([[[[1.0, 0.5, 0.0], [0.2, 0.2, 0.2]]]])
-  cmdp = oj.CMDP(transitions=jnp.asarray(p), cost=jnp.asarray(c),
-                 constraint_costs=jnp.asarray(d), thresholds=jnp.asarray([0.6]),
-                 initial_state=jnp.asarray(0))
+  cmdp = oj.CMDP(
+    transitions=jnp.asarray(p),
+    cost=jnp.asarray(c),
+    constraint_costs=jnp.asarray(d),
+    thresholds=jnp.asarray([0.6]),
+    initial_state=jnp.asarray(0),
+  )
   pi_b = np.zeros((1, 2, 3))
   pi_b[:, :, :] = [0.1, 0.2, 0.7]  # every action tried; d . pi_b = 0.2
   slack = oj.check_safe_policy(cmdp, pi_b)
@@ -58,8 +68,9 @@ def _h1_cmdp():
 
 
 def _float32_cmdp(seed=0):
-  return oj.random_cmdp(jax.random.PRNGKey(seed), num_states=3, num_actions=2, horizon=3,
-                        dtype=jnp.float32)
+  return oj.random_cmdp(
+    jax.random.PRNGKey(seed), num_states=3, num_actions=2, horizon=3, dtype=jnp.float32
+  )
 
 
 def _mixed_baseline(cmdp):
@@ -67,17 +78,18 @@ def _mixed_baseline(cmdp):
   pi, _ = oj.safest_policy(cmdp)
   pi = 0.7 * np.asarray(pi, np.float64) + 0.3 / cmdp.num_actions
   slack = oj.check_safe_policy(cmdp, pi.astype(np.float32))
-  return oj.benchmarks.Benchmark(cmdp=cmdp, safe_policy=jnp.asarray(pi, jnp.float32),
-                                 slack=slack)
+  return oj.benchmarks.Benchmark(cmdp=cmdp, safe_policy=jnp.asarray(pi, jnp.float32), slack=slack)
 
 
 def _failing_linprog(*args, **kwargs):
   """HiGHS giving up (status 4), as scipy reports it."""
-  return scipy.optimize.OptimizeResult(status=4, success=False, x=None, fun=None,
-                                       message="Numerical difficulties (test)")
+  return scipy.optimize.OptimizeResult(
+    status=4, success=False, x=None, fun=None, message="Numerical difficulties (test)"
+  )
 
 
 # --- the LP module ---------------------------------------------------------------------
+
 
 def test_extended_polytope_for_one_step_matches_the_reference():
   rng = np.random.default_rng(0)
@@ -89,8 +101,7 @@ def test_extended_polytope_for_one_step_matches_the_reference():
   np.testing.assert_allclose(b_eq, rb_eq, atol=1e-15)
   # The reference interleaves the upper and lower row of each entry; oj stacks the sides.
   r_box = r_box.toarray()
-  np.testing.assert_allclose(a_box.toarray(), np.vstack([r_box[0::2], r_box[1::2]]),
-                             atol=1e-15)
+  np.testing.assert_allclose(a_box.toarray(), np.vstack([r_box[0::2], r_box[1::2]]), atol=1e-15)
   np.testing.assert_allclose(b_box, rb_box, atol=1e-15)
 
 
@@ -113,8 +124,9 @@ def test_point_boxes_of_float32_estimates_are_feasible():
   1 +- 6e-8: the LP must equal the exact LP of the renormalised float64 model."""
   rng = np.random.default_rng(2)
   horizon, num_states, num_actions = 3, 4, 2
-  p32 = rng.dirichlet(np.ones(num_states), size=(horizon, num_states, num_actions)
-                      ).astype(np.float32)
+  p32 = rng.dirichlet(np.ones(num_states), size=(horizon, num_states, num_actions)).astype(
+    np.float32
+  )
   sums = p32.astype(np.float64).sum(-1)
   assert np.abs(sums - 1.0).max() > 1e-8  # the rounding is there
   cost = rng.uniform(size=(horizon, num_states, num_actions))
@@ -123,8 +135,9 @@ def test_point_boxes_of_float32_estimates_are_feasible():
   p64 = p32.astype(np.float64) / sums[..., None]
   want = ref.occupancy_lp_value(p64, cost, d, alpha, 0)
   assert want is not None
-  q, feasible = oj.lp.solve_extended_lp(cost.astype(np.float32), d.astype(np.float32), p32,
-                                        p32, 0, alpha.astype(np.float32))
+  q, feasible = oj.lp.solve_extended_lp(
+    cost.astype(np.float32), d.astype(np.float32), p32, p32, 0, alpha.astype(np.float32)
+  )
   assert feasible
   assert float(np.sum(cost * q)) == pytest.approx(want, abs=1e-6)
   # repair_box: rows within the tolerance hold a distribution; beyond it, left alone.
@@ -135,12 +148,14 @@ def test_point_boxes_of_float32_estimates_are_feasible():
   empty_up = np.array([0.5, 0.4])  # sums to 0.9: genuinely empty
   lo, up = lp_module.repair_box(np.zeros(2, np.float32), empty_up.astype(np.float32))
   np.testing.assert_array_equal(up, empty_up.astype(np.float32))
-  lo, up = lp_module.repair_box(np.array([0.6, 0.4000001], np.float32),
-                                np.array([0.7, 0.5], np.float32))
+  lo, up = lp_module.repair_box(
+    np.array([0.6, 0.4000001], np.float32), np.array([0.7, 0.5], np.float32)
+  )
   assert lo.sum() <= 1.0 + 1e-15 and np.all(lo <= up)
 
 
 # --- bonus_scale = 0 in float32 ----------------------------------------------------------
+
 
 def _point_box(counts):
   """The box of bonus_scale=0 in float64: the point p-bar (renormalised) where visited, the
@@ -166,8 +181,9 @@ def test_optcmdp_with_point_boxes_in_float32_matches_the_float64_lp():
   c_bar, d_bar, _ = _empirical(state.counts)
   lower, upper, visited = _point_box(state.counts)
   assert visited[1:].mean() > 0.6  # mostly point rows
-  want = ref.constrained_extended_lp_value(c_bar, d_bar, lower, upper, 0,
-                                           np.asarray(cmdp.thresholds, np.float64))
+  want = ref.constrained_extended_lp_value(
+    c_bar, d_bar, lower, upper, 0, np.asarray(cmdp.thresholds, np.float64)
+  )
   assert want is not None
   assert float(info.optimistic_cost_value) == pytest.approx(want, abs=2e-6)
   assert bool(info.extras["lp_feasible"]) and not bool(info.extras["lp_failed"])
@@ -183,8 +199,9 @@ def test_dope_with_point_boxes_in_float32_solves_its_lps():
   (radius 1 per next state), over the point boxes."""
   bench = _mixed_baseline(_float32_cmdp(0))
   k0, horizon, num_states = 15, 3, 3
-  agent = oj.agents.make_agent("dope", bench, num_episodes=40, bonus_scale=0.0,
-                               pretrain_episodes=k0)
+  agent = oj.agents.make_agent(
+    "dope", bench, num_episodes=40, bonus_scale=0.0, pretrain_episodes=k0
+  )
   state, log = oj.run(agent, jax.random.PRNGKey(1), bench.cmdp, num_episodes=30)
   feasible = np.asarray(log.extras["lp_feasible"])
   assert not feasible[:k0].any() and feasible[k0:].all()
@@ -195,13 +212,15 @@ def test_dope_with_point_boxes_in_float32_solves_its_lps():
   beta_bar = np.where(visited, 0.0, float(num_states))
   cost = c_bar - horizon**2 / bench.slack * beta_bar
   cons = d_bar + horizon * beta_bar
-  want = ref.constrained_extended_lp_value(cost, cons, lower, upper, 0,
-                                           np.asarray(bench.cmdp.thresholds, np.float64))
+  want = ref.constrained_extended_lp_value(
+    cost, cons, lower, upper, 0, np.asarray(bench.cmdp.thresholds, np.float64)
+  )
   assert want is not None and bool(info.extras["lp_feasible"])
   assert float(info.optimistic_cost_value) == pytest.approx(want, abs=2e-6)
 
 
 # --- H = 1 -------------------------------------------------------------------------------
+
 
 def test_optcmdp_for_one_step_matches_the_direct_lp():
   bench = _h1_cmdp()
@@ -219,8 +238,9 @@ def test_dope_for_one_step_matches_the_direct_lp():
   """Bura et al.'s radii (references.bura2022_box, loops), their objective
   c - H^2 / slack beta-bar and constraint d + H beta-bar, the LP at s_1."""
   bench, bonus, k_total = _h1_cmdp(), 0.05, 80
-  agent = oj.agents.make_agent("dope", bench, num_episodes=k_total, setting="bura2022",
-                               bonus_scale=bonus, pretrain_episodes=30)
+  agent = oj.agents.make_agent(
+    "dope", bench, num_episodes=k_total, setting="bura2022", bonus_scale=bonus, pretrain_episodes=30
+  )
   state, log = oj.run(agent, jax.random.PRNGKey(0), bench.cmdp, num_episodes=60)
   assert np.asarray(log.extras["lp_feasible"])[30:].any()
   assert not np.asarray(log.extras["lp_failed"]).any()
@@ -232,8 +252,9 @@ def test_dope_for_one_step_matches_the_direct_lp():
       states.append([s, s1])
       actions.append([a])
   support = np.asarray(bench.cmdp.transitions[0]) > 0
-  _, _, beta = ref.bura2022_box(states, actions, 2, 3, k_total, 0.01, support, horizon=1,
-                                bonus_scale=bonus)
+  _, _, beta = ref.bura2022_box(
+    states, actions, 2, 3, k_total, 0.01, support, horizon=1, bonus_scale=bonus
+  )
   beta_bar = beta.sum(-1)[None]
   cost = np.asarray(bench.cmdp.cost) - 1.0 / bench.slack * beta_bar
   cons = np.asarray(bench.cmdp.constraint_costs) + beta_bar
@@ -267,6 +288,7 @@ def test_optpess_lp_for_one_step_matches_the_direct_lp():
 
 # --- solver failures: the documented fallback, logged, and the run goes on --------------
 
+
 @pytest.mark.parametrize("name", ["dope", "optpess_lp"])
 def test_a_failed_lp_plays_the_baseline_and_is_logged(name, monkeypatch):
   bench = _mixed_baseline(_float32_cmdp(0))
@@ -295,14 +317,17 @@ def test_a_failed_lp_makes_optcmdp_play_the_safest_occupancy_also_under_vmap(mon
   assert np.asarray(log.extras["lp_failed"]).all() and bool(info.extras["lp_failed"])
   assert not np.asarray(log.extras["lp_feasible"]).any()
   model = oj.optimistic_model(one.counts, num_episodes=8, delta=0.1, bonus_scale=0.5)
-  safest = oj.extended_value_iteration(jnp.sum(model.constraint_costs, 0), model.lower,
-                                       model.upper, 0)
+  safest = oj.extended_value_iteration(
+    jnp.sum(model.constraint_costs, 0), model.lower, model.upper, 0
+  )
   np.testing.assert_allclose(policy, safest.policy)
   assert float(jnp.sum(info.optimistic_constraint_values)) == pytest.approx(
-      float(safest.value), abs=1e-5)
+    float(safest.value), abs=1e-5
+  )
 
 
 # --- unsafe baselines ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["dope", "optpess_lp"])
 def test_an_unsafe_baseline_is_refused(name):

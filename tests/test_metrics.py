@@ -8,10 +8,17 @@ import optaug_jax as oj
 
 def _log(cost, cons):
   z = jnp.zeros_like(cost)
-  return oj.EpisodeLog(cost_value=cost, constraint_values=cons, optimistic_cost_value=z,
-                       optimistic_constraint_values=cons, multipliers=cons, inner_gap=z,
-                       pretraining=z.astype(bool), sampled_cost=z,
-                       sampled_constraint_costs=cons)
+  return oj.EpisodeLog(
+    cost_value=cost,
+    constraint_values=cons,
+    optimistic_cost_value=z,
+    optimistic_constraint_values=cons,
+    multipliers=cons,
+    inner_gap=z,
+    pretraining=z.astype(bool),
+    sampled_cost=z,
+    sampled_constraint_costs=cons,
+  )
 
 
 def test_regrets_match_loop_with_leading_axes():

@@ -44,8 +44,12 @@ def test_nupi_matches_the_published_recursion():
 
 def test_nupi_special_cases_are_sgd_and_optimistic_descent():
   errors = _errors(1)
-  np.testing.assert_allclose(_apply(oj.agents.nupi(0.2, kp=0.0), errors, [0.1, 0.3]),
-                             _apply(optax.sgd(0.2), errors, [0.1, 0.3]), rtol=1e-13)
+  np.testing.assert_allclose(
+    _apply(oj.agents.nupi(0.2, kp=0.0), errors, [0.1, 0.3]),
+    _apply(optax.sgd(0.2), errors, [0.1, 0.3]),
+    rtol=1e-13,
+  )
+
   # kp = ki = 1, nu = 0: the steps -lr (2 g_t - g_{t-1}) of optimistic gradient descent.
   # optax starts from g_{-1} = g_0 (an SGD first step), nu-PI from xi_{-1} = 0.
   def steps(transform):
@@ -73,8 +77,12 @@ def test_pid_lagrangian_matches_stooke_algorithm_2():
   got = _apply(oj.agents.pid_lagrangian(kp=kp, ki=ki, kd=kd), errors, [0.0, 0.0])
   np.testing.assert_allclose(got, np.array(want), rtol=1e-12, atol=1e-14)
   # kp = kd = 0 from lambda = 0 is projected dual ascent with step ki.
-  np.testing.assert_allclose(_apply(oj.agents.pid_lagrangian(kp=0.0, ki=ki), errors, [0., 0.]),
-                             _apply(optax.sgd(ki), errors, [0., 0.]), rtol=1e-12, atol=1e-15)
+  np.testing.assert_allclose(
+    _apply(oj.agents.pid_lagrangian(kp=0.0, ki=ki), errors, [0.0, 0.0]),
+    _apply(optax.sgd(ki), errors, [0.0, 0.0]),
+    rtol=1e-12,
+    atol=1e-15,
+  )
 
 
 @pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
@@ -82,26 +90,38 @@ def test_optdual_with_optax_sgd_is_optdual():
   bench = oj.benchmarks.make_benchmark("factored", dtype=jnp.float64)
   key = jax.random.PRNGKey(3)
   _, plain = oj.run(oj.optdual(300, eta=0.05, bonus_scale=0.1), key, bench.cmdp, num_episodes=300)
-  _, sgd = oj.run(oj.optdual(300, dual_optimizer=optax.sgd(0.05), bonus_scale=0.1), key, bench.cmdp,
-                  num_episodes=300)
+  _, sgd = oj.run(
+    oj.optdual(300, dual_optimizer=optax.sgd(0.05), bonus_scale=0.1),
+    key,
+    bench.cmdp,
+    num_episodes=300,
+  )
   assert float(plain.multipliers.max()) > 0.1  # the constraint binds: multipliers move
   np.testing.assert_array_equal(plain.multipliers, sgd.multipliers)
   np.testing.assert_array_equal(plain.cost_value, sgd.cost_value)
   # A callable receives OptDual's step: eta=0.05 with optax.sgd is the same run again.
-  _, called = oj.run(oj.optdual(300, eta=0.05, dual_optimizer=optax.sgd, bonus_scale=0.1), key, bench.cmdp,
-                     num_episodes=300)
+  _, called = oj.run(
+    oj.optdual(300, eta=0.05, dual_optimizer=optax.sgd, bonus_scale=0.1),
+    key,
+    bench.cmdp,
+    num_episodes=300,
+  )
   np.testing.assert_array_equal(plain.multipliers, called.multipliers)
 
 
-@pytest.mark.parametrize("name", [  # 12-15 s each: one in the default suite
-    pytest.param("optdual_optimistic", marks=pytest.mark.slow), "pid_lagrangian",
-    pytest.param("nupi_lagrangian", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  "name",
+  [  # 12-15 s each: one in the default suite
+    pytest.param("optdual_optimistic", marks=pytest.mark.slow),
+    "pid_lagrangian",
+    pytest.param("nupi_lagrangian", marks=pytest.mark.slow),
+  ],
+)
 def test_controller_variants_run_jit_and_vmap(name):
   bench = oj.benchmarks.make_benchmark("factored", dtype=jnp.float64)
   agent = oj.agents.make_agent(name, bench, num_episodes=100, bonus_scale=0.1)
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
-  states, logs = jax.jit(jax.vmap(lambda k: oj.run(agent, k, bench.cmdp, num_episodes=100)))(
-      keys)
+  states, logs = jax.jit(jax.vmap(lambda k: oj.run(agent, k, bench.cmdp, num_episodes=100)))(keys)
   assert isinstance(states, oj.agents.DualOptimizerState)
   _, one = oj.run(agent, keys[2], bench.cmdp, num_episodes=100)
   chex.assert_trees_all_close(jax.tree.map(lambda x: x[2], logs), one, atol=1e-12)

@@ -16,11 +16,17 @@ def test_notebook_executes(path, monkeypatch):
   monkeypatch.setenv("OPTAUG_NOTEBOOK_QUICK", "1")
   monkeypatch.setenv("MPLBACKEND", "Agg")
   nb = nbformat.read(path, as_version=4)
-  client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                   resources={"metadata": {"path": str(path.parent)}})
+  client = nbclient.NotebookClient(
+    nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+  )
   client.execute()
-  errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-            if o.get("output_type") == "error"]
+  errors = [
+    o
+    for c in nb.cells
+    if c.cell_type == "code"
+    for o in c.get("outputs", [])
+    if o.get("output_type") == "error"
+  ]
   assert not errors
 
 

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 
 ROOT = pathlib.Path(__file__).parent.parent
 NAMESPACES = ("agents", "analysis", "benchmarks", "inner", "kernels", "lp", "plotting")
@@ -44,11 +44,16 @@ def test_long_source_files_say_why_at_their_top():
 
 def test_the_readme_names_a_file_for_every_step_of_the_paper():
   readme = (ROOT / "README.md").read_text()
-  table = readme[readme.index("| paper | file |"):]
-  table = table[:table.index("\n\n")]
+  table = readme[readme.index("| paper | file |") :]
+  table = table[: table.index("\n\n")]
   files = set(re.findall(r"`([\w/]+\.py)`", table))
-  assert {"agents/optaug.py", "inner/frank_wolfe.py", "inner/dual_search.py",
-          "inner/cutting_planes.py", "multiplier_updates.py"} <= files
+  assert {
+    "agents/optaug.py",
+    "inner/frank_wolfe.py",
+    "inner/dual_search.py",
+    "inner/cutting_planes.py",
+    "multiplier_updates.py",
+  } <= files
   for name in files:
     assert (ROOT / "optaug_jax" / "_src" / name).is_file(), name
 
@@ -80,8 +85,13 @@ def test_inner_solvers_are_hashable_values_checked_when_built():
   with pytest.raises(ValueError, match="tol: must be >= 0"):
     oj.inner.exact(tol=-1e-3)
   with pytest.raises(ValueError, match="inner: expected an inner solver"):
-    oj.optaug(num_episodes=10, safe_policy=jnp.full((2, 2, 2), 0.5), pretrain_episodes=1,
-              eta=1.0, inner="dual")
+    oj.optaug(
+      num_episodes=10,
+      safe_policy=jnp.full((2, 2, 2), 0.5),
+      pretrain_episodes=1,
+      eta=1.0,
+      inner="dual",
+    )
   with pytest.raises(ValueError, match="problem: expected an InnerProblem"):
     oj.solve_inner((1, 2, 3), jnp.zeros(1), 1.0)
 
@@ -89,11 +99,15 @@ def test_inner_solvers_are_hashable_values_checked_when_built():
 def test_one_default_solver_everywhere():
   """The agents, `solve_inner` and the analysis functions default to the same value."""
   import inspect
+
   default = oj.inner.exact()
-  for fn, arg in ((oj.optaug, "inner"), (oj.solve_inner, "solver"),
-                  (oj.analysis.alm_known_model, "inner"),
-                  (oj.analysis.optimal_value_estimate, "inner"),
-                  (oj.analysis.inner_sensitivities, "solver")):
+  for fn, arg in (
+    (oj.optaug, "inner"),
+    (oj.solve_inner, "solver"),
+    (oj.analysis.alm_known_model, "inner"),
+    (oj.analysis.optimal_value_estimate, "inner"),
+    (oj.analysis.inner_sensitivities, "solver"),
+  ):
     assert inspect.signature(fn).parameters[arg].default == default, fn.__name__
 
 
@@ -114,11 +128,16 @@ def test_fingerprint_compare_finds_one_ulp_and_maps_renamed_fields(tmp_path):
   each reported; the fields renamed by the refactor compare under their new names."""
   fingerprint = ref.load_experiment_module("fingerprint")
   x = np.linspace(0.0, 1.0, 7)
-  before = {"float64/p/optaug/log.fw_gap": x, "float64/p/optdual/state.multipliers": x,
-            "float64/p/inner0/exact.fw_gap": x}
-  after = {"float64/p/optaug/log.inner_gap": x,
-           "float64/p/optdual/state.agent.multipliers": x,
-           "float64/p/inner0/exact.gap": x}
+  before = {
+    "float64/p/optaug/log.fw_gap": x,
+    "float64/p/optdual/state.multipliers": x,
+    "float64/p/inner0/exact.fw_gap": x,
+  }
+  after = {
+    "float64/p/optaug/log.inner_gap": x,
+    "float64/p/optdual/state.agent.multipliers": x,
+    "float64/p/inner0/exact.gap": x,
+  }
   np.savez(tmp_path / "a.npz", **before)
   np.savez(tmp_path / "b.npz", **after)
   assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "b.npz")) == 0

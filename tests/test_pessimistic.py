@@ -5,9 +5,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,14 @@ def test_dope_episode_lp_matches_the_published_construction(factored3, next_stat
   hence the smaller bonus, under which both variants' LPs are feasible and differ)."""
   bench = factored3
   cmdp, k_total = bench.cmdp, 600
-  agent = oj.agents.make_agent("dope", bench, num_episodes=k_total, setting="bura2022",
-                               bonus_next_states=next_states, bonus_scale=bonus)
+  agent = oj.agents.make_agent(
+    "dope",
+    bench,
+    num_episodes=k_total,
+    setting="bura2022",
+    bonus_next_states=next_states,
+    bonus_scale=bonus,
+  )
   state, log = _state_after(agent, cmdp, 400)
   assert np.any(np.asarray(log.extras["lp_feasible"]))  # the LP phase was reached
   _, _, info = jax.jit(agent.plan)(state)
@@ -45,24 +51,36 @@ def test_dope_episode_lp_matches_the_published_construction(factored3, next_stat
       actions.append([a])
   horizon = cmdp.horizon
   # bura2022_box uses H from the trajectories for its log factor: pass it explicitly.
-  lower, upper, beta = ref.bura2022_box(states, actions, 3, 2, k_total, 0.01, support,
-                                        horizon=horizon, bonus_scale=bonus,
-                                        all_next_states=next_states == "all")
+  lower, upper, beta = ref.bura2022_box(
+    states,
+    actions,
+    3,
+    2,
+    k_total,
+    0.01,
+    support,
+    horizon=horizon,
+    bonus_scale=bonus,
+    all_next_states=next_states == "all",
+  )
   beta_bar = beta.sum(-1)
-  _, _, beta_known = ref.bura2022_box(states, actions, 3, 2, k_total, 0.01, support,
-                                      horizon=horizon, bonus_scale=bonus)
+  _, _, beta_known = ref.bura2022_box(
+    states, actions, 3, 2, k_total, 0.01, support, horizon=horizon, bonus_scale=bonus
+  )
   assert (beta_bar > beta_known.sum(-1)).any() == (next_states == "all")
   cost = np.asarray(cmdp.cost[0]) - horizon**2 / bench.slack * beta_bar
   cons = np.asarray(cmdp.constraint_costs[0, 0]) + horizon * beta_bar
   rep = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
-  want = ref.constrained_extended_lp_value(rep(cost), [rep(cons)], rep(lower), rep(upper), 0,
-                                           np.asarray(cmdp.thresholds))
+  want = ref.constrained_extended_lp_value(
+    rep(cost), [rep(cons)], rep(lower), rep(upper), 0, np.asarray(cmdp.thresholds)
+  )
   assert want is not None and bool(info.extras["lp_feasible"])
   assert float(info.optimistic_cost_value) == pytest.approx(want, abs=1e-7)
   assert float(info.optimistic_constraint_values[0]) <= float(cmdp.thresholds[0]) + 1e-7
   if next_states == "all":  # the agent's own LP differs from the support variant's
-    other = oj.agents.make_agent("dope", bench, num_episodes=k_total, setting="bura2022",
-                                 bonus_scale=bonus)
+    other = oj.agents.make_agent(
+      "dope", bench, num_episodes=k_total, setting="bura2022", bonus_scale=bonus
+    )
     _, _, info_support = jax.jit(other.plan)(state)
     assert abs(float(info_support.optimistic_cost_value) - want) > 1e-3
 
@@ -95,9 +113,13 @@ def test_optpess_lp_episode_problem_matches_numpy(factored3):
   assert np.any(np.asarray(log.extras["lp_feasible"]))
 
 
-@pytest.mark.parametrize("name", [
+@pytest.mark.parametrize(
+  "name",
+  [
     pytest.param("dope", marks=pytest.mark.slow),  # 25-45 s: 1,800 episodes' LPs (HiGHS)
-    "optpess_lp"])
+    "optpess_lp",
+  ],
+)
 def test_no_violation_in_seeded_runs_jit_and_vmap(factored3, name):
   """With the published radii and knowledge (bura2022 setting), no episode's true
   constraint value exceeds alpha; DOPE leaves the baseline (its LP becomes feasible)."""
@@ -119,18 +141,19 @@ def test_bad_arguments_are_refused(factored3):
   with pytest.raises(ValueError, match="pretrain_episodes"):
     oj.agents.make_agent("dope", factored3, num_episodes=10, pretrain_episodes=-1)
   with pytest.raises(ValueError, match="safe_policy"):
-    oj.agents.make_agent("optpess_lp", factored3, num_episodes=10,
-                         safe_policy=np.ones((3, 3, 2)))
+    oj.agents.make_agent("optpess_lp", factored3, num_episodes=10, safe_policy=np.ones((3, 3, 2)))
 
 
 def test_baseline_episodes_solve_no_lp_even_with_a_batched_state(factored3, monkeypatch):
   """Under vmap with a batched episode counter lax.cond runs both branches; the host
   callback must still skip HiGHS for seeds that play the baseline."""
   from optaug_jax._src import lp as lp_module
+
   calls = []
   original = lp_module.solve_extended_lp
-  monkeypatch.setattr(lp_module, "solve_extended_lp",
-                      lambda *a, **k: calls.append(1) or original(*a, **k))
+  monkeypatch.setattr(
+    lp_module, "solve_extended_lp", lambda *a, **k: calls.append(1) or original(*a, **k)
+  )
   bench = factored3
   agent = oj.agents.make_agent("dope", bench, num_episodes=50, pretrain_episodes=4)
   keys = jax.random.split(jax.random.PRNGKey(0), 2)

@@ -1,15 +1,14 @@
 """Occupancy, policy values, box minimisation and extended value iteration."""
 
-
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 import scipy.optimize
 
 import optaug_jax as oj
-import references as ref
 
 
 def _problem(seed, s=4, a=3, h=4, radius=0.3):
@@ -29,8 +28,9 @@ def test_occupancy_matches_loop_and_is_normalised():
 
 
 def test_policy_values_are_expected_costs():
-  m = oj.random_cmdp(jax.random.PRNGKey(1), num_states=3, num_actions=2, horizon=4,
-                     num_constraints=2)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(1), num_states=3, num_actions=2, horizon=4, num_constraints=2
+  )
   pi = np.random.default_rng(1).dirichlet(np.ones(2), size=(4, 3))
   q = ref.occupancy_loop(m.transitions, pi, 0)
   v, vd = oj.policy_values(m, jnp.asarray(pi))
@@ -50,8 +50,7 @@ def test_box_minimize_breaks_ties_by_index(method):
 @pytest.mark.parametrize("seed", range(6))
 def test_extended_value_iteration_matches_extended_lp(seed):
   reward, lower, upper, _, _ = _problem(seed)
-  sol = oj.extended_value_iteration(jnp.asarray(reward), jnp.asarray(lower),
-                                    jnp.asarray(upper), 1)
+  sol = oj.extended_value_iteration(jnp.asarray(reward), jnp.asarray(lower), jnp.asarray(upper), 1)
   lp = ref.extended_lp_value(reward, lower, upper, 1)
   assert float(sol.value) == pytest.approx(lp, abs=1e-8)
   t = np.asarray(sol.transitions)
@@ -74,8 +73,9 @@ def test_extended_value_iteration_with_point_box_is_plain_dp():
 
 def test_zero_values_tie_break_gives_lowest_action():
   h, s, a = 3, 3, 4
-  sol = oj.extended_value_iteration(jnp.zeros((h, s, a)), jnp.zeros((h, s, a, s)),
-                                    jnp.ones((h, s, a, s)), 0)
+  sol = oj.extended_value_iteration(
+    jnp.zeros((h, s, a)), jnp.zeros((h, s, a, s)), jnp.ones((h, s, a, s)), 0
+  )
   np.testing.assert_array_equal(np.argmax(sol.policy, -1), 0)
   np.testing.assert_allclose(sol.transitions[..., 0], 1.0)
 
@@ -85,28 +85,31 @@ def test_kernels_jit_and_vmap_parity():
   reward, lower, upper, p = (jnp.asarray(np.stack([x[i] for x in problems])) for i in range(4))
   pi = jax.nn.softmax(reward, axis=-1)
   checks = [
-      (lambda r, lo, up, pp, po: oj.extended_value_iteration(r, lo, up, 0)),
-      (lambda r, lo, up, pp, po: oj.occupancy(pp, po, 0)),
-      (lambda r, lo, up, pp, po: oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0])),
-      (lambda r, lo, up, pp, po: oj.kernels.optimal_policy(r, pp)),
+    (lambda r, lo, up, pp, po: oj.extended_value_iteration(r, lo, up, 0)),
+    (lambda r, lo, up, pp, po: oj.occupancy(pp, po, 0)),
+    (lambda r, lo, up, pp, po: oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0])),
+    (lambda r, lo, up, pp, po: oj.kernels.optimal_policy(r, pp)),
   ]
   for fn in checks:
     batched = jax.jit(jax.vmap(fn))(reward, lower, upper, p, pi)
     for j in range(3):
       single = fn(reward[j], lower[j], upper[j], p[j], pi[j])
       chex.assert_trees_all_close(single, jax.tree.map(lambda x: x[j], batched), rtol=1e-12)
-      chex.assert_trees_all_close(single, jax.jit(fn)(reward[j], lower[j], upper[j], p[j],
-                                                      pi[j]), rtol=1e-12)
+      chex.assert_trees_all_close(
+        single, jax.jit(fn)(reward[j], lower[j], upper[j], p[j], pi[j]), rtol=1e-12
+      )
 
 
 def test_float32_extended_value_iteration():
   reward, lower, upper, _, _ = _problem(4)
-  sol = oj.extended_value_iteration(jnp.asarray(reward, jnp.float32),
-                                    jnp.asarray(lower, jnp.float32),
-                                    jnp.asarray(upper, jnp.float32), 1)
+  sol = oj.extended_value_iteration(
+    jnp.asarray(reward, jnp.float32),
+    jnp.asarray(lower, jnp.float32),
+    jnp.asarray(upper, jnp.float32),
+    1,
+  )
   assert sol.value.dtype == jnp.float32
-  assert float(sol.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 1),
-                                           abs=1e-5)
+  assert float(sol.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 1), abs=1e-5)
 
 
 @pytest.mark.parametrize("method", oj.kernels.FILL_METHODS)
@@ -118,11 +121,17 @@ def test_fill_methods_match_lp_per_row(method):
     values[rng.integers(s)] = values[0]  # a tie
     p = rng.dirichlet(np.ones(s), size=3)
     lower, upper = ref.random_box(rng, p, 0.4)
-    val, arg = oj.kernels.box_minimize(jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper),
-                               method=method)
+    val, arg = oj.kernels.box_minimize(
+      jnp.asarray(values), jnp.asarray(lower), jnp.asarray(upper), method=method
+    )
     for row in range(3):
-      res = scipy.optimize.linprog(values, A_eq=np.ones((1, s)), b_eq=[1.0],
-                                   bounds=list(zip(lower[row], upper[row])), method="highs")
+      res = scipy.optimize.linprog(
+        values,
+        A_eq=np.ones((1, s)),
+        b_eq=[1.0],
+        bounds=list(zip(lower[row], upper[row])),
+        method="highs",
+      )
       assert float(val[row]) == pytest.approx(res.fun, abs=1e-10)
     assert np.all(arg >= lower - 1e-12) and np.all(arg <= upper + 1e-12)
     np.testing.assert_allclose(np.asarray(arg).sum(-1), 1.0, atol=1e-12)
@@ -134,23 +143,45 @@ def test_fill_methods_agree_in_extended_dp_under_jit_and_vmap(method):
   p = rng.dirichlet(np.ones(5), size=(3, 4, 5, 2))
   lower, upper = ref.random_box(rng, p, 0.3)
   reward = rng.uniform(-1, 1, size=(3, 4, 5, 2))
-  fn = lambda r, lo, up: (oj.extended_value_iteration(r, lo, up, 1, fill=method),
-                          oj.extended_lmo(r, lo, up, 1, fill=method))
-  want = [(oj.extended_value_iteration(reward[j], lower[j], upper[j], 1),
-           oj.extended_lmo(reward[j], lower[j], upper[j], 1)) for j in range(3)]
+  fn = lambda r, lo, up: (
+    oj.extended_value_iteration(r, lo, up, 1, fill=method),
+    oj.extended_lmo(r, lo, up, 1, fill=method),
+  )
+  want = [
+    (
+      oj.extended_value_iteration(reward[j], lower[j], upper[j], 1),
+      oj.extended_lmo(reward[j], lower[j], upper[j], 1),
+    )
+    for j in range(3)
+  ]
   got = jax.jit(jax.vmap(fn))(reward, lower, upper)
   for j in range(3):
     chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], got), want[j], atol=1e-12)
     single = jax.jit(fn)(reward[j], lower[j], upper[j])
     chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], got), single, atol=1e-12)
     assert float(want[j][0].value) == pytest.approx(
-        ref.extended_lp_value(reward[j], lower[j], upper[j], 1), abs=1e-9)
+      ref.extended_lp_value(reward[j], lower[j], upper[j], 1), abs=1e-9
+    )
 
 
 def test_unknown_fill_is_a_value_error():
   reward, lower, upper, _, _ = _problem(0)
   with pytest.raises(ValueError, match="fill"):
-    oj.solve_inner(oj.inner.InnerProblem(cost=jnp.asarray(reward), constraint_costs=jnp.zeros((1,) + reward.shape), thresholds=jnp.ones(1), lower=jnp.asarray(lower), upper=jnp.asarray(upper), initial_state=0), jnp.zeros(1), 1.0, solver=oj.inner.frank_wolfe(), fill="bubble", gradient="unrolled")
+    oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=jnp.asarray(reward),
+        constraint_costs=jnp.zeros((1,) + reward.shape),
+        thresholds=jnp.ones(1),
+        lower=jnp.asarray(lower),
+        upper=jnp.asarray(upper),
+        initial_state=0,
+      ),
+      jnp.zeros(1),
+      1.0,
+      solver=oj.inner.frank_wolfe(),
+      fill="bubble",
+      gradient="unrolled",
+    )
 
 
 def test_box_minimize_rejects_unknown_method():
@@ -164,13 +195,16 @@ def test_short_and_long_horizons_match_references(horizon):
   above) against the extended LP (scipy) and the NumPy occupancy loop, under jit and vmap."""
   reward, lower, upper, p, rng = _problem(11, s=3, a=2, h=horizon, radius=0.2)
   lmo = oj.extended_lmo(jnp.asarray(reward), jnp.asarray(lower), jnp.asarray(upper), 0)
-  assert float(lmo.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 0),
-                                           abs=1e-8)
+  assert float(lmo.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 0), abs=1e-8)
   assert float(jnp.sum(lmo.occupancy * reward)) == pytest.approx(float(lmo.value), abs=1e-10)
   pi = rng.dirichlet(np.ones(2), size=(horizon, 3))
-  np.testing.assert_allclose(oj.occupancy(jnp.asarray(p), jnp.asarray(pi), 1),
-                             ref.occupancy_loop(p, pi, 1), rtol=1e-12)
+  np.testing.assert_allclose(
+    oj.occupancy(jnp.asarray(p), jnp.asarray(pi), 1), ref.occupancy_loop(p, pi, 1), rtol=1e-12
+  )
   batched = jax.jit(jax.vmap(oj.extended_lmo, in_axes=(0, None, None, None)))(
-      jnp.stack([jnp.asarray(reward), -jnp.asarray(reward)]), jnp.asarray(lower),
-      jnp.asarray(upper), 0)
+    jnp.stack([jnp.asarray(reward), -jnp.asarray(reward)]),
+    jnp.asarray(lower),
+    jnp.asarray(upper),
+    0,
+  )
   chex.assert_trees_all_close(jax.tree.map(lambda x: x[0], batched), lmo, rtol=1e-12)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
 
@@ -22,20 +23,32 @@ def _run(key, bonus_scale, eta, inner_flag):
   pi, _ = oj.safest_policy(m)
 
   def with_method(method):
-    agent = oj.optaug(num_episodes=K, safe_policy=pi, pretrain_episodes=3, slack=1.0,
-                      eta=eta, bonus_scale=bonus_scale, inner=INNER[method])
+    agent = oj.optaug(
+      num_episodes=K,
+      safe_policy=pi,
+      pretrain_episodes=3,
+      slack=1.0,
+      eta=eta,
+      bonus_scale=bonus_scale,
+      inner=INNER[method],
+    )
     return oj.run(agent, jax.random.fold_in(key, 1), m, num_episodes=K)
 
   state_fw, log_fw = with_method("frank_wolfe")
   state_dual, log_dual = with_method("dual")
-  return m, jax.tree.map(lambda a, b: jnp.where(inner_flag, b, a), (state_fw, log_fw),
-                         (state_dual, log_dual))
+  return m, jax.tree.map(
+    lambda a, b: jnp.where(inner_flag, b, a), (state_fw, log_fw), (state_dual, log_dual)
+  )
 
 
 @pytest.mark.slow  # 15 s; slow suite (default suite under 10 minutes)
 @SETTINGS
-@given(seed=st.integers(0, 2**31 - 1), bonus_scale=st.floats(0.0, 2.0),
-       log_eta=st.floats(-3.0, 4.0), dual=st.booleans())
+@given(
+  seed=st.integers(0, 2**31 - 1),
+  bonus_scale=st.floats(0.0, 2.0),
+  log_eta=st.floats(-3.0, 4.0),
+  dual=st.booleans(),
+)
 def test_runs_stay_valid(seed, bonus_scale, log_eta, dual):
   m, (state, log) = _run(jax.random.PRNGKey(seed), bonus_scale, 10.0**log_eta, dual)
   for leaf in jax.tree.leaves((state, log)):
@@ -44,8 +57,7 @@ def test_runs_stay_valid(seed, bonus_scale, log_eta, dual):
   assert np.all(np.asarray(log.inner_gap) >= -1e-12)  # a certificate, up to rounding
   v, vd = np.asarray(log.cost_value), np.asarray(log.constraint_values)
   assert np.all((v >= -1e-9) & (v <= H + 1e-9)) and np.all((vd >= -1e-9) & (vd <= H + 1e-9))
-  model = oj.optimistic_model(state.counts, num_episodes=K, delta=0.1,
-                              bonus_scale=bonus_scale)
+  model = oj.optimistic_model(state.counts, num_episodes=K, delta=0.1, bonus_scale=bonus_scale)
   lo, up = np.asarray(model.lower), np.asarray(model.upper)
   assert np.all(lo <= up + 1e-12) and np.all(lo.sum(-1) <= 1 + 1e-9)
   assert np.all(up.sum(-1) >= 1 - 1e-9)
@@ -58,14 +70,39 @@ def _inner(key, eta, radius):
   lower = jnp.clip(m.transitions - radius, 0.0, 1.0)
   upper = jnp.clip(m.transitions + radius, 0.0, 1.0)
   lam = jax.random.uniform(jax.random.fold_in(key, 2), (2,)) * 2.0
-  sol = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.exact(tol=None), gradient="unrolled")
-  fw = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=0), lam, eta, solver=oj.inner.frank_wolfe(num_iters=30), gradient="unrolled")
+  sol = oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=m.cost,
+      constraint_costs=m.constraint_costs,
+      thresholds=m.thresholds,
+      lower=lower,
+      upper=upper,
+      initial_state=0,
+    ),
+    lam,
+    eta,
+    solver=oj.inner.exact(tol=None),
+    gradient="unrolled",
+  )
+  fw = oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=m.cost,
+      constraint_costs=m.constraint_costs,
+      thresholds=m.thresholds,
+      lower=lower,
+      upper=upper,
+      initial_state=0,
+    ),
+    lam,
+    eta,
+    solver=oj.inner.frank_wolfe(num_iters=30),
+    gradient="unrolled",
+  )
   return sol, fw, lower, upper
 
 
 @SETTINGS
-@given(seed=st.integers(0, 2**31 - 1), log_eta=st.floats(-3.0, 6.0),
-       radius=st.floats(0.0, 0.5))
+@given(seed=st.integers(0, 2**31 - 1), log_eta=st.floats(-3.0, 6.0), radius=st.floats(0.0, 0.5))
 @pytest.mark.slow  # 15-25 s; another default test covers the kernel (default suite under 10 min)
 def test_inner_solutions_are_valid_and_certified(seed, log_eta, radius):
   sol, fw, lower, upper = _inner(jax.random.PRNGKey(seed), 10.0**log_eta, radius)

@@ -51,8 +51,13 @@ def _run(blocks):
   the test suite's own process runs in float64)."""
   env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
   out = subprocess.run(
-    [sys.executable, "-c", _RUNNER], input=json.dumps([b for b, _ in blocks]), env=env,
-    cwd=ROOT, capture_output=True, text=True, timeout=1200,
+    [sys.executable, "-c", _RUNNER],
+    input=json.dumps([b for b, _ in blocks]),
+    env=env,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=1200,
   )
   assert out.returncode == 0, out.stderr[-3000:]
   printed = [json.loads(line) for line in out.stdout.splitlines()]

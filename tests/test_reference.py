@@ -4,9 +4,9 @@ import cvxpy as cp
 import jax
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 from optaug_jax.lp import flow_constraints
 
 
@@ -19,8 +19,10 @@ def test_slack_constraint_equals_brute_force(seed):
   m = _tiny(seed)
   m = m._replace(thresholds=np.array([3.0]))  # = H: never binding
   lp = oj.solve_lp(m)
-  best = min(np.sum(np.asarray(m.cost) * ref.occupancy_loop(m.transitions, pi, 0))
-             for pi in ref.deterministic_policies(3, 2, 2))
+  best = min(
+    np.sum(np.asarray(m.cost) * ref.occupancy_loop(m.transitions, pi, 0))
+    for pi in ref.deterministic_policies(3, 2, 2)
+  )
   assert lp.value == pytest.approx(best, abs=1e-9)
   assert lp.multipliers[0] == pytest.approx(0.0, abs=1e-9)
   v, vd = oj.policy_values(m, lp.policy)
@@ -29,8 +31,9 @@ def test_slack_constraint_equals_brute_force(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_binding_constraint_equals_cvxpy(seed):
-  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=3, num_actions=2, horizon=4,
-                     num_constraints=2)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(seed), num_states=3, num_actions=2, horizon=4, num_constraints=2
+  )
   lp = oj.solve_lp(m)
   # Independent formulation: state-occupancy + policy-mixing variables, by cvxpy/Clarabel.
   p = np.asarray(m.transitions)
@@ -38,17 +41,17 @@ def test_binding_constraint_equals_cvxpy(seed):
   q = [cp.Variable((s, a), nonneg=True) for _ in range(h)]
   cons = [cp.sum(q[0], axis=1) == np.eye(s)[0]]
   for t in range(1, h):
-    cons += [cp.sum(q[t][j]) == cp.sum(cp.multiply(p[t - 1, :, :, j], q[t - 1]))
-             for j in range(s)]
+    cons += [cp.sum(q[t][j]) == cp.sum(cp.multiply(p[t - 1, :, :, j], q[t - 1])) for j in range(s)]
   d = np.asarray(m.constraint_costs)
-  cons += [sum(cp.sum(cp.multiply(d[i, t], q[t])) for t in range(h)) <= float(m.thresholds[i])
-           for i in range(d.shape[0])]
+  cons += [
+    sum(cp.sum(cp.multiply(d[i, t], q[t])) for t in range(h)) <= float(m.thresholds[i])
+    for i in range(d.shape[0])
+  ]
   obj = sum(cp.sum(cp.multiply(np.asarray(m.cost)[t], q[t])) for t in range(h))
   prob = cp.Problem(cp.Minimize(obj), cons)
   prob.solve(solver=cp.CLARABEL)
   assert lp.value == pytest.approx(prob.value, abs=1e-6)
-  np.testing.assert_allclose(lp.multipliers, [c.dual_value for c in cons[-d.shape[0]:]],
-                             atol=1e-5)
+  np.testing.assert_allclose(lp.multipliers, [c.dual_value for c in cons[-d.shape[0] :]], atol=1e-5)
   assert np.any(lp.multipliers > 1e-4)  # some constraint binds
   v, vd = oj.policy_values(m, lp.policy)
   assert float(v) == pytest.approx(lp.value, abs=1e-9)
@@ -65,7 +68,8 @@ def test_flow_constraints_accept_true_occupancies():
 
 def test_infeasible_cmdp_is_reported():
   m = _tiny(0)
-  m = m._replace(thresholds=np.array([0.0]),
-                 constraint_costs=np.ones_like(np.asarray(m.constraint_costs)))
+  m = m._replace(
+    thresholds=np.array([0.0]), constraint_costs=np.ones_like(np.asarray(m.constraint_costs))
+  )
   with pytest.raises(ValueError, match="infeasible"):
     oj.solve_lp(m)

@@ -23,8 +23,21 @@ def _cancellation():
 
 
 def _args(out, *extra):
-  return ["--benchmark", "factored", "--seeds", "2", "--episodes", "20", "--chunk", "10",
-          "--agents", "optdual", "--out", str(out), *extra]
+  return [
+    "--benchmark",
+    "factored",
+    "--seeds",
+    "2",
+    "--episodes",
+    "20",
+    "--chunk",
+    "10",
+    "--agents",
+    "optdual",
+    "--out",
+    str(out),
+    *extra,
+  ]
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +98,9 @@ def test_moved_output_directory_resumes(tmp_path, cancellation):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["done_1000", "done_edited_in_place", "done_15", "nan_state",
-                                  "truncated", "empty"])
+@pytest.mark.parametrize(
+  "case", ["done_1000", "done_edited_in_place", "done_15", "nan_state", "truncated", "empty"]
+)
 def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path, cancellation, case):
   """Case 2: edited episode counts, garbage state, truncated and empty files."""
   out = tmp_path / "out"
@@ -105,10 +119,12 @@ def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path, cancellat
     _rewrite(path, lambda a: a.update(done=np.asarray(15)))
     match = "log"
   elif case == "nan_state":
+
     def poison(a):
       for k in a:
         if k.startswith("state_") and np.issubdtype(a[k].dtype, np.floating):
           a[k] = np.full_like(a[k], np.nan)
+
     _rewrite(path, poison)
     match = "NaN"
   elif case == "truncated":
@@ -126,17 +142,21 @@ def test_damaged_checkpoints_are_refused_with_the_file_named(tmp_path, cancellat
 def test_counts_never_saturate_in_low_precision():
   """Case 3: visits are integers and cost sums >= float32 whatever dtype is asked; 16-bit
   CMDPs are refused."""
-  counts = oj.init_counts(num_states=2, num_actions=1, horizon=1, num_constraints=1,
-                          dtype=jnp.bfloat16)
+  counts = oj.init_counts(
+    num_states=2, num_actions=1, horizon=1, num_constraints=1, dtype=jnp.bfloat16
+  )
   assert counts.visits.dtype == jnp.int32 and counts.cost_sums.dtype == jnp.float32
-  trajectory = oj.Trajectory(states=jnp.asarray([0, 1]), actions=jnp.asarray([0]),
-                                   costs=jnp.ones(1), constraint_costs=jnp.ones((1, 1)))
+  trajectory = oj.Trajectory(
+    states=jnp.asarray([0, 1]),
+    actions=jnp.asarray([0]),
+    costs=jnp.ones(1),
+    constraint_costs=jnp.ones((1, 1)),
+  )
   counts = jax.lax.fori_loop(0, 3000, lambda _, c: oj.update_counts(c, trajectory), counts)
   assert float(counts.visits[0, 0, 0]) == 3000.0  # bfloat16 stops at 256, float16 at 2048
   m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3)
   for dtype in (jnp.float16, jnp.bfloat16):
-    low = jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating)
-                       else x, m)
+    low = jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, m)
     with pytest.raises(ValueError, match="dtype .* is not supported"):
       oj.validate_cmdp(low)
 
@@ -145,17 +165,19 @@ def _cmdp():
   return oj.random_cmdp(jax.random.PRNGKey(0), num_states=3, num_actions=2, horizon=3)
 
 
-@pytest.mark.parametrize("build, match", [
+@pytest.mark.parametrize(
+  "build, match",
+  [
     (lambda pi: oj.optaug(10, pi, 2, eta=1.0, bonus_scale=float("nan")), "bonus_scale"),
     (lambda pi: oj.optaug(10, pi, 2, eta=1.0, delta=1e-40), "delta"),
     (lambda pi: oj.optdual(10, eta=1.0, bonus_scale=-1.0), "bonus_scale"),
     (lambda pi: oj.agents.optcmdp(10, bonus_scale=-1.0), "bonus_scale"),
-    (lambda pi: oj.optaug(10, pi, 2, eta=1.0, inner=oj.inner.frank_wolfe(tol=float("nan"))),
-     "tol"),
+    (lambda pi: oj.optaug(10, pi, 2, eta=1.0, inner=oj.inner.frank_wolfe(tol=float("nan"))), "tol"),
     (lambda pi: oj.optaug(10, pi, 2, eta=1.0, nu=float("inf")), "nu"),
     (lambda pi: oj.optaug(10, pi, 2, eta=float("nan")), "eta"),
     (lambda pi: oj.agents.optprimaldual(10, policy_step=0.0), "policy_step"),
-])
+  ],
+)
 def test_factories_name_every_bad_argument(build, match):
   """Case 4: each hole reported in the factories' checks."""
   pi, _ = oj.safest_policy(_cmdp())
@@ -188,8 +210,9 @@ def _box(m):
   return m.transitions, m.transitions
 
 
-@pytest.mark.parametrize("case", ["initial_state", "lower_above_upper", "lower_mass",
-                                  "upper_mass", "thresholds_shape"])
+@pytest.mark.parametrize(
+  "case", ["initial_state", "lower_above_upper", "lower_mass", "upper_mass", "thresholds_shape"]
+)
 def test_kernels_refuse_invalid_arguments(case):
   """Case 6: invalid boxes, initial states and threshold shapes are named, not turned
   into garbage occupancies or negative certificates."""
@@ -207,7 +230,20 @@ def test_kernels_refuse_invalid_arguments(case):
   else:
     alpha, match = jnp.ones(2), "thresholds"
   with pytest.raises(ValueError, match=match):
-    oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=alpha, lower=lower, upper=upper, initial_state=s1), jnp.zeros(1), 1.0, solver=oj.inner.frank_wolfe(), gradient="unrolled")
+    oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=m.cost,
+        constraint_costs=m.constraint_costs,
+        thresholds=alpha,
+        lower=lower,
+        upper=upper,
+        initial_state=s1,
+      ),
+      jnp.zeros(1),
+      1.0,
+      solver=oj.inner.frank_wolfe(),
+      gradient="unrolled",
+    )
   if case != "thresholds_shape":
     with pytest.raises(ValueError, match=match):
       oj.extended_value_iteration(m.cost, lower, upper, s1)
@@ -221,10 +257,37 @@ def test_checked_kernels_under_jit():
   @oj.checked
   @jax.jit
   def solve(lower, upper, s1):
-    return oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=lower, upper=upper, initial_state=s1), jnp.zeros(1), 1.0, solver=oj.inner.exact(tol=None), check=True, gradient="unrolled").objective
+    return oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=m.cost,
+        constraint_costs=m.constraint_costs,
+        thresholds=m.thresholds,
+        lower=lower,
+        upper=upper,
+        initial_state=s1,
+      ),
+      jnp.zeros(1),
+      1.0,
+      solver=oj.inner.exact(tol=None),
+      check=True,
+      gradient="unrolled",
+    ).objective
 
   value = solve(m.transitions, m.transitions, 0)
-  want = oj.solve_inner(oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds, lower=m.transitions, upper=m.transitions, initial_state=0), jnp.zeros(1), 1.0, solver=oj.inner.exact(tol=None), gradient="unrolled").objective
+  want = oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=m.cost,
+      constraint_costs=m.constraint_costs,
+      thresholds=m.thresholds,
+      lower=m.transitions,
+      upper=m.transitions,
+      initial_state=0,
+    ),
+    jnp.zeros(1),
+    1.0,
+    solver=oj.inner.exact(tol=None),
+    gradient="unrolled",
+  ).objective
   assert float(value) == pytest.approx(float(want), abs=1e-12)
   with pytest.raises(ValueError, match="initial_state"):
     solve(m.transitions, m.transitions, 5)
@@ -236,25 +299,71 @@ def test_checked_kernels_under_jit():
 @jax.jit
 def _checked_solve(transitions, cost, constraint_costs, thresholds, multipliers, eta):
   """One compilation for every case below (the checks depend on values, not shapes)."""
-  return oj.solve_inner(oj.inner.InnerProblem(cost=cost, constraint_costs=constraint_costs, thresholds=thresholds, lower=transitions, upper=transitions, initial_state=0), multipliers, eta, solver=oj.inner.exact(tol=None), check=True, gradient="unrolled").objective
+  return oj.solve_inner(
+    oj.inner.InnerProblem(
+      cost=cost,
+      constraint_costs=constraint_costs,
+      thresholds=thresholds,
+      lower=transitions,
+      upper=transitions,
+      initial_state=0,
+    ),
+    multipliers,
+    eta,
+    solver=oj.inner.exact(tol=None),
+    check=True,
+    gradient="unrolled",
+  ).objective
 
 
-@pytest.mark.parametrize("field,bad", [("multipliers", np.nan), ("multipliers", -1.0),
-                                       ("eta", np.inf), ("eta", -2.0), ("eta", 0.0),
-                                       ("cost", np.nan), ("cost", -0.5),
-                                       ("constraint_costs", np.inf), ("thresholds", np.nan)])
+@pytest.mark.parametrize(
+  "field,bad",
+  [
+    ("multipliers", np.nan),
+    ("multipliers", -1.0),
+    ("eta", np.inf),
+    ("eta", -2.0),
+    ("eta", 0.0),
+    ("cost", np.nan),
+    ("cost", -0.5),
+    ("constraint_costs", np.inf),
+    ("thresholds", np.nan),
+  ],
+)
 def test_checked_inner_solve_refuses_bad_numbers_under_jit(field, bad):
   """Inside jit, NaN/inf or negative multipliers, step sizes and costs once passed into
   `solve_inner` (a NaN objective and certificate); `check=True` now names them."""
   m = _cmdp()
-  args = dict(cost=m.cost, constraint_costs=m.constraint_costs, thresholds=m.thresholds,
-              multipliers=jnp.zeros(1), eta=jnp.asarray(1.0))
-  args[field] = jnp.full_like(jnp.asarray(args[field]), bad) if field in (
-      "multipliers", "eta", "thresholds") else args[field].at[0, 0].set(bad) if field == "cost" \
-      else args[field].at[0, 0, 0].set(bad)
+  args = dict(
+    cost=m.cost,
+    constraint_costs=m.constraint_costs,
+    thresholds=m.thresholds,
+    multipliers=jnp.zeros(1),
+    eta=jnp.asarray(1.0),
+  )
+  args[field] = (
+    jnp.full_like(jnp.asarray(args[field]), bad)
+    if field in ("multipliers", "eta", "thresholds")
+    else args[field].at[0, 0].set(bad)
+    if field == "cost"
+    else args[field].at[0, 0, 0].set(bad)
+  )
 
   with pytest.raises(ValueError, match=field):
     _checked_solve(m.transitions, **args)
   # Eagerly (concrete arrays) the same arguments are refused without check=True.
   with pytest.raises(ValueError, match=field):
-    oj.solve_inner(oj.inner.InnerProblem(cost=args["cost"], constraint_costs=args["constraint_costs"], thresholds=args["thresholds"], lower=m.transitions, upper=m.transitions, initial_state=0), args["multipliers"], args["eta"], solver=oj.inner.exact(tol=None), gradient="unrolled")
+    oj.solve_inner(
+      oj.inner.InnerProblem(
+        cost=args["cost"],
+        constraint_costs=args["constraint_costs"],
+        thresholds=args["thresholds"],
+        lower=m.transitions,
+        upper=m.transitions,
+        initial_state=0,
+      ),
+      args["multipliers"],
+      args["eta"],
+      solver=oj.inner.exact(tol=None),
+      gradient="unrolled",
+    )

@@ -16,7 +16,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from references import load_experiment_module
 
 EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
@@ -25,12 +24,26 @@ EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
 def _result_files():
   sys.path.insert(0, str(EXPERIMENTS))
   import result_files  # noqa: E402  (as the scripts import it)
+
   return result_files
 
 
 def _args(out, *extra, agents="optdual"):
-  return ["--benchmark", "factored", "--seeds", "2", "--episodes", "20", "--chunk", "10",
-          "--agents", agents, "--out", str(out), *extra]
+  return [
+    "--benchmark",
+    "factored",
+    "--seeds",
+    "2",
+    "--episodes",
+    "20",
+    "--chunk",
+    "10",
+    "--agents",
+    agents,
+    "--out",
+    str(out),
+    *extra,
+  ]
 
 
 def _headline_args(out, *extra):
@@ -39,8 +52,10 @@ def _headline_args(out, *extra):
 
 def md5s(directory) -> dict:
   """{file name: md5} of every file in `directory` (what a refused run must not change)."""
-  return {p.name: hashlib.md5(p.read_bytes()).hexdigest()
-          for p in sorted(pathlib.Path(directory).iterdir())}
+  return {
+    p.name: hashlib.md5(p.read_bytes()).hexdigest()
+    for p in sorted(pathlib.Path(directory).iterdir())
+  }
 
 
 def temporary_files(directory) -> list:
@@ -111,7 +126,8 @@ def test_a_damaged_checkpoint_refuses_before_any_agent_runs(tmp_path, cancellati
   assert cancellation.main(_args(out, "--max-chunks", "1", agents=agents)) is None
   # optdual stopped at episode 10; pid_lagrangian's checkpoint is a damaged file.
   (out / "checkpoint_pid_lagrangian.npz").write_bytes(
-      (out / "checkpoint_optdual.npz").read_bytes()[:100])
+    (out / "checkpoint_optdual.npz").read_bytes()[:100]
+  )
   before = md5s(out)
   with pytest.raises(ValueError, match="unreadable"):
     cancellation.main(_args(out, "--resume", agents=agents))
@@ -119,16 +135,16 @@ def test_a_damaged_checkpoint_refuses_before_any_agent_runs(tmp_path, cancellati
 
 
 @pytest.mark.slow  # 12 s; slow suite (default suite under 10 minutes)
-def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(copy_of_finished,
-                                                                      cancellation):
+def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(
+  copy_of_finished, cancellation
+):
   """A fresh run of other settings cut short: the previous run's results are gone (not
   left next to this run's config), the directory says "incomplete", readers refuse it;
   --resume finishes it."""
   result_files = _result_files()
   out = copy_of_finished
   assert cancellation.main(_args(out, "--eta", "50", "--max-chunks", "1")) is None
-  for name in ("summary.json", "results.npz", "regrets.png", "oscillation.png",
-               "multipliers.png"):
+  for name in ("summary.json", "results.npz", "regrets.png", "oscillation.png", "multipliers.png"):
     assert not (out / name).exists(), f"{name} of the previous run (eta 100) left behind"
   config = json.loads((out / "config.json").read_text())
   assert config["arguments"]["eta"] == "50.0"
@@ -144,8 +160,9 @@ def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(copy_of_fin
 
 
 @pytest.mark.parametrize("written_before_manifests", [False, True])
-def test_headline_refuses_a_cancellation_directory(copy_of_finished, headline,
-                                                    written_before_manifests):
+def test_headline_refuses_a_cancellation_directory(
+  copy_of_finished, headline, written_before_manifests
+):
   out = copy_of_finished
   if written_before_manifests:
     (out / "manifest.json").unlink(missing_ok=True)
@@ -197,8 +214,10 @@ def test_load_results_reads_only_finished_runs(tmp_path):
   loaded = result_files.load_results(out, "script")
   assert loaded["summary.json"] == {"value": 1}
   np.testing.assert_array_equal(loaded["arrays.npz"]["a"], np.arange(3))
-  assert set(result_files.load_results(out, files=["summary.json"])) == {"manifest.json",
-                                                                  "summary.json"}
+  assert set(result_files.load_results(out, files=["summary.json"])) == {
+    "manifest.json",
+    "summary.json",
+  }
   with pytest.raises(ValueError, match="not other.py"):
     result_files.load_results(out, "other")
   os.remove(out / "arrays.npz")

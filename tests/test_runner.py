@@ -19,12 +19,19 @@ K = 24
 
 @pytest.fixture(scope="module")
 def setup():
-  cmdp = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=4,
-                        num_constraints=2)
+  cmdp = oj.random_cmdp(
+    jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=4, num_constraints=2
+  )
   policy, slack = oj.safest_policy(cmdp)
-  agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4, slack=slack,
-                    eta=10.0, bonus_scale=0.1,
-                    inner=oj.inner.frank_wolfe(num_iters=8))
+  agent = oj.optaug(
+    num_episodes=100,
+    safe_policy=policy,
+    pretrain_episodes=4,
+    slack=slack,
+    eta=10.0,
+    bonus_scale=0.1,
+    inner=oj.inner.frank_wolfe(num_iters=8),
+  )
   keys = jax.random.split(jax.random.PRNGKey(1), 5)
   state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=K))(keys)
   return cmdp, agent, keys, state, log
@@ -34,28 +41,34 @@ def _numpy_summary(log, optimal_value, thresholds):
   """Independent NumPy totals of a full log `[N, K]`."""
   gap = np.asarray(log.cost_value) - optimal_value
   viol = np.asarray(log.constraint_values) - np.asarray(thresholds)
-  return {"strong_cost": np.maximum(gap, 0).sum(-1), "weak_cost": gap.sum(-1),
-          "absolute_cost": np.abs(gap).sum(-1),
-          "strong_constraint": np.maximum(viol, 0).sum(-2), "weak_constraint": viol.sum(-2),
-          "max_violation": viol.max(-2), "violating_episodes": (viol > 0).sum(-2),
-          "max_inner_gap": np.asarray(log.inner_gap).max(-1),
-          "multipliers": np.asarray(log.multipliers)[:, -1]}
+  return {
+    "strong_cost": np.maximum(gap, 0).sum(-1),
+    "weak_cost": gap.sum(-1),
+    "absolute_cost": np.abs(gap).sum(-1),
+    "strong_constraint": np.maximum(viol, 0).sum(-2),
+    "weak_constraint": viol.sum(-2),
+    "max_violation": viol.max(-2),
+    "violating_episodes": (viol > 0).sum(-2),
+    "max_inner_gap": np.asarray(log.inner_gap).max(-1),
+    "multipliers": np.asarray(log.multipliers)[:, -1],
+  }
 
 
 def test_summary_logs_equal_totals_of_full_logs(setup):
   cmdp, agent, keys, state, log = setup
   v_star = 1.3
-  st, summary = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=K, logs="summary",
-                                          optimal_value=v_star))(keys)
+  st, summary = jax.vmap(
+    lambda k: oj.run(agent, k, cmdp, num_episodes=K, logs="summary", optimal_value=v_star)
+  )(keys)
   assert np.all(np.asarray(summary.episodes) == K)
   want = _numpy_summary(log, v_star, cmdp.thresholds)
   for name, value in want.items():
-    np.testing.assert_allclose(getattr(summary, name), value, rtol=1e-10, atol=1e-12,
-                               err_msg=name)
+    np.testing.assert_allclose(getattr(summary, name), value, rtol=1e-10, atol=1e-12, err_msg=name)
   # The paper's constraint regrets are the max over constraints of the totals.
   r = oj.regrets(log, v_star, cmdp.thresholds)
-  np.testing.assert_allclose(summary.strong_constraint.max(-1), r.strong_constraint[:, -1],
-                             rtol=1e-10)
+  np.testing.assert_allclose(
+    summary.strong_constraint.max(-1), r.strong_constraint[:, -1], rtol=1e-10
+  )
   np.testing.assert_allclose(summary.weak_cost, r.weak_cost[:, -1], rtol=1e-10)
   jax.tree.map(np.testing.assert_array_equal, st, state)
 
@@ -67,8 +80,9 @@ def test_summary_of_chunks_merges_to_summary_of_run(setup):
   _, b = oj.run(agent, keys[0], cmdp, num_episodes=K - 10, logs="summary", state=s1)
   merged = a.merge(b)
   for name in whole._fields:
-    np.testing.assert_allclose(getattr(merged, name), getattr(whole, name), rtol=1e-12,
-                               err_msg=name)
+    np.testing.assert_allclose(
+      getattr(merged, name), getattr(whole, name), rtol=1e-12, err_msg=name
+    )
 
 
 def test_run_rejects_unknown_logs(setup):
@@ -88,9 +102,9 @@ def test_run_sharded_equals_vmapped_run(setup, batch_size):
 @pytest.mark.slow
 def test_run_sharded_summary_batched_cmdps_and_resume(setup):
   cmdp, agent, keys, _, _ = setup
-  cmdps = jax.vmap(lambda k: oj.random_cmdp(k, num_states=4, num_actions=3, horizon=4,
-                                            num_constraints=2))(
-                                                jax.random.split(jax.random.PRNGKey(7), 5))
+  cmdps = jax.vmap(
+    lambda k: oj.random_cmdp(k, num_states=4, num_actions=3, horizon=4, num_constraints=2)
+  )(jax.random.split(jax.random.PRNGKey(7), 5))
   # The agent's safe policy (the safest of `cmdp`) must be safe, with the agent's slack, in
   # every CMDP of the batch: thresholds at its values plus twice that slack.
   policy = agent.assumptions.safe_policy
@@ -99,9 +113,18 @@ def test_run_sharded_summary_batched_cmdps_and_resume(setup):
   v_star = jnp.linspace(1.0, 2.0, 5)
   state, log = jax.vmap(lambda k, m: oj.run(agent, k, m, num_episodes=K))(keys, cmdps)
   half, _ = oj.run_sharded(agent, keys, cmdps, num_episodes=10, batched_cmdp=True)
-  st, summary = oj.run_sharded(agent, keys, cmdps, num_episodes=K - 10, batched_cmdp=True,
-                               state=half, logs="summary", optimal_value=v_star,
-                               batch_size=3, donate_state=True)
+  st, summary = oj.run_sharded(
+    agent,
+    keys,
+    cmdps,
+    num_episodes=K - 10,
+    batched_cmdp=True,
+    state=half,
+    logs="summary",
+    optimal_value=v_star,
+    batch_size=3,
+    donate_state=True,
+  )
   jax.tree.map(np.testing.assert_array_equal, st, state)
   # Summary of the last K - 10 episodes against NumPy totals.
   tail = jax.tree.map(lambda x: x[:, 10:], log)
@@ -115,8 +138,7 @@ def test_run_sharded_rejects_bad_arguments(setup):
   with pytest.raises(ValueError, match="batch_size"):
     oj.run_sharded(agent, keys, cmdp, num_episodes=2, batch_size=0)
   with pytest.raises(ValueError, match="mesh"):
-    oj.run_sharded(agent, keys, cmdp, num_episodes=2,
-                   mesh=jax.make_mesh((1,), ("batch",)))
+    oj.run_sharded(agent, keys, cmdp, num_episodes=2, mesh=jax.make_mesh((1,), ("batch",)))
 
 
 _SUBPROCESS = textwrap.dedent("""
@@ -150,11 +172,16 @@ _SUBPROCESS = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_run_sharded_on_4_cpu_devices_in_a_subprocess():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-             JAX_PLATFORMS="cpu")
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
   root = pathlib.Path(__file__).parent.parent
-  out = subprocess.run([sys.executable, "-c", _SUBPROCESS], env=env, cwd=root,
-                       capture_output=True, text=True, timeout=600)
+  out = subprocess.run(
+    [sys.executable, "-c", _SUBPROCESS],
+    env=env,
+    cwd=root,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   assert "sharded ok" in out.stdout
 
@@ -168,7 +195,7 @@ def test_progress_reports_once_per_interval_under_vmap_and_changes_nothing(capfd
   capfd.readouterr()
   loud = jax.vmap(lambda k: oj.run(agent, k, m, num_episodes=20, progress=5))(keys)
   jax.effects_barrier()
-  lines = [l for l in capfd.readouterr().out.splitlines() if l.startswith("run:")]
+  lines = [x for x in capfd.readouterr().out.splitlines() if x.startswith("run:")]
   assert lines == [f"run: {k}/20 episodes" for k in (5, 10, 15, 20)]
   chex.assert_trees_all_equal(quiet, loud)
   with pytest.raises(ValueError, match="progress"):
@@ -204,10 +231,15 @@ def test_run_sharded_plays_the_vmapped_run_bit_for_bit_on_4_cpu_devices():
   per device and `batch_size` (one seed per device, remainders): every state and the
   agent's whole log bit for bit; the exact evaluations of the played policies (for the log
   only) to float32 rounding (XLA:CPU picks the contraction's code by shape and device)."""
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-             JAX_PLATFORMS="cpu")
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
   root = pathlib.Path(__file__).parent.parent
-  out = subprocess.run([sys.executable, "-c", _SUBPROCESS_BITS], env=env, cwd=root,
-                       capture_output=True, text=True, timeout=600)
+  out = subprocess.run(
+    [sys.executable, "-c", _SUBPROCESS_BITS],
+    env=env,
+    cwd=root,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   assert "bits ok" in out.stdout

@@ -31,21 +31,49 @@ def scripts():
   sys.path.insert(0, str(EXPERIMENTS))
   import cli  # noqa: E402  (as the scripts import it)
   import runs  # noqa: E402
-  return {"cli": cli, "runs": runs, "headline": load_experiment_module("headline"),
-          "cancellation": load_experiment_module("cancellation")}
+
+  return {
+    "cli": cli,
+    "runs": runs,
+    "headline": load_experiment_module("headline"),
+    "cancellation": load_experiment_module("cancellation"),
+  }
 
 
 def _tiny(out, *extra, agents="optdual"):
-  return ["--benchmark", "factored", "--seeds", "2", "--episodes", "20", "--chunk", "10",
-          "--pretrain", "5", "--agents", agents, "--out", str(out), *extra]
+  return [
+    "--benchmark",
+    "factored",
+    "--seeds",
+    "2",
+    "--episodes",
+    "20",
+    "--chunk",
+    "10",
+    "--pretrain",
+    "5",
+    "--agents",
+    agents,
+    "--out",
+    str(out),
+    *extra,
+  ]
 
 
 def _script(name, *argv, **kwargs):
   """Runs experiments/NAME.py in a fresh process with this checkout's package first."""
-  env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-      [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-  return subprocess.run([sys.executable, str(EXPERIMENTS / f"{name}.py"), *map(str, argv)],
-                        capture_output=True, text=True, env=env, timeout=300, **kwargs)
+  env = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+  }
+  return subprocess.run(
+    [sys.executable, str(EXPERIMENTS / f"{name}.py"), *map(str, argv)],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+    **kwargs,
+  )
 
 
 def _last_line(text):
@@ -53,73 +81,133 @@ def _last_line(text):
 
 
 def md5s(directory) -> dict:
-  return {p.name: hashlib.md5(p.read_bytes()).hexdigest()
-          for p in sorted(pathlib.Path(directory).iterdir())}
+  return {
+    p.name: hashlib.md5(p.read_bytes()).hexdigest()
+    for p in sorted(pathlib.Path(directory).iterdir())
+  }
 
 
 # 1. Every flag checked against the others before any work.
 
 REFUSED = [
-    ("headline", ["--episodes", "100"],
-     "--pretrain 300 (its default) must be at most --episodes 100"),
-    ("cancellation", ["--episodes", "100", "--pretrain", "200"],
-     "--pretrain 200 must be at most --episodes 100"),
-    ("cancellation", ["--benchmark", "factored", "--states", "5"],
-     "--states: it describes --benchmark random_family only, and this run's is --benchmark"
-     " factored"),
-    ("headline", ["--actions", "3", "--problem-seed", "2"],
-     "--actions --problem-seed: these flags describe --benchmark random_family only"),
-    ("headline", ["--grid-size", "4"],
-     "--grid-size 4: it describes --benchmark gridworld only"),
-    ("cancellation", ["--benchmark", "gridworld", "--grid-size", "2"],
-     "--grid-size 2: the gridworld needs a side of at least 3"),
-    ("cancellation", ["--benchmark", "random_family", "--actions", "1"],
-     "--actions 1: --benchmark random_family needs at least 2 actions"),
-    ("headline", ["--tail", "500", "--episodes", "400", "--pretrain", "10"],
-     "--tail 500 must be at most --episodes 400"),
-    ("headline", ["--trace-points", "50", "--episodes", "40", "--pretrain", "4"],
-     "--trace-points 50 must be at most --episodes 40"),
-    ("cancellation", ["--delta", "0"], "argument --delta: expected a number strictly between"
-     " 0 and 1, got '0'"),
-    ("cancellation", ["--delta", "1.5"], "argument --delta: expected a number strictly"
-     " between 0 and 1"),
-    ("cancellation", ["--delta", "1e-40"], "--delta 1e-40: below float32's smallest normal"
-     " number"),
-    ("cancellation", ["--benchmark", "gridworld", "--grid-size", "12", "--setting", "bura2022",
-                      "--agents", "optaug,optcmdp"],
-     "--agents optcmdp with --setting bura2022 and --grid-size 12: the gridworld above size"
-     " 10 has the sparse layout"),
-    ("headline", ["--bonus-scale", "-1"], "argument --bonus-scale: expected a number >= 0"),
-    ("headline", ["--bonus-scale", "nan"], "argument --bonus-scale: expected a number >= 0"),
-    ("cancellation", ["--nu", "1"], "argument --nu: expected a number strictly between 0"
-     " and 1"),
-    ("cancellation", ["--seed", "-1"], "argument --seed: expected an integer >= 0"),
-    ("cancellation", ["--problem-seed", str(2**32)], "argument --problem-seed: expected an"
-     " integer in [0, 4294967295]"),
-    ("headline", ["--agents", "optaug,optdual,optaug"],
-     "argument --agents: optaug listed more than once"),
-    ("cancellation", ["--episodes", str(2**31)], "--episodes 2147483648: at most 2147483647"),
-    ("cancellation", ["--eta", "paper"], "--eta paper: the paper's schedule"),
-    ("cancellation", ["--benchmark", "nosuch"], "argument --benchmark: expected one of"),
-    ("headline", ["--benchmark", "no_such_module_xyz:make"],
-     "--benchmark no_such_module_xyz:make: no module named no_such_module_xyz"),
-    ("headline", ["--benchmark", "json:no_such_function"],
-     "--benchmark json:no_such_function: json has no no_such_function"),
-    ("cancellation", ["--benchmark", "missing/file.py:make"],
-     "--benchmark missing/file.py:make: no file missing/file.py"),
-    ("headline", ["--coordinator", "127.0.0.1:1234", "--num-processes", "2"],
-     "--coordinator, --num-processes given without --process-id: give all three"),
-    ("cancellation", ["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"],
-     "--process-id 2 must be below --num-processes 2"),
-    ("headline", ["--coordinator", "localhost"], "argument --coordinator: expected HOST:PORT"),
-    ("cancellation", ["--batch-size", "0"], "argument --batch-size: expected a positive integer"),
+  (
+    "headline",
+    ["--episodes", "100"],
+    "--pretrain 300 (its default) must be at most --episodes 100",
+  ),
+  (
+    "cancellation",
+    ["--episodes", "100", "--pretrain", "200"],
+    "--pretrain 200 must be at most --episodes 100",
+  ),
+  (
+    "cancellation",
+    ["--benchmark", "factored", "--states", "5"],
+    "--states: it describes --benchmark random_family only, and this run's is --benchmark factored",
+  ),
+  (
+    "headline",
+    ["--actions", "3", "--problem-seed", "2"],
+    "--actions --problem-seed: these flags describe --benchmark random_family only",
+  ),
+  ("headline", ["--grid-size", "4"], "--grid-size 4: it describes --benchmark gridworld only"),
+  (
+    "cancellation",
+    ["--benchmark", "gridworld", "--grid-size", "2"],
+    "--grid-size 2: the gridworld needs a side of at least 3",
+  ),
+  (
+    "cancellation",
+    ["--benchmark", "random_family", "--actions", "1"],
+    "--actions 1: --benchmark random_family needs at least 2 actions",
+  ),
+  (
+    "headline",
+    ["--tail", "500", "--episodes", "400", "--pretrain", "10"],
+    "--tail 500 must be at most --episodes 400",
+  ),
+  (
+    "headline",
+    ["--trace-points", "50", "--episodes", "40", "--pretrain", "4"],
+    "--trace-points 50 must be at most --episodes 40",
+  ),
+  (
+    "cancellation",
+    ["--delta", "0"],
+    "argument --delta: expected a number strictly between 0 and 1, got '0'",
+  ),
+  (
+    "cancellation",
+    ["--delta", "1.5"],
+    "argument --delta: expected a number strictly between 0 and 1",
+  ),
+  ("cancellation", ["--delta", "1e-40"], "--delta 1e-40: below float32's smallest normal number"),
+  (
+    "cancellation",
+    [
+      "--benchmark",
+      "gridworld",
+      "--grid-size",
+      "12",
+      "--setting",
+      "bura2022",
+      "--agents",
+      "optaug,optcmdp",
+    ],
+    "--agents optcmdp with --setting bura2022 and --grid-size 12: the gridworld above size"
+    " 10 has the sparse layout",
+  ),
+  ("headline", ["--bonus-scale", "-1"], "argument --bonus-scale: expected a number >= 0"),
+  ("headline", ["--bonus-scale", "nan"], "argument --bonus-scale: expected a number >= 0"),
+  ("cancellation", ["--nu", "1"], "argument --nu: expected a number strictly between 0 and 1"),
+  ("cancellation", ["--seed", "-1"], "argument --seed: expected an integer >= 0"),
+  (
+    "cancellation",
+    ["--problem-seed", str(2**32)],
+    "argument --problem-seed: expected an integer in [0, 4294967295]",
+  ),
+  (
+    "headline",
+    ["--agents", "optaug,optdual,optaug"],
+    "argument --agents: optaug listed more than once",
+  ),
+  ("cancellation", ["--episodes", str(2**31)], "--episodes 2147483648: at most 2147483647"),
+  ("cancellation", ["--eta", "paper"], "--eta paper: the paper's schedule"),
+  ("cancellation", ["--benchmark", "nosuch"], "argument --benchmark: expected one of"),
+  (
+    "headline",
+    ["--benchmark", "no_such_module_xyz:make"],
+    "--benchmark no_such_module_xyz:make: no module named no_such_module_xyz",
+  ),
+  (
+    "headline",
+    ["--benchmark", "json:no_such_function"],
+    "--benchmark json:no_such_function: json has no no_such_function",
+  ),
+  (
+    "cancellation",
+    ["--benchmark", "missing/file.py:make"],
+    "--benchmark missing/file.py:make: no file missing/file.py",
+  ),
+  (
+    "headline",
+    ["--coordinator", "127.0.0.1:1234", "--num-processes", "2"],
+    "--coordinator, --num-processes given without --process-id: give all three",
+  ),
+  (
+    "cancellation",
+    ["--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"],
+    "--process-id 2 must be below --num-processes 2",
+  ),
+  ("headline", ["--coordinator", "localhost"], "argument --coordinator: expected HOST:PORT"),
+  ("cancellation", ["--batch-size", "0"], "argument --batch-size: expected a positive integer"),
 ]
 
 
-@pytest.mark.parametrize("script, argv, message", REFUSED,
-                         ids=[" ".join(a) for _, a, _ in REFUSED])
-def test_flag_mistakes_are_refused_in_one_line_before_any_work(scripts, capsys, script, argv,
-                                                                message):
+@pytest.mark.parametrize("script, argv, message", REFUSED, ids=[" ".join(a) for _, a, _ in REFUSED])
+def test_flag_mistakes_are_refused_in_one_line_before_any_work(
+  scripts, capsys, script, argv, message
+):
   with pytest.raises(SystemExit) as info:
     scripts[script].parse_args(argv)
   assert info.value.code == 2
@@ -129,14 +217,17 @@ def test_flag_mistakes_are_refused_in_one_line_before_any_work(scripts, capsys, 
   assert message in _last_line(err)
 
 
-@pytest.mark.parametrize("argv", [
+@pytest.mark.parametrize(
+  "argv",
+  [
     ["--agents", "optdual", "--episodes", "100"],  # --pretrain is OptAug's only
     ["--episodes", "100", "--pretrain", "100"],  # a run of baseline episodes only
     ["--benchmark", "random_family", "--states", "3", "--actions", "2"],
     ["--benchmark", "gridworld", "--grid-size", "3"],
     ["--bonus-scale", "0"],  # no optimism: an ablation the library supports
     ["--chunk", "100000"],  # one chunk
-])
+  ],
+)
 def test_flags_that_work_together_are_accepted(scripts, argv):
   for script in ("cancellation", "headline"):
     scripts[script].parse_args(argv)
@@ -154,9 +245,10 @@ def test_the_first_mistake_of_the_issue_is_one_line_in_a_fresh_process(tmp_path)
   assert done.returncode == 2 and "Traceback" not in done.stderr
   assert done.stderr.startswith("usage: headline.py")
   assert _last_line(done.stderr) == (
-      "headline.py: error: --pretrain 300 (its default) must be at most --episodes 100:"
-      " OptAug plays its safe baseline for the first --pretrain episodes of its run; give"
-      " --pretrain 10 (a tenth of the run) or fewer, or more --episodes")
+    "headline.py: error: --pretrain 300 (its default) must be at most --episodes 100:"
+    " OptAug plays its safe baseline for the first --pretrain episodes of its run; give"
+    " --pretrain 10 (a tenth of the run) or fewer, or more --episodes"
+  )
   assert not (tmp_path / "out").exists()
 
 
@@ -165,18 +257,23 @@ def test_what_the_library_refuses_in_setup_names_the_flag(scripts, tmp_path, cap
   flag. Here an LP agent's dense LPs cannot take the known (sparse) support of your own
   sparse CMDP in Bura et al.'s setting: only the agent's factory knows."""
   path = tmp_path / "sparse.py"
-  path.write_text("import optaug_jax as oj\n\n\ndef grid():\n"
-                  "  return oj.benchmarks.gridworld(3, horizon=5, sparse=True)\n")
+  path.write_text(
+    "import optaug_jax as oj\n\n\ndef grid():\n"
+    "  return oj.benchmarks.gridworld(3, horizon=5, sparse=True)\n"
+  )
   status = scripts["cli"].run_guarded(
-      "cancellation", scripts["cancellation"].main,
-      _tiny(tmp_path / "out", "--setting", "bura2022", agents="optcmdp")
-      + ["--benchmark", f"{path}:grid"])
+    "cancellation",
+    scripts["cancellation"].main,
+    _tiny(tmp_path / "out", "--setting", "bura2022", agents="optcmdp")
+    + ["--benchmark", f"{path}:grid"],
+  )
   err = capsys.readouterr().err
   assert status == 2 and "Traceback" not in err
   assert _last_line(err).startswith(
-      "cancellation.py: error: --agents optcmdp: the library refuses --setting"
-      " (setting.support: optcmdp solves LPs over H*S*A*S' variables and has no sparse"
-      " layout;")
+    "cancellation.py: error: --agents optcmdp: the library refuses --setting"
+    " (setting.support: optcmdp solves LPs over H*S*A*S' variables and has no sparse"
+    " layout;"
+  )
   assert not (tmp_path / "out").exists()
 
 
@@ -196,12 +293,16 @@ def test_a_refused_resume_is_one_line_and_leaves_the_directory(stopped_run):
   done = _script("cancellation", *_tiny(stopped_run, "--resume", "--dual-eta", "5"))
   assert done.returncode == 2 and "Traceback" not in done.stderr
   line = _last_line(done.stderr)
-  assert line.startswith(f"cancellation.py: error: {stopped_run}: belongs to another run;"
-                         " differing settings (saved, now): {")
+  assert line.startswith(
+    f"cancellation.py: error: {stopped_run}: belongs to another run;"
+    " differing settings (saved, now): {"
+  )
   # (float32 here, float64 in the test session: the problem's digest differs too)
   assert "'dual_eta': ('paper', '5.0')" in line
-  assert line.endswith("run without --resume to start afresh (this removes the directory's"
-                       f" previous outputs), or choose another --out, or delete {stopped_run}")
+  assert line.endswith(
+    "run without --resume to start afresh (this removes the directory's"
+    f" previous outputs), or choose another --out, or delete {stopped_run}"
+  )
   assert md5s(stopped_run) == before
 
 
@@ -211,12 +312,14 @@ def test_a_damaged_checkpoint_is_one_line(stopped_run, tmp_path, scripts, capsys
   for f in stopped_run.iterdir():
     (out / f.name).write_bytes(f.read_bytes())
   (out / "checkpoint_optdual.npz").write_bytes(b"not an archive")
-  status = scripts["cli"].run_guarded("cancellation", scripts["cancellation"].main,
-                                      _tiny(out, "--resume"))
+  status = scripts["cli"].run_guarded(
+    "cancellation", scripts["cancellation"].main, _tiny(out, "--resume")
+  )
   line = _last_line(capsys.readouterr().err)
   assert status == 2
-  assert line.startswith(f"cancellation.py: error: {out / 'checkpoint_optdual.npz'}:"
-                         " unreadable checkpoint (")
+  assert line.startswith(
+    f"cancellation.py: error: {out / 'checkpoint_optdual.npz'}: unreadable checkpoint ("
+  )
   assert line.endswith("delete it, or run without --resume to start afresh")
 
 
@@ -245,8 +348,9 @@ def test_a_write_refused_names_the_file_not_its_temporary(scripts):
   show it), the atomic write's temporary file is refused: the line names the file."""
   error = PermissionError(errno.EACCES, "Permission denied", "/r/run/manifest.json.k2j9x.tmp")
   assert scripts["cli"].fault_line(error) == (
-      "/r/run/manifest.json: Permission denied (not writable: choose another --out or change"
-      " its permissions)")
+    "/r/run/manifest.json: Permission denied (not writable: choose another --out or change"
+    " its permissions)"
+  )
 
 
 def test_a_full_disk_is_one_line_saying_what_was_kept(scripts, tmp_path, capsys, monkeypatch):
@@ -269,9 +373,10 @@ def test_a_full_disk_is_one_line_saying_what_was_kept(scripts, tmp_path, capsys,
   err = capsys.readouterr().err
   assert status == 1 and "Traceback" not in err
   assert _last_line(err) == (
-      f"cancellation.py: error: {out}: No space left on device (the disk is full);"
-      f" checkpoints in {out}: optdual at episode 10 of 20: free some space, then rerun"
-      " with --resume")
+    f"cancellation.py: error: {out}: No space left on device (the disk is full);"
+    f" checkpoints in {out}: optdual at episode 10 of 20: free some space, then rerun"
+    " with --resume"
+  )
   assert json.loads((out / "manifest.json").read_text())["status"] == "incomplete"
   assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
   with np.load(out / "checkpoint_optdual.npz") as kept:
@@ -290,10 +395,17 @@ def test_ctrl_c_is_one_line_with_the_resume_command_and_exit_130(tmp_path):
   script = str(EXPERIMENTS / "cancellation.py")
   # A test session started in the background ignores SIGINT, and so would its children:
   # the child restores Python's handler, then runs the script as `python script.py` would.
-  start = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
-           f" sys.argv = sys.argv[1:]; runpy.run_path({script!r}, run_name='__main__')")
-  run = subprocess.Popen([sys.executable, "-u", "-c", start, script, *argv],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+  start = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+    f" sys.argv = sys.argv[1:]; runpy.run_path({script!r}, run_name='__main__')"
+  )
+  run = subprocess.Popen(
+    [sys.executable, "-u", "-c", start, script, *argv],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    env=env,
+  )
   try:
     for line in run.stdout:
       if "episodes x 2 seeds" in line:
@@ -311,8 +423,9 @@ def test_ctrl_c_is_one_line_with_the_resume_command_and_exit_130(tmp_path):
   assert line.endswith(" --resume")
   assert json.loads((out / "manifest.json").read_text())["status"] == "incomplete"
   command = shlex.split(line.split("continue with: ", 1)[1])
-  finished = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
-                            env=env, timeout=300)
+  finished = subprocess.run(
+    [sys.executable, *command[1:]], capture_output=True, text=True, env=env, timeout=300
+  )
   assert finished.returncode == 0, finished.stderr
   assert "optdual: resuming at episode" in finished.stdout
   assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
@@ -320,7 +433,7 @@ def test_ctrl_c_is_one_line_with_the_resume_command_and_exit_130(tmp_path):
 
 # 3. Your own CMDP: --benchmark MODULE:FUNCTION.
 
-MODULE = '''
+MODULE = """
 import optaug_jax as oj
 
 THRESHOLD_SCALE = {scale}
@@ -374,7 +487,7 @@ def broken():
 
 def needs_arguments(size):
   return size
-'''
+"""
 
 
 def _module(directory, scale=1.0):
@@ -383,26 +496,35 @@ def _module(directory, scale=1.0):
   return path
 
 
-@pytest.mark.parametrize("function, message", [
-    ("number", "number() returned int; expected an oj.benchmarks.Benchmark, an oj.CMDP (its"
-               " baseline: oj.safest_policy), or a tuple (cmdp, safe_policy)"),
+@pytest.mark.parametrize(
+  "function, message",
+  [
+    (
+      "number",
+      "number() returned int; expected an oj.benchmarks.Benchmark, an oj.CMDP (its"
+      " baseline: oj.safest_policy), or a tuple (cmdp, safe_policy)",
+    ),
     ("unsafe", "no safe baseline: safe_policy: not strictly feasible"),
     ("overstated", "no safe baseline: slack: "),
     ("invalid", "invalid CMDP: "),
-    ("not_a_cmdp", "not_a_cmdp() returned a Benchmark whose cmdp is a dict; expected an"
-                   " oj.CMDP"),
-    ("batch", "batch() returned a batch of CMDPs (cost of shape (1, 6, 3, 2)); expected one"
-              " CMDP"),
-    ("broken", "broken() raised ZeroDivisionError: division by zero (it is called with no"
-               " arguments)"),
+    ("not_a_cmdp", "not_a_cmdp() returned a Benchmark whose cmdp is a dict; expected an oj.CMDP"),
+    ("batch", "batch() returned a batch of CMDPs (cost of shape (1, 6, 3, 2)); expected one CMDP"),
+    (
+      "broken",
+      "broken() raised ZeroDivisionError: division by zero (it is called with no arguments)",
+    ),
     ("needs_arguments", "needs_arguments() raised TypeError: "),
-])
-def test_a_bad_benchmark_function_is_one_line_naming_the_flag(scripts, tmp_path, capsys,
-                                                               function, message):
+  ],
+)
+def test_a_bad_benchmark_function_is_one_line_naming_the_flag(
+  scripts, tmp_path, capsys, function, message
+):
   spec = f"{_module(tmp_path)}:{function}"
   status = scripts["cli"].run_guarded(
-      "headline", scripts["headline"].main,
-      ["--benchmark", spec, "--agents", "optdual", "--out", str(tmp_path / "out")])
+    "headline",
+    scripts["headline"].main,
+    ["--benchmark", spec, "--agents", "optdual", "--out", str(tmp_path / "out")],
+  )
   err = capsys.readouterr().err
   assert status == 2 and "Traceback" not in err
   line = _last_line(err)
@@ -430,8 +552,9 @@ def test_both_scripts_run_your_own_cmdp_and_resume_refuses_another(scripts, tmp_
   path = _module(tmp_path)
   spec = f"{path}:pair"
   out = tmp_path / "cancellation"
-  summary = scripts["cancellation"].main(_tiny(out, agents="optaug,optdual")
-                                         + ["--benchmark", spec])
+  summary = scripts["cancellation"].main(
+    _tiny(out, agents="optaug,optdual") + ["--benchmark", spec]
+  )
   assert set(summary) == {"optaug", "optdual"}
   config = json.loads((out / "config.json").read_text())
   assert config["arguments"]["benchmark"] == spec
@@ -439,24 +562,31 @@ def test_both_scripts_run_your_own_cmdp_and_resume_refuses_another(scripts, tmp_
   assert config["arguments"]["problem_digest"] == digest
   assert config["problem"]["states"] == 3 and config["problem"]["lp_value"] == pytest.approx(4)
   head = tmp_path / "headline"
-  summaries = scripts["headline"].main(_tiny(head) + ["--benchmark", spec, "--trace-points",
-                                                      "5", "--tail", "5"])
+  summaries = scripts["headline"].main(
+    _tiny(head) + ["--benchmark", spec, "--trace-points", "5", "--tail", "5"]
+  )
   assert set(summaries) == {"optdual"} and (head / "headline.png").exists()
   # --resume: another function (the same problem) and the same function changed.
   cli = scripts["cli"]
   before = md5s(out)
   other = f"{path}:factored"
-  assert cli.run_guarded("cancellation", scripts["cancellation"].main,
-                         _tiny(out, "--resume", agents="optaug,optdual")
-                         + ["--benchmark", other]) == 2
+  assert (
+    cli.run_guarded(
+      "cancellation",
+      scripts["cancellation"].main,
+      _tiny(out, "--resume", agents="optaug,optdual") + ["--benchmark", other],
+    )
+    == 2
+  )
   _module(tmp_path, scale=0.9)
   scripts["runs"]._LOADED.clear()  # a new process would import the edited file
   for name in list(sys.modules):
     if name.startswith("_benchmark_"):
       del sys.modules[name]
   with pytest.raises(ValueError, match=r"belongs to another run.*'problem_digest'"):
-    scripts["cancellation"].main(_tiny(out, "--resume", agents="optaug,optdual")
-                                 + ["--benchmark", spec])
+    scripts["cancellation"].main(
+      _tiny(out, "--resume", agents="optaug,optdual") + ["--benchmark", spec]
+    )
   assert md5s(out) == before
 
 
@@ -466,8 +596,10 @@ def test_resume_refuses_another_benchmark_function(scripts, stopped_run, tmp_pat
   spec = f"{_module(tmp_path)}:factored"
   before = md5s(stopped_run)
   status = scripts["cli"].run_guarded(
-      "cancellation", scripts["cancellation"].main,
-      _tiny(stopped_run, "--resume")[2:] + ["--benchmark", spec])
+    "cancellation",
+    scripts["cancellation"].main,
+    _tiny(stopped_run, "--resume")[2:] + ["--benchmark", spec],
+  )
   line = _last_line(capsys.readouterr().err)
   assert status == 2
   assert f"differing settings (saved, now): {{'benchmark': ('factored', '{spec}')}}" in line
@@ -490,6 +622,7 @@ class _Figures:
 def test_a_band_thinner_than_its_line_states_its_interval(scripts):
   pytest.importorskip("matplotlib")
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -497,15 +630,13 @@ def test_a_band_thinner_than_its_line_states_its_interval(scripts):
   fig, ax = plt.subplots()
   x = np.arange(1, 101)
   thin = runs.mean_with_band(ax, x, x * 1.0, x - 1e-3, x + 1e-3, color="C0", label="thin")
-  wide = runs.mean_with_band(ax, x, x * 0.5, x * 0.5 - 20, x * 0.5 + 20, color="C1",
-                             label="wide")
+  wide = runs.mean_with_band(ax, x, x * 0.5, x * 0.5 - 20, x * 0.5 + 20, color="C1", label="wide")
   runs.label_narrow_bands(ax, [thin, wide])
   assert thin["line"].get_label() == "thin (final 100 ± 0.001, 95% CI)"
   assert wide["line"].get_label() == "wide"
   fill = [c for c in ax.collections]
   assert all(c.get_zorder() < thin["line"].get_zorder() for c in fill)
-  assert all(c.get_facecolor()[0][3] >= 0.25 and c.get_edgecolor()[0][3] >= 0.5
-             for c in fill)
+  assert all(c.get_facecolor()[0][3] >= 0.25 and c.get_edgecolor()[0][3] >= 0.5 for c in fill)
   plt.close(fig)
 
 
@@ -514,11 +645,19 @@ def test_cancellation_regret_bands_state_their_interval_where_too_thin(scripts):
   rng = np.random.default_rng(0)
   fields = ("strong_cost", "weak_cost", "strong_constraint", "weak_constraint")
   same = rng.uniform(size=(1, 50)).cumsum(1).repeat(4, 0)  # 4 identical seeds: no width
-  curves = {"steady": {f: same for f in fields},
-            "spread": {f: rng.uniform(0, 4, size=(4, 50)).cumsum(1) * [[0.1], [1], [2], [4]]
-                       for f in fields}}
-  logs = {n: {"constraint_values": rng.uniform(size=(4, 50, 1)),
-              "multipliers": rng.uniform(size=(4, 50, 1))} for n in curves}
+  curves = {
+    "steady": {f: same for f in fields},
+    "spread": {
+      f: rng.uniform(0, 4, size=(4, 50)).cumsum(1) * [[0.1], [1], [2], [4]] for f in fields
+    },
+  }
+  logs = {
+    n: {
+      "constraint_values": rng.uniform(size=(4, 50, 1)),
+      "multipliers": rng.uniform(size=(4, 50, 1)),
+    }
+    for n in curves
+  }
   run_dir = _Figures()
   figures = scripts["cancellation"].plot(curves, logs, np.asarray([0.5]), run_dir, "test")
   assert set(figures) == {"regrets.png", "oscillation.png", "multipliers.png"}
@@ -534,17 +673,23 @@ def test_headline_fits_are_drawn_above_the_data(scripts, tmp_path):
   pytest.importorskip("matplotlib")
   headline = scripts["headline"]
   out = tmp_path / "run"
-  summaries = headline.main(_tiny(out, agents="optaug,optdual")
-                            + ["--episodes", "60", "--trace-points", "12", "--tail", "10"])
+  summaries = headline.main(
+    _tiny(out, agents="optaug,optdual")
+    + ["--episodes", "60", "--trace-points", "12", "--tail", "10"]
+  )
   with np.load(out / "trace.npz") as f:
     data = {k: f[k] for k in f.files}
   trace = data.pop("trace")
-  records = {n: {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith(n + "/")}
-             for n in summaries}
+  records = {
+    n: {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith(n + "/")} for n in summaries
+  }
   thresholds = json.loads((out / "config.json").read_text())["problem"]["thresholds"]
   figures = headline.plot(summaries, records, trace, thresholds, _Figures(), "test")
-  cumulative = next(ax for ax in figures["headline.png"].axes
-                    if ax.get_ylabel().startswith("cumulative strong constraint regret"))
+  cumulative = next(
+    ax
+    for ax in figures["headline.png"].axes
+    if ax.get_ylabel().startswith("cumulative strong constraint regret")
+  )
   fits = [ln for ln in cumulative.get_lines() if " fit, c = " in ln.get_label()]
   data_lines = [ln for ln in cumulative.get_lines() if ln not in fits]
   assert len(fits) == 2 and len(data_lines) == 2
@@ -563,5 +708,6 @@ def test_headline_fits_are_drawn_above_the_data(scripts, tmp_path):
     if ax.collections:  # the panels with bands
       labels = [t.get_text() for t in ax.get_legend().get_texts()]
       for name in same:
-        assert any(lb.startswith(f"{name} (final ") and lb.endswith(", 95% CI)")
-                   for lb in labels), labels
+        assert any(
+          lb.startswith(f"{name} (final ") and lb.endswith(", 95% CI)") for lb in labels
+        ), labels

@@ -10,18 +10,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 
 
 def _play(cmdp, policy, num_episodes, seed=0):
   """Trajectories of `policy` and their counts (float64)."""
   keys = jax.random.split(jax.random.PRNGKey(seed), num_episodes)
   trajs = jax.vmap(lambda k: oj.sample_episode(k, cmdp, policy))(keys)
-  counts = oj.init_counts(num_states=cmdp.num_states, num_actions=cmdp.num_actions,
-                          horizon=cmdp.horizon, num_constraints=cmdp.num_constraints,
-                          dtype=jnp.float64)
+  counts = oj.init_counts(
+    num_states=cmdp.num_states,
+    num_actions=cmdp.num_actions,
+    horizon=cmdp.horizon,
+    num_constraints=cmdp.num_constraints,
+    dtype=jnp.float64,
+  )
   counts, _ = jax.lax.scan(lambda c, t: (oj.update_counts(c, t), None), counts, trajs)
   return trajs, counts
 
@@ -42,8 +46,15 @@ def test_bura2022_box_matches_their_code_as_loops(media):
   model = oj.optimistic_model(counts, num_episodes=1000, setting=setting)
   support = np.asarray(cmdp.transitions[0]) > 0
   assert np.all((np.asarray(cmdp.transitions) > 0) == support)  # stationary support
-  lower, upper, _ = ref.bura2022_box(np.asarray(trajs.states), np.asarray(trajs.actions),
-                                  cmdp.num_states, cmdp.num_actions, 1000, 0.01, support)
+  lower, upper, _ = ref.bura2022_box(
+    np.asarray(trajs.states),
+    np.asarray(trajs.actions),
+    cmdp.num_states,
+    cmdp.num_actions,
+    1000,
+    0.01,
+    support,
+  )
   visits = np.asarray(counts.visits).sum(0)
   assert 0 < (visits == 0).sum() < visits.size
   for h in range(cmdp.horizon):
@@ -66,10 +77,11 @@ def test_stationary_model_is_the_model_of_hand_pooled_counts():
   dsum = visits[None] * rng.uniform(size=(i, h, s, a))
   counts = oj.Counts(*(jnp.asarray(x) for x in (visits, trans, csum, dsum)))
   pooled = oj.Counts(
-      visits=jnp.asarray(np.repeat(visits.sum(0, keepdims=True), h, 0)),
-      transitions=jnp.asarray(np.repeat(trans.sum(0, keepdims=True), h, 0)),
-      cost_sums=jnp.asarray(np.repeat(csum.sum(0, keepdims=True), h, 0)),
-      constraint_cost_sums=jnp.asarray(np.repeat(dsum.sum(1, keepdims=True), h, 1)))
+    visits=jnp.asarray(np.repeat(visits.sum(0, keepdims=True), h, 0)),
+    transitions=jnp.asarray(np.repeat(trans.sum(0, keepdims=True), h, 0)),
+    cost_sums=jnp.asarray(np.repeat(csum.sum(0, keepdims=True), h, 0)),
+    constraint_cost_sums=jnp.asarray(np.repeat(dsum.sum(1, keepdims=True), h, 1)),
+  )
   stationary = oj.Setting(stationary=True)
   got = oj.optimistic_model(counts, num_episodes=50, setting=stationary)
   want = oj.optimistic_model(pooled, num_episodes=50)
@@ -78,8 +90,9 @@ def test_stationary_model_is_the_model_of_hand_pooled_counts():
   narrow = dict(num_episodes=50, bonus_scale=0.05)
   per_step = oj.optimistic_model(counts, **narrow)
   assert np.all(np.asarray(per_step.upper[0, 0, 1]) == 1.0)
-  assert np.any(np.asarray(oj.optimistic_model(counts, setting=stationary, **narrow
-                                               ).upper[0, 0, 1]) < 1.0)
+  assert np.any(
+    np.asarray(oj.optimistic_model(counts, setting=stationary, **narrow).upper[0, 0, 1]) < 1.0
+  )
 
 
 def _trap(dtype=jnp.float64):
@@ -89,9 +102,13 @@ def _trap(dtype=jnp.float64):
   p[:, :, 1] = [0.0, 1.0, 0.0]
   cost = np.ones((3, 3, 2))
   cost[:, 2] = 0.0
-  cmdp = oj.CMDP(transitions=jnp.asarray(p, dtype), cost=jnp.asarray(cost, dtype),
-                 constraint_costs=jnp.zeros((1, 3, 3, 2), dtype),
-                 thresholds=jnp.ones((1,), dtype), initial_state=jnp.asarray(0))
+  cmdp = oj.CMDP(
+    transitions=jnp.asarray(p, dtype),
+    cost=jnp.asarray(cost, dtype),
+    constraint_costs=jnp.zeros((1, 3, 3, 2), dtype),
+    thresholds=jnp.ones((1,), dtype),
+    initial_state=jnp.asarray(0),
+  )
   return oj.validate_cmdp(cmdp)
 
 
@@ -99,15 +116,17 @@ def test_support_makes_an_impossible_state_unreachable():
   """Unvisited boxes: the optimist plans to reach the free state 2 unless the support
   says it cannot be reached; the extended LP (HiGHS) over the masked box agrees."""
   cmdp = _trap()
-  counts = oj.init_counts(num_states=3, num_actions=2, horizon=3, num_constraints=1,
-                          dtype=jnp.float64)
+  counts = oj.init_counts(
+    num_states=3, num_actions=2, horizon=3, num_constraints=1, dtype=jnp.float64
+  )
   setting = oj.Setting(support=np.asarray(cmdp.transitions) > 0, cost=np.asarray(cmdp.cost))
   for s, expect_reach in ((oj.Setting(cost=np.asarray(cmdp.cost)), True), (setting, False)):
     model = oj.optimistic_model(counts, num_episodes=10, setting=s)
     lmo = oj.extended_lmo(model.cost, model.lower, model.upper, 0)
     reach = float(lmo.occupancy[1:, 2].sum())
-    lp_value = ref.extended_lp_value(np.asarray(model.cost), np.asarray(model.lower),
-                                     np.asarray(model.upper), 0)
+    lp_value = ref.extended_lp_value(
+      np.asarray(model.cost), np.asarray(model.lower), np.asarray(model.upper), 0
+    )
     assert float(lmo.value) == pytest.approx(lp_value, abs=1e-9)
     if expect_reach:
       assert reach == pytest.approx(2.0) and lp_value == pytest.approx(1.0)
@@ -123,8 +142,9 @@ def test_known_costs_have_no_bonus_and_stationary_shapes_broadcast(media):
   _, counts = _play(cmdp, media.safe_policy, 3)
   learned = oj.optimistic_model(counts, num_episodes=100)
   assert float(jnp.max(cmdp.cost - learned.cost)) > 0.5  # the bonus is large at 3 episodes
-  known = oj.Setting(cost=np.asarray(cmdp.cost[0]),
-                     constraint_costs=np.asarray(cmdp.constraint_costs[:, 0]))
+  known = oj.Setting(
+    cost=np.asarray(cmdp.cost[0]), constraint_costs=np.asarray(cmdp.constraint_costs[:, 0])
+  )
   model = oj.optimistic_model(counts, num_episodes=100, setting=known)
   np.testing.assert_array_equal(model.cost, cmdp.cost)
   np.testing.assert_array_equal(model.constraint_costs, cmdp.constraint_costs)
@@ -136,29 +156,36 @@ def test_log_factor_and_delta_conventions(media):
   _, counts = _play(cmdp, media.safe_policy, 5)
   k, s, a, h = 1000, cmdp.num_states, cmdp.num_actions, cmdp.horizon
   # The default is the paper's setting with delta 0.1, as before settings existed.
-  chex.assert_trees_all_equal(oj.optimistic_model(counts, num_episodes=k),
-                              oj.optimistic_model(counts, num_episodes=k, delta=0.1))
+  chex.assert_trees_all_equal(
+    oj.optimistic_model(counts, num_episodes=k),
+    oj.optimistic_model(counts, num_episodes=k, delta=0.1),
+  )
   bura = oj.Setting(log_factor="bura2022")
   assert bura.resolved_delta == 0.01
-  chex.assert_trees_all_equal(oj.optimistic_model(counts, num_episodes=k, setting=bura),
-                              oj.optimistic_model(counts, num_episodes=k, delta=0.01,
-                                                  setting=bura))
+  chex.assert_trees_all_equal(
+    oj.optimistic_model(counts, num_episodes=k, setting=bura),
+    oj.optimistic_model(counts, num_episodes=k, delta=0.01, setting=bura),
+  )
   # bonus_scale=0 radii read off the log factor: an unvisited-free row's 14 L / (3 n) term.
   visits = np.asarray(counts.visits)
   idx = np.unravel_index(np.argmax(visits), visits.shape)
   n = visits[idx]
-  for setting, log_l in ((oj.Setting(), np.log(6 * s * a * h * k / 0.1)),
-                         (bura, np.log(6 * s**2 * h * k / 0.01))):
+  for setting, log_l in (
+    (oj.Setting(), np.log(6 * s * a * h * k / 0.1)),
+    (bura, np.log(6 * s**2 * h * k / 0.01)),
+  ):
     model = oj.optimistic_model(counts, num_episodes=k, setting=setting)
     p_bar = np.asarray(counts.transitions)[idx] / n
     beta = 2 * np.sqrt(p_bar * (1 - p_bar) * log_l / n) + 14 * log_l / (3 * n)
     np.testing.assert_allclose(model.upper[idx], np.minimum(p_bar + beta, 1.0), rtol=1e-13)
-    assert setting.whole_simplex_visits(num_states=s, num_actions=a, horizon=h,
-                                        num_constraints=1, num_episodes=k) == int(
-                                            14 * log_l / 3)
+    assert setting.whole_simplex_visits(
+      num_states=s, num_actions=a, horizon=h, num_constraints=1, num_episodes=k
+    ) == int(14 * log_l / 3)
 
 
-@pytest.mark.parametrize("kwargs, message", [
+@pytest.mark.parametrize(
+  "kwargs, message",
+  [
     ({"log_factor": "efroni"}, "log_factor"),
     ({"delta": 1.5}, "delta"),
     ({"cost": np.full((3, 2), 1.5)}, "cost"),
@@ -166,20 +193,23 @@ def test_log_factor_and_delta_conventions(media):
     ({"support": np.ones((3, 2, 3))}, "bool"),
     ({"support": np.zeros((3, 2, 3), bool)}, "at least one"),
     ({"stationary": "yes"}, "stationary"),
-])
+  ],
+)
 def test_bad_settings_are_refused(kwargs, message):
   with pytest.raises(ValueError, match=message):
     oj.Setting(**kwargs)
 
 
 def test_setting_shape_mismatch_and_names_are_refused(media):
-  counts = oj.init_counts(num_states=10, num_actions=2, horizon=10, num_constraints=1,
-                          dtype=jnp.float64)
+  counts = oj.init_counts(
+    num_states=10, num_actions=2, horizon=10, num_constraints=1, dtype=jnp.float64
+  )
   with pytest.raises(ValueError, match=r"setting.cost: expected shape \(10, 10, 2\)"):
     oj.optimistic_model(counts, num_episodes=5, setting=oj.Setting(cost=np.zeros((4, 2))))
   with pytest.raises(ValueError, match="setting.support"):
-    oj.optimistic_model(counts, num_episodes=5,
-                        setting=oj.Setting(support=np.ones((3, 2, 3), bool)))
+    oj.optimistic_model(
+      counts, num_episodes=5, setting=oj.Setting(support=np.ones((3, 2, 3), bool))
+    )
   with pytest.raises(ValueError, match="named_setting"):
     oj.optdual(10, eta=0.1, setting="bura2022")
   with pytest.raises(ValueError, match="cmdp"):
@@ -207,10 +237,11 @@ def test_every_counting_agent_runs_the_bura2022_setting_jit_and_vmap():
     # subtracted), pessimistic constraints (a bonus added).
     if name in ("dope", "optpess_lp"):
       assert np.all(np.asarray(logs.optimistic_cost_value) < np.asarray(logs.cost_value))
-      assert np.all(np.asarray(logs.optimistic_constraint_values)
-                    > np.asarray(logs.constraint_values)), name
+      assert np.all(
+        np.asarray(logs.optimistic_constraint_values) > np.asarray(logs.constraint_values)
+      ), name
       continue
-    np.testing.assert_allclose(logs.optimistic_cost_value, logs.cost_value, atol=1e-9,
-                               err_msg=name)
-    np.testing.assert_allclose(logs.optimistic_constraint_values, logs.constraint_values,
-                               atol=1e-9, err_msg=name)
+    np.testing.assert_allclose(logs.optimistic_cost_value, logs.cost_value, atol=1e-9, err_msg=name)
+    np.testing.assert_allclose(
+      logs.optimistic_constraint_values, logs.constraint_values, atol=1e-9, err_msg=name
+    )

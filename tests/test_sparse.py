@@ -5,7 +5,6 @@ Independent references: the dense kernels (themselves tested against NumPy loops
 HiGHS extended LP), `scipy`'s HiGHS on the occupancy LP, and sampled frequencies.
 """
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,11 +17,15 @@ from optaug_jax._src.agents import base
 from optaug_jax._src.env import Trajectory
 
 
-def _sparse_random(key, *, num_states=7, num_actions=3, horizon=4, num_constraints=2,
-                   keep=0.35):
+def _sparse_random(key, *, num_states=7, num_actions=3, horizon=4, num_constraints=2, keep=0.35):
   """A random dense CMDP whose rows have a few possible next states (and its sparse form)."""
-  m = oj.random_cmdp(jax.random.PRNGKey(key), num_states=num_states, num_actions=num_actions,
-                     horizon=horizon, num_constraints=num_constraints)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(key),
+    num_states=num_states,
+    num_actions=num_actions,
+    horizon=horizon,
+    num_constraints=num_constraints,
+  )
   rng = np.random.default_rng(key)
   p = np.asarray(m.transitions)
   mask = rng.uniform(size=p.shape) < keep
@@ -59,8 +62,9 @@ def _box(dense, radius, key):
 def test_round_trip_and_validation():
   dense, sparse = _sparse_random(0)
   assert sparse.is_sparse and not dense.is_sparse
-  np.testing.assert_array_equal(np.asarray(oj.to_dense(sparse).transitions),
-                                np.asarray(dense.transitions))
+  np.testing.assert_array_equal(
+    np.asarray(oj.to_dense(sparse).transitions), np.asarray(dense.transitions)
+  )
   oj.validate_cmdp(sparse)
   ns = np.asarray(sparse.next_states)
   assert ns.shape == sparse.transitions.shape and ns.max() < dense.num_states
@@ -68,17 +72,22 @@ def test_round_trip_and_validation():
     oj.to_sparse(dense, max_next_states=1)
 
 
-@pytest.mark.parametrize("fault, message", [
+@pytest.mark.parametrize(
+  "fault, message",
+  [
     (lambda m: m._replace(next_states=m.next_states[..., :1]), "next_states: expected shape"),
-    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 0].set(99)),
-     "next_states: 99"),
-    (lambda m: m._replace(next_states=m.next_states.astype(jnp.float32)),
-     "next_states: expected integer"),
-    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 1].set(
-        m.next_states[0, 0, 0, 0])), "names a next state twice"),
-    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 0].set(-1)),
-     "empty slot"),
-])
+    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 0].set(99)), "next_states: 99"),
+    (
+      lambda m: m._replace(next_states=m.next_states.astype(jnp.float32)),
+      "next_states: expected integer",
+    ),
+    (
+      lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 1].set(m.next_states[0, 0, 0, 0])),
+      "names a next state twice",
+    ),
+    (lambda m: m._replace(next_states=m.next_states.at[0, 0, 0, 0].set(-1)), "empty slot"),
+  ],
+)
 def test_bad_sparse_cmdp_is_named(fault, message):
   _, sparse = _sparse_random(1, keep=0.9)
   with pytest.raises(ValueError, match=message):
@@ -94,17 +103,24 @@ def test_bad_sparse_support_is_named():
     oj.Setting(support=np.full_like(ns, -1))
   with pytest.raises(ValueError, match="next states must lie in"):
     oj.Setting(support=np.full_like(ns, 1000))
-  agent = oj.agents.make_agent("optdual", _bench(sparse), num_episodes=5, setting=oj.Setting(
-      support=ns[..., :, :1, :]))
+  agent = oj.agents.make_agent(
+    "optdual", _bench(sparse), num_episodes=5, setting=oj.Setting(support=ns[..., :, :1, :])
+  )
   with pytest.raises(ValueError, match="setting.support"):
-    agent.init(sparse.thresholds, 0, num_states=sparse.num_states,
-               num_actions=sparse.num_actions, horizon=sparse.horizon)
+    agent.init(
+      sparse.thresholds,
+      0,
+      num_states=sparse.num_states,
+      num_actions=sparse.num_actions,
+      horizon=sparse.horizon,
+    )
   with pytest.raises(ValueError, match="no sparse layout"):
     oj.agents.make_agent("optcmdp", _bench(sparse), num_episodes=5, setting=oj.Setting(support=ns))
 
 
-@pytest.mark.parametrize("key", [0, pytest.param(1, marks=pytest.mark.slow),
-                                 pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  "key", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
+)
 def test_kernels_agree_with_dense(key):
   dense, sparse = _sparse_random(key)
   ns = sparse.next_states
@@ -120,26 +136,36 @@ def test_kernels_agree_with_dense(key):
   np.testing.assert_allclose(b.value, a.value, atol=1e-12)
   np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-12)
   np.testing.assert_array_equal(b.actions, a.actions)
-  greedy_dense = oj.to_dense(sparse._replace(
+  greedy_dense = oj.to_dense(
+    sparse._replace(
       transitions=b.greedy_transitions[:, :, None, :],
-      next_states=b.greedy_next_states[:, :, None, :])).transitions[:, :, 0]
+      next_states=b.greedy_next_states[:, :, None, :],
+    )
+  ).transitions[:, :, 0]
   np.testing.assert_allclose(greedy_dense, a.greedy_transitions, atol=1e-12)
 
   ev_a = oj.extended_value_iteration(reward, lower, upper, 0)
   ev_b = oj.extended_value_iteration(reward, lo_s, up_s, 0, next_states=ns)
   np.testing.assert_allclose(ev_b.value, ev_a.value, atol=1e-12)
-  np.testing.assert_allclose(oj.to_dense(sparse._replace(transitions=ev_b.transitions))
-                             .transitions, ev_a.transitions, atol=1e-12)
+  np.testing.assert_allclose(
+    oj.to_dense(sparse._replace(transitions=ev_b.transitions)).transitions,
+    ev_a.transitions,
+    atol=1e-12,
+  )
 
   policy = jax.nn.softmax(jnp.asarray(rng.normal(size=dense.cost.shape)))
   ope_a = oj.kernels.optimistic_policy_evaluation(reward, policy, lower, upper)
   ope_b = oj.kernels.optimistic_policy_evaluation(reward, policy, lo_s, up_s, next_states=ns)
   np.testing.assert_allclose(ope_b[1], ope_a[1], atol=1e-12)
   np.testing.assert_array_equal(
-      oj.kernels.optimal_policy(reward, sparse.transitions, next_states=ns),
-      oj.kernels.optimal_policy(reward, dense.transitions))
-  np.testing.assert_allclose(oj.occupancy(sparse.transitions, policy, 0, next_states=ns),
-                             oj.occupancy(dense.transitions, policy, 0), atol=1e-12)
+    oj.kernels.optimal_policy(reward, sparse.transitions, next_states=ns),
+    oj.kernels.optimal_policy(reward, dense.transitions),
+  )
+  np.testing.assert_allclose(
+    oj.occupancy(sparse.transitions, policy, 0, next_states=ns),
+    oj.occupancy(dense.transitions, policy, 0),
+    atol=1e-12,
+  )
   for x, y in zip(oj.policy_values(sparse, policy), oj.policy_values(dense, policy)):
     np.testing.assert_allclose(x, y, atol=1e-12)
 
@@ -150,11 +176,17 @@ def test_sparse_lmo_matches_the_highs_extended_lp():
   reward = rng.uniform(0, 1, size=dense.cost.shape)
   lower, upper = _box(dense, 0.2, 3)
   ns = sparse.next_states
-  b = oj.extended_lmo(jnp.asarray(reward), jnp.asarray(_slots(lower, ns)),
-                      jnp.asarray(_slots(upper, ns)), 0, next_states=ns)
+  b = oj.extended_lmo(
+    jnp.asarray(reward),
+    jnp.asarray(_slots(lower, ns)),
+    jnp.asarray(_slots(upper, ns)),
+    0,
+    next_states=ns,
+  )
   # HiGHS on the extended LP with a constraint that cannot bind (zero constraint cost).
-  q, feasible = oj_lp.solve_extended_lp(reward, np.zeros((1,) + reward.shape), lower, upper,
-                                        0, np.array([1.0]))
+  q, feasible = oj_lp.solve_extended_lp(
+    reward, np.zeros((1,) + reward.shape), lower, upper, 0, np.array([1.0])
+  )
   assert feasible
   np.testing.assert_allclose(float(b.value), float(np.sum(reward * q)), atol=1e-7)
 
@@ -194,19 +226,26 @@ def test_sparse_inner_solve_and_gradient_agree_with_dense():
   lower, upper = _box(dense, 0.2, 6)
   lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
   problem = oj.inner.InnerProblem(
-      cost=dense.cost, constraint_costs=dense.constraint_costs, thresholds=dense.thresholds,
-      lower=jnp.asarray(lower), upper=jnp.asarray(upper), initial_state=0)
+    cost=dense.cost,
+    constraint_costs=dense.constraint_costs,
+    thresholds=dense.thresholds,
+    lower=jnp.asarray(lower),
+    upper=jnp.asarray(upper),
+    initial_state=0,
+  )
   sparse_problem = problem._replace(lower=lo_s, upper=up_s, next_states=ns)
   lam, eta = jnp.array([0.5, 0.0]), 30.0
   a = oj.solve_inner(problem, lam, eta)
   b = oj.solve_inner(sparse_problem, lam, eta)
   assert bool(a.certified) and bool(b.certified)
   np.testing.assert_allclose(b.objective, a.objective, atol=1e-10)
-  np.testing.assert_allclose(oj.to_dense(sparse._replace(transitions=b.transitions))
-                             .transitions, a.transitions, atol=1e-6)
+  np.testing.assert_allclose(
+    oj.to_dense(sparse._replace(transitions=b.transitions)).transitions, a.transitions, atol=1e-6
+  )
   # d objective / d cost = q* (envelope), against central finite differences.
-  f = lambda c: oj.solve_inner(sparse_problem._replace(cost=c), lam, eta,
-                               gradient="envelope").objective
+  f = lambda c: (
+    oj.solve_inner(sparse_problem._replace(cost=c), lam, eta, gradient="envelope").objective
+  )
   grad = jax.grad(f)(dense.cost)
   direction = jnp.asarray(np.random.default_rng(6).normal(size=dense.cost.shape))
   eps = 1e-6
@@ -229,17 +268,18 @@ def test_counts_and_models_agree_with_dense(stationary):
   ns = np.asarray(sparse.next_states)
   if stationary:  # one support for every step: the union of the steps' supports
     union = oj.to_dense(sparse).transitions.sum(0) > 0
-    stationary_sparse = oj.to_sparse(dense._replace(
-        transitions=jnp.broadcast_to(union / union.sum(-1, keepdims=True),
-                                     dense.transitions.shape)))
+    stationary_sparse = oj.to_sparse(
+      dense._replace(
+        transitions=jnp.broadcast_to(union / union.sum(-1, keepdims=True), dense.transitions.shape)
+      )
+    )
     ns = np.asarray(stationary_sparse.next_states[0])
     support_dense = np.asarray(union)
   else:
     support_dense = np.asarray(dense.transitions) > 0
   sparse_setting = oj.Setting(support=ns, stationary=stationary)
   dense_setting = oj.Setting(support=support_dense, stationary=stationary)
-  sizes = dict(num_states=dense.num_states, num_actions=dense.num_actions,
-               horizon=dense.horizon)
+  sizes = dict(num_states=dense.num_states, num_actions=dense.num_actions, horizon=dense.horizon)
   s_state = base.init_state(dense.thresholds, 0, **sizes, setting=sparse_setting)
   d_state = base.init_state(dense.thresholds, 0, **sizes, setting=dense_setting)
   assert s_state.counts.transitions.shape[-1] == ns.shape[-1]
@@ -249,17 +289,17 @@ def test_counts_and_models_agree_with_dense(stationary):
   for traj in _trajectories(dense, 40, 7):
     s_state, d_state = update_s(s_state, traj), update_d(d_state, traj)
   np.testing.assert_array_equal(
-      _slots(d_state.counts.transitions, np.broadcast_to(
-          ns, s_state.counts.transitions.shape)), s_state.counts.transitions)
+    _slots(d_state.counts.transitions, np.broadcast_to(ns, s_state.counts.transitions.shape)),
+    s_state.counts.transitions,
+  )
   assert int(s_state.counts.off_support) == 0
-  model_s = estimates.optimistic_model(s_state.counts, num_episodes=100,
-                                       setting=sparse_setting)
-  model_d = estimates.optimistic_model(d_state.counts, num_episodes=100,
-                                       setting=dense_setting)
+  model_s = estimates.optimistic_model(s_state.counts, num_episodes=100, setting=sparse_setting)
+  model_d = estimates.optimistic_model(d_state.counts, num_episodes=100, setting=dense_setting)
   ns_b = np.broadcast_to(np.asarray(model_s.next_states), model_s.lower.shape)
   for field in ("lower", "upper", "transitions"):
-    np.testing.assert_allclose(getattr(model_s, field), _slots(getattr(model_d, field), ns_b),
-                               atol=1e-12, err_msg=field)
+    np.testing.assert_allclose(
+      getattr(model_s, field), _slots(getattr(model_d, field), ns_b), atol=1e-12, err_msg=field
+    )
   np.testing.assert_allclose(model_s.cost, model_d.cost, atol=1e-12)
   # Every agent built on these models plans the same policy in both layouts.
   for name, extra in (("optaug", {"pretrain_episodes": 0}), ("optdual", {})):
@@ -273,23 +313,27 @@ def test_counts_and_models_agree_with_dense(stationary):
     pol_s, _, info_s = jax.jit(agent_s.plan)(st_s)
     pol_d, _, info_d = jax.jit(agent_d.plan)(st_d)
     np.testing.assert_allclose(pol_s, pol_d, atol=1e-8, err_msg=name)
-    np.testing.assert_allclose(info_s.optimistic_cost_value, info_d.optimistic_cost_value,
-                               atol=1e-8, err_msg=name)
+    np.testing.assert_allclose(
+      info_s.optimistic_cost_value, info_d.optimistic_cost_value, atol=1e-8, err_msg=name
+    )
 
 
 def test_off_support_observations_are_counted():
   dense, sparse = _sparse_random(8, keep=0.5)
   ns = np.asarray(sparse.next_states)
   setting = oj.Setting(support=ns)
-  sizes = dict(num_states=dense.num_states, num_actions=dense.num_actions,
-               horizon=dense.horizon)
+  sizes = dict(num_states=dense.num_states, num_actions=dense.num_actions, horizon=dense.horizon)
   state = base.init_state(dense.thresholds, 0, **sizes, setting=setting)
   # An episode that moves from 0 to a next state outside (h=0, s=0, a=0)'s slots.
   outside = next(t for t in range(dense.num_states) if t not in ns[0, 0, 0].tolist())
   horizon = dense.horizon
   states = jnp.asarray([0, outside] + [0] * (horizon - 1), jnp.int32)
-  traj = Trajectory(states=states, actions=jnp.zeros((horizon,), jnp.int32),
-                    costs=jnp.zeros((horizon,)), constraint_costs=jnp.zeros((2, horizon)))
+  traj = Trajectory(
+    states=states,
+    actions=jnp.zeros((horizon,), jnp.int32),
+    costs=jnp.zeros((horizon,)),
+    constraint_costs=jnp.zeros((2, horizon)),
+  )
   state = base.update_fn(setting)(state, traj)
   assert int(state.counts.off_support) >= 1
   assert int(state.counts.visits[0, 0, 0]) == 1
@@ -308,10 +352,12 @@ def test_sparse_sampling_matches_occupancy():
   keys = jax.random.split(jax.random.PRNGKey(9), num)
   trajs = jax.jit(jax.vmap(lambda k: oj.sample_episode(k, sparse, policy)))(keys)
   states = np.asarray(trajs.states[:, :-1])  # [num, H]
-  freq = np.stack([np.bincount(states[:, h], minlength=sparse.num_states) / num
-                   for h in range(sparse.horizon)])
-  exact = np.asarray(oj.occupancy(sparse.transitions, policy, 0,
-                                  next_states=sparse.next_states)).sum(-1)
+  freq = np.stack(
+    [np.bincount(states[:, h], minlength=sparse.num_states) / num for h in range(sparse.horizon)]
+  )
+  exact = np.asarray(
+    oj.occupancy(sparse.transitions, policy, 0, next_states=sparse.next_states)
+  ).sum(-1)
   se = np.sqrt(exact * (1 - exact) / num) + 1e-12
   assert np.all(np.abs(freq - exact) <= 4.5 * se + 1e-9)
 
@@ -325,22 +371,22 @@ def test_solve_lp_agrees_across_layouts():
 
 @pytest.mark.slow
 def test_sparse_benchmarks_agree_with_dense_and_run():
-  for make in (lambda sp: oj.benchmarks.gridworld(5, sparse=sp),
-               lambda sp: oj.benchmarks.queue(capacity=20, horizon=12, sparse=sp)):
+  for make in (
+    lambda sp: oj.benchmarks.gridworld(5, sparse=sp),
+    lambda sp: oj.benchmarks.queue(capacity=20, horizon=12, sparse=sp),
+  ):
     d, s = make(False), make(True)
     np.testing.assert_array_equal(oj.to_dense(s.cmdp).transitions, d.cmdp.transitions)
     np.testing.assert_allclose(s.cmdp.thresholds, d.cmdp.thresholds)
     np.testing.assert_allclose(s.slack, d.slack, atol=1e-9)
-    np.testing.assert_allclose(oj.solve_lp(s.cmdp).value, oj.solve_lp(d.cmdp).value,
-                               atol=1e-7)
+    np.testing.assert_allclose(oj.solve_lp(s.cmdp).value, oj.solve_lp(d.cmdp).value, atol=1e-7)
     setting = oj.Setting(support=s.cmdp.next_states, stationary=True)
     agent = oj.agents.make_agent("optaug", s, num_episodes=6, pretrain_episodes=2, setting=setting)
     state, log = oj.run(agent, jax.random.PRNGKey(0), s.cmdp, num_episodes=6)
     assert np.all(np.isfinite(np.asarray(log.cost_value)))
     # Stationary and sparse: no array of the run's state has S' next states per row.
     for leaf in jax.tree.leaves(state):
-      assert leaf.size <= s.cmdp.horizon * s.cmdp.num_states * s.cmdp.num_actions * 2, (
-          leaf.shape)
+      assert leaf.size <= s.cmdp.horizon * s.cmdp.num_states * s.cmdp.num_actions * 2, leaf.shape
 
 
 def _rows_with_repeats(seed, shape=(3, 5, 2), width=6, num_states=5):
@@ -360,8 +406,9 @@ def _rows_with_repeats(seed, shape=(3, 5, 2), width=6, num_states=5):
 def _merge_loop(ns, p):
   """Reference: per row, a dict next state -> summed probability (plain Python loops)."""
   rows = []
-  for row_ns, row_p in zip(ns.reshape(-1, ns.shape[-1]).tolist(),
-                           p.reshape(-1, p.shape[-1]).tolist()):
+  for row_ns, row_p in zip(
+    ns.reshape(-1, ns.shape[-1]).tolist(), p.reshape(-1, p.shape[-1]).tolist()
+  ):
     merged = {}
     for t, w in zip(row_ns, row_p):
       if t >= 0:
@@ -372,8 +419,10 @@ def _merge_loop(ns, p):
 
 def _repeats(ns):
   """Whether some row names a next state twice (plain loops over the rows)."""
-  return any(len(set(t for t in row if t >= 0)) < sum(t >= 0 for t in row)
-             for row in ns.reshape(-1, ns.shape[-1]).tolist())
+  return any(
+    len(set(t for t in row if t >= 0)) < sum(t >= 0 for t in row)
+    for row in ns.reshape(-1, ns.shape[-1]).tolist()
+  )
 
 
 def _dense_add_at(ns, p, num_states):
@@ -395,16 +444,17 @@ def test_merge_repeated_next_states_against_a_dict_loop(seed):
   assert out_ns.dtype == np.int32 and out_p.dtype == p.dtype
   assert not _repeats(out_ns)
   np.testing.assert_allclose(out_p.sum(-1), 1.0, rtol=0, atol=1e-12)
-  for merged, row_ns, row_p in zip(_merge_loop(ns, p), out_ns.reshape(-1, ns.shape[-1]),
-                                   out_p.reshape(-1, ns.shape[-1])):
+  for merged, row_ns, row_p in zip(
+    _merge_loop(ns, p), out_ns.reshape(-1, ns.shape[-1]), out_p.reshape(-1, ns.shape[-1])
+  ):
     k = len(merged)
     assert row_ns[:k].tolist() == sorted(merged)  # increasing, then empty slots
-    np.testing.assert_allclose(row_p[:k], [merged[t] for t in sorted(merged)], rtol=0,
-                               atol=1e-15)
+    np.testing.assert_allclose(row_p[:k], [merged[t] for t in sorted(merged)], rtol=0, atol=1e-15)
     assert np.all(row_ns[k:] == -1) and np.all(row_p[k:] == 0.0)
   # The same model written densely, both ways.
-  np.testing.assert_allclose(_dense_add_at(out_ns, out_p, 5), _dense_add_at(ns, p, 5),
-                             rtol=0, atol=1e-15)
+  np.testing.assert_allclose(
+    _dense_add_at(out_ns, out_p, 5), _dense_add_at(ns, p, 5), rtol=0, atol=1e-15
+  )
 
 
 def test_merge_keeps_rows_without_repeats():
@@ -420,8 +470,9 @@ def test_merge_keeps_rows_without_repeats():
   np.testing.assert_array_equal(out_ns, ns)
   np.testing.assert_array_equal(out_p, p)
   # Zero-probability next states keep their slot (the agent's support may read them).
-  kept_ns, kept_p = oj.merge_repeated_next_states(np.array([3, 1, 3, -1]),
-                                                  np.array([0.5, 0.0, 0.5, 0.0]))
+  kept_ns, kept_p = oj.merge_repeated_next_states(
+    np.array([3, 1, 3, -1]), np.array([0.5, 0.0, 0.5, 0.0])
+  )
   assert kept_ns.tolist() == [1, 3, -1, -1] and kept_p.tolist() == [0.0, 1.0, 0.0, 0.0]
 
 
@@ -431,15 +482,18 @@ def test_cmdp_from_merged_rows_equals_the_dense_cmdp():
   m = oj.random_cmdp(jax.random.PRNGKey(5), num_states=5, num_actions=2, horizon=3)
   ns, p = _rows_with_repeats(5, shape=(3, 5, 2), width=6, num_states=5)
   raw = m._replace(transitions=jnp.asarray(p), next_states=jnp.asarray(ns, jnp.int32))
-  with pytest.raises(ValueError, match=r"names a next state twice; merge the repeats .*"
-                     r"oj\.merge_repeated_next_states\(next_states, transitions\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"names a next state twice; merge the repeats .*"
+    r"oj\.merge_repeated_next_states\(next_states, transitions\)",
+  ):
     oj.validate_cmdp(raw)
   out_ns, out_p = oj.merge_repeated_next_states(raw.next_states, raw.transitions)
-  sparse = oj.validate_cmdp(m._replace(transitions=jnp.asarray(out_p),
-                                       next_states=jnp.asarray(out_ns)))
+  sparse = oj.validate_cmdp(
+    m._replace(transitions=jnp.asarray(out_p), next_states=jnp.asarray(out_ns))
+  )
   dense = oj.validate_cmdp(m._replace(transitions=jnp.asarray(_dense_add_at(ns, p, 5))))
-  np.testing.assert_allclose(oj.to_dense(sparse).transitions, dense.transitions, rtol=0,
-                             atol=1e-15)
+  np.testing.assert_allclose(oj.to_dense(sparse).transitions, dense.transitions, rtol=0, atol=1e-15)
   np.testing.assert_allclose(oj.solve_lp(sparse).value, oj.solve_lp(dense).value, atol=1e-9)
   policy = jax.nn.softmax(jnp.asarray(np.random.default_rng(5).normal(size=m.cost.shape)))
   for x, y in zip(oj.policy_values(sparse, policy), oj.policy_values(dense, policy)):

@@ -5,10 +5,10 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import references as ref
 from absl.testing import parameterized
 
 import optaug_jax as oj
-import references as ref
 
 
 def _box(seed, s=4, a=3, h=4, radius=0.3):
@@ -19,7 +19,6 @@ def _box(seed, s=4, a=3, h=4, radius=0.3):
 
 
 class KernelVariantsTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   @parameterized.parameters(0, 1, 2)
   def test_occupancy(self, seed):
@@ -33,12 +32,11 @@ class KernelVariantsTest(chex.TestCase):
   def test_extended_lmo_value_is_the_extended_lp(self, seed):
     rng, _, lower, upper = _box(seed)
     reward = rng.uniform(-1, 1, size=(4, 4, 3))
-    sol = self.variant(oj.extended_lmo)(jnp.asarray(reward), jnp.asarray(lower),
-                                        jnp.asarray(upper), 2)
-    np.testing.assert_allclose(sol.value, ref.extended_lp_value(reward, lower, upper, 2),
-                               atol=1e-9)
-    np.testing.assert_allclose(np.sum(reward * np.asarray(sol.occupancy)), sol.value,
-                               atol=1e-12)
+    sol = self.variant(oj.extended_lmo)(
+      jnp.asarray(reward), jnp.asarray(lower), jnp.asarray(upper), 2
+    )
+    np.testing.assert_allclose(sol.value, ref.extended_lp_value(reward, lower, upper, 2), atol=1e-9)
+    np.testing.assert_allclose(np.sum(reward * np.asarray(sol.occupancy)), sol.value, atol=1e-12)
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_dual_step_closed_form(self):
@@ -46,8 +44,9 @@ class KernelVariantsTest(chex.TestCase):
     q = rng.uniform(size=(3, 2, 2))
     d = rng.uniform(size=(2, 3, 2, 2))
     alpha, lam = np.array([1.0, 5.0]), np.array([0.2, 0.4])
-    got = self.variant(oj.dual_step)(jnp.asarray(q), jnp.asarray(d), jnp.asarray(alpha),
-                                     jnp.asarray(lam), 3.0)
+    got = self.variant(oj.dual_step)(
+      jnp.asarray(q), jnp.asarray(d), jnp.asarray(alpha), jnp.asarray(lam), 3.0
+    )
     want = np.maximum(lam + 3.0 * (np.einsum("ihsa,hsa->i", d, q) - alpha), 0)
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert want[0] > 0 and want[1] == 0  # both sides of the projection

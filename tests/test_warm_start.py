@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
-import references as ref
 from optaug_jax._src import planning
 
 S, A, H = 4, 3, 4
@@ -62,12 +62,14 @@ def test_policy_vertex_is_the_dp_vertex_in_its_own_box(fill):
   lmo = oj.extended_lmo(reward, lower, upper, 1, fill=fill)
   vertex = planning.policy_vertex(reward, lmo.actions, lmo.next_values, lower, upper, 1, fill=fill)
   for field in ("occupancy", "greedy_transitions", "value", "state_occupancy"):
-    np.testing.assert_allclose(getattr(vertex, field), getattr(lmo, field), rtol=1e-12,
-                               atol=1e-12, err_msg=field)
+    np.testing.assert_allclose(
+      getattr(vertex, field), getattr(lmo, field), rtol=1e-12, atol=1e-12, err_msg=field
+    )
   next_states = jnp.broadcast_to(jnp.arange(S, dtype=jnp.int32), (1, S, A, S))
   sparse = oj.extended_lmo(reward, lower, upper, 1, next_states=next_states)
-  sparse_vertex = planning.policy_vertex(reward, sparse.actions, sparse.next_values, lower,
-                                         upper, 1, next_states=next_states)
+  sparse_vertex = planning.policy_vertex(
+    reward, sparse.actions, sparse.next_values, lower, upper, 1, next_states=next_states
+  )
   np.testing.assert_allclose(sparse_vertex.occupancy, lmo.occupancy, rtol=1e-12, atol=1e-12)
   np.testing.assert_allclose(sparse_vertex.value, lmo.value, rtol=1e-12)
 
@@ -81,13 +83,13 @@ def test_policy_vertex_against_a_fill_loop_bounds_the_extended_lp():
   orders = jnp.asarray(rng.normal(size=(5, H, S)))
   orders = orders.at[0, 1].set(0.0)  # ties: to the lower index
   reward = jnp.asarray(rng.uniform(-1, 1, size=(H, S, A)))
-  batched = jax.jit(jax.vmap(
-      lambda a, w: planning.policy_vertex(reward, a, w, lower, upper, 2)))(actions, orders)
+  batched = jax.jit(jax.vmap(lambda a, w: planning.policy_vertex(reward, a, w, lower, upper, 2)))(
+    actions, orders
+  )
   optimum = ref.extended_lp_value(np.asarray(reward), np.asarray(lower), np.asarray(upper), 2)
   for i in range(5):
     one = planning.policy_vertex(reward, actions[i], orders[i], lower, upper, 2)
-    chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], batched), one, rtol=1e-12,
-                                atol=1e-12)
+    chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], batched), one, rtol=1e-12, atol=1e-12)
     q, greedy = _vertex_loop(actions[i], orders[i], lower, upper, 2)
     np.testing.assert_allclose(one.occupancy, q, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(one.greedy_transitions, greedy, rtol=1e-10, atol=1e-12)
@@ -98,14 +100,19 @@ def test_policy_vertex_against_a_fill_loop_bounds_the_extended_lp():
 
 
 def _problem(seed, threshold_scale=0.9, radius=0.2):
-  m = oj.random_cmdp(jax.random.PRNGKey(seed), num_states=S, num_actions=A, horizon=H,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(seed), num_states=S, num_actions=A, horizon=H, num_constraints=1
+  )
   rng = np.random.default_rng(seed)
   lower, upper = ref.random_box(rng, np.asarray(m.transitions), radius)
-  return oj.inner.InnerProblem(cost=m.cost, constraint_costs=m.constraint_costs,
-                               thresholds=m.thresholds * threshold_scale,
-                               lower=jnp.asarray(lower), upper=jnp.asarray(upper),
-                               initial_state=m.initial_state), rng
+  return oj.inner.InnerProblem(
+    cost=m.cost,
+    constraint_costs=m.constraint_costs,
+    thresholds=m.thresholds * threshold_scale,
+    lower=jnp.asarray(lower),
+    upper=jnp.asarray(upper),
+    initial_state=m.initial_state,
+  ), rng
 
 
 @jax.jit
@@ -119,9 +126,16 @@ def _cold(problem, lam, eta):
 
 
 def _assert_exact(problem, lam, eta, sol):
-  optimum, _ = ref.inner_cvxpy(problem.cost, problem.constraint_costs, problem.lower,
-                               problem.upper, int(problem.initial_state), problem.thresholds,
-                               lam, eta)
+  optimum, _ = ref.inner_cvxpy(
+    problem.cost,
+    problem.constraint_costs,
+    problem.lower,
+    problem.upper,
+    int(problem.initial_state),
+    problem.thresholds,
+    lam,
+    eta,
+  )
   scale = max(1.0, abs(optimum))
   assert abs(float(sol.objective) - optimum) <= 1e-7 * scale
   assert float(sol.gap) <= 1e-9 * scale and bool(sol.certified)
@@ -133,21 +147,27 @@ def test_warm_solves_are_exact_whatever_the_hint(seed):
   1%, prox centre at the last `mu*`): the optimum of Clarabel and of the cold solve."""
   problem, rng = _problem(seed)
   lam, eta = jnp.asarray([rng.uniform(0.0, 2.0)]), float(10 ** rng.uniform(-1, 2))
-  hint = oj.inner.WarmStart(actions=jnp.asarray(rng.integers(0, A, size=(2, H, S)), jnp.int32),
-                            values=jnp.asarray(rng.normal(size=(2, H, S))),
-                            valid=jnp.asarray(True))
+  hint = oj.inner.WarmStart(
+    actions=jnp.asarray(rng.integers(0, A, size=(2, H, S)), jnp.int32),
+    values=jnp.asarray(rng.normal(size=(2, H, S))),
+    valid=jnp.asarray(True),
+  )
   cold = _cold(problem, lam, eta)
   warm = _solve(problem, lam, eta, hint)
   _assert_exact(problem, lam, eta, warm)
   assert float(warm.objective) == pytest.approx(float(cold.objective), rel=1e-10, abs=1e-12)
   mu = oj.dual_step(cold.occupancy, problem.constraint_costs, problem.thresholds, lam, eta)
-  moved = problem._replace(cost=jnp.clip(
-      problem.cost * (1 + 0.01 * jnp.asarray(rng.normal(size=problem.cost.shape))), 0.0, 1.0))
+  moved = problem._replace(
+    cost=jnp.clip(
+      problem.cost * (1 + 0.01 * jnp.asarray(rng.normal(size=problem.cost.shape))), 0.0, 1.0
+    )
+  )
   warm2, cold2 = _solve(moved, mu, eta, cold.warm), _cold(moved, mu, eta)
   _assert_exact(moved, mu, eta, warm2)
   assert float(warm2.objective) == pytest.approx(float(cold2.objective), rel=1e-10, abs=1e-12)
-  assert bool(warm2.warm.valid) and not bool(oj.solve_inner(
-      problem, lam, eta, solver=oj.inner.frank_wolfe(num_iters=3)).warm.valid)
+  assert bool(warm2.warm.valid) and not bool(
+    oj.solve_inner(problem, lam, eta, solver=oj.inner.frank_wolfe(num_iters=3)).warm.valid
+  )
 
 
 def _two_actions():
@@ -155,8 +175,13 @@ def _two_actions():
   `f(t) = 1 - t + [lambda + eta (t - 1/2)]_+^2 / (2 eta)` over the weight `t` of action 0."""
   ones = jnp.ones((1, 1, 2, 1))
   return oj.inner.InnerProblem(
-    cost=jnp.asarray([[[0.0, 1.0]]]), constraint_costs=jnp.asarray([[[[1.0, 0.0]]]]),
-    thresholds=jnp.asarray([0.5]), lower=ones, upper=ones, initial_state=0)
+    cost=jnp.asarray([[[0.0, 1.0]]]),
+    constraint_costs=jnp.asarray([[[[1.0, 0.0]]]]),
+    thresholds=jnp.asarray([0.5]),
+    lower=ones,
+    upper=ones,
+    initial_state=0,
+  )
 
 
 def test_warm_start_at_the_kink_proves_the_optimum_in_one_dp():
@@ -166,8 +191,9 @@ def test_warm_start_at_the_kink_proves_the_optimum_in_one_dp():
   problem = _two_actions()
   first = oj.solve_inner(problem, jnp.asarray([0.0]), 10.0, gradient=None)
   assert float(first.occupancy[0, 0, 0]) == pytest.approx(0.6, abs=1e-12)
-  mu = oj.dual_step(first.occupancy, problem.constraint_costs, problem.thresholds,
-                    jnp.asarray([0.0]), 10.0)
+  mu = oj.dual_step(
+    first.occupancy, problem.constraint_costs, problem.thresholds, jnp.asarray([0.0]), 10.0
+  )
   assert float(mu[0]) == pytest.approx(1.0, abs=1e-12)
   assert sorted(np.asarray(first.warm.actions).ravel().tolist()) == [0, 1]
   warm = oj.solve_inner(problem, mu, 10.0, gradient=None, warm=first.warm)
@@ -185,35 +211,53 @@ def test_warm_solves_batched_as_unbatched_and_bad_hints_refused():
   problem, rng = _problem(5)
   lam, eta = jnp.asarray([0.4]), 5.0
   good = _cold(problem, lam, eta).warm
-  random = oj.inner.WarmStart(actions=jnp.asarray(rng.integers(0, A, size=(2, H, S)), jnp.int32),
-                              values=jnp.asarray(rng.normal(size=(2, H, S))),
-                              valid=jnp.asarray(True))
-  hints = jax.tree.map(lambda *x: jnp.stack(x),
-                       oj.inner.WarmStart.cold(H, S, jnp.float64), good, random)
+  random = oj.inner.WarmStart(
+    actions=jnp.asarray(rng.integers(0, A, size=(2, H, S)), jnp.int32),
+    values=jnp.asarray(rng.normal(size=(2, H, S))),
+    valid=jnp.asarray(True),
+  )
+  hints = jax.tree.map(
+    lambda *x: jnp.stack(x), oj.inner.WarmStart.cold(H, S, jnp.float64), good, random
+  )
   lams = jnp.asarray([[0.4], [0.4], [1.3]])
-  batched = jax.jit(jax.vmap(lambda l, w: oj.solve_inner(problem, l, eta, gradient=None,
-                                                         warm=w)))(lams, hints)
+  batched = jax.jit(
+    jax.vmap(lambda lam_, w: oj.solve_inner(problem, lam_, eta, gradient=None, warm=w))
+  )(lams, hints)
   for i in range(3):
-    one = oj.solve_inner(problem, lams[i], eta, gradient=None,
-                         warm=jax.tree.map(lambda x: x[i], hints))
+    one = oj.solve_inner(
+      problem, lams[i], eta, gradient=None, warm=jax.tree.map(lambda x: x[i], hints)
+    )
     for field in ("occupancy", "objective", "gap", "dp_calls", "policy"):
-      np.testing.assert_allclose(getattr(batched, field)[i], getattr(one, field), rtol=1e-12,
-                                 atol=1e-12, err_msg=f"{field} {i}")
+      np.testing.assert_allclose(
+        getattr(batched, field)[i],
+        getattr(one, field),
+        rtol=1e-12,
+        atol=1e-12,
+        err_msg=f"{field} {i}",
+      )
   with pytest.raises(ValueError, match="warm: expected a WarmStart"):
     oj.solve_inner(problem, lam, eta, warm=oj.inner.WarmStart.cold(H, S + 1))
 
 
 def _agent(m, warm_start, num_episodes=60):
   pi, slack = oj.safest_policy(m)
-  return oj.optaug(num_episodes=num_episodes, safe_policy=pi, pretrain_episodes=10,
-                   slack=slack, eta=20.0, bonus_scale=0.1, warm_start=warm_start)
+  return oj.optaug(
+    num_episodes=num_episodes,
+    safe_policy=pi,
+    pretrain_episodes=10,
+    slack=slack,
+    eta=20.0,
+    bonus_scale=0.1,
+    warm_start=warm_start,
+  )
 
 
 def test_optaug_warm_start_keeps_the_cold_solves_multipliers_with_fewer_dps():
   """Along a warm-started OptAug run, each plan's multipliers and optimistic values are those
   of a cold plan from the same state, every solve certified; the warm plans pay fewer DPs."""
-  m = oj.random_cmdp(jax.random.PRNGKey(2), num_states=S, num_actions=A, horizon=H,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(2), num_states=S, num_actions=A, horizon=H, num_constraints=1
+  )
   warm_agent, cold_agent = _agent(m, True), _agent(m, False)
   key = jax.random.PRNGKey(0)
   state, _ = oj.run(warm_agent, key, m, num_episodes=10)  # pre-training
@@ -226,10 +270,15 @@ def test_optaug_warm_start_keeps_the_cold_solves_multipliers_with_fewer_dps():
     assert bool(state.warm.valid) and bool(jnp.all(log.certified))
     _, after_warm, info_warm = plan_warm(state)
     _, after_cold, info_cold = plan_cold(state.agent)
-    np.testing.assert_allclose(after_warm.multipliers, after_cold.multipliers, rtol=1e-9,
-                               atol=1e-10)
-    np.testing.assert_allclose(info_warm.optimistic_constraint_values,
-                               info_cold.optimistic_constraint_values, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(
+      after_warm.multipliers, after_cold.multipliers, rtol=1e-9, atol=1e-10
+    )
+    np.testing.assert_allclose(
+      info_warm.optimistic_constraint_values,
+      info_cold.optimistic_constraint_values,
+      rtol=1e-8,
+      atol=1e-9,
+    )
     assert bool(info_warm.certified) and bool(info_cold.certified)
     dps["warm"].append(int(info_warm.extras["dp_calls"]))
     dps["cold"].append(int(info_cold.extras["dp_calls"]))
@@ -238,13 +287,15 @@ def test_optaug_warm_start_keeps_the_cold_solves_multipliers_with_fewer_dps():
 
 def test_warm_started_run_resumes_bit_for_bit():
   """The hint lives in the state: a run continued from its state is the uninterrupted run."""
-  m = oj.random_cmdp(jax.random.PRNGKey(4), num_states=S, num_actions=A, horizon=H,
-                     num_constraints=1)
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(4), num_states=S, num_actions=A, horizon=H, num_constraints=1
+  )
   agent = _agent(m, True, num_episodes=30)
   key = jax.random.PRNGKey(3)
   full_state, full_log = oj.run(agent, key, m, num_episodes=30)
   state, log_a = oj.run(agent, key, m, num_episodes=17)
   state, log_b = oj.run(agent, key, m, num_episodes=13, state=state)
-  chex.assert_trees_all_equal(jax.tree.map(lambda a, b: jnp.concatenate([a, b]), log_a, log_b),
-                              full_log)
+  chex.assert_trees_all_equal(
+    jax.tree.map(lambda a, b: jnp.concatenate([a, b]), log_a, log_b), full_log
+  )
   chex.assert_trees_all_equal(state, full_state)
