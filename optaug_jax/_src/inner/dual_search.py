@@ -2,30 +2,37 @@
 search on the one-dimensional dual `psi(mu)` (see `dual_function`).
 
 `psi` is maximised at `mu* = lambda + eta (D q* - alpha)`, and `D q(mu)` does not increase
-with `mu`. The search starts at the prox centre `lambda` (in an agent, the last episode's
-`mu*`): one DP there, with supergradient `g = D q(lambda) - alpha`, brackets `mu*` in
-`[lambda, lambda + eta g]` when `g > 0` and in `[max(0, lambda + eta g), lambda]` otherwise
-(the one-cut model's maximiser is the far end). Cheap exact ends come first:
+with `mu`. The first DP is at a start point `m0`: the prox centre `lambda` (a cold start),
+or, given the last solve's `WarmStart`, the maximiser of the model of its two vertices
+re-filled in this box (`planning.policy_vertex`; their lines bound `Phi` from above, so
+where the DP at `m0` meets that model, `m0 = mu*` and the optimum lies on the two vertices'
+segment: one DP in all). The DP at `m0`, with supergradient `g = D q(m0) - alpha - (m0 -
+lambda) / eta`, brackets `mu*` in `[m0, lambda + eta (D q(m0) - alpha)]` when `g > 0` and in
+`[max(0, lambda + eta (D q(m0) - alpha)), m0]` otherwise (the one-cut model's maximiser is
+the far end); with a warm start, the re-filled line on the far side is the bracket's partner
+there. Cheap exact ends come first:
 
-- `g <= 0` at `lambda = 0`: `mu* = 0` (one DP in all; the plan meets the constraint);
-- a probe `PROBE_FRACTION` of the way to the far end: late in a run `mu*` moves little,
-  so the probe usually passes it and holds the other vertex of its kink (a bracket of two
-  queried vertices, then one model step); a probe that falls short moves the near end to
-  it and the far end to the one-cut step from it (`D q` does not increase), at one DP's
-  cost;
-- the DP at the far end: where the vertex has not changed in between, the supergradient
-  there is 0 and that end is `mu*`.
+- `g <= 0` at `m0 = 0`: `mu* = 0` (one DP in all; the plan meets the constraint);
+- (cold) a probe `PROBE_FRACTION` of the way to the far end: late in a run `mu*` moves
+  little, so the probe usually passes it and holds the other vertex of its kink (a bracket
+  of two queried vertices, then one model step); a probe that falls short moves the near
+  end to it and the far end to the one-cut step from it (`D q` does not increase), at one
+  DP's cost;
+- (cold) the DP at the far end: where the vertex has not changed in between, the
+  supergradient there is 0 and that end is `mu*`.
 
 Otherwise each step queries the maximiser of the model built from the two bracketing
 vertices' Lagrangian lines (a kink of `Phi` or the stationary point of one quadratic
-piece), or the bracket's midpoint when the last model step did not halve it (bisection on
-the supergradient `D q(mu) - alpha - (mu - lambda) / eta`). The search ends exactly when
-the DP finds nothing below the model at its maximiser (Kelley's finite end on the kinks of
-`Phi`). Both bracketing vertices then minimise the Lagrangian at `mu*`, so the optimum lies
-on their segment: an exact line search there gives the primal point. The last DP, at the
-search's final dual point, is returned as `SolverResult.lmo`: `solve_inner` takes the
-greedy actions at unreached states from it instead of one more DP. Only a search that ran
-out of steps pays a last DP at the primal point's multiplier (to tighten its certificate).
+piece); after `STALLS_BEFORE_BISECTION` model steps in a row that did not halve the
+bracket, a safeguard step (twice the last move from the end that moved, or the midpoint if
+nearer). The search ends exactly when the DP finds nothing below the model at its
+maximiser (Kelley's finite end on the kinks of `Phi`). Both bracketing vertices then
+minimise the Lagrangian at `mu*`, so the optimum lies on their segment: an exact line
+search there gives the primal point, and the two vertices are the next solve's
+`WarmStart`. The last DP, at the search's final dual point, is returned as
+`SolverResult.lmo`: `solve_inner` takes the greedy actions at unreached states from it
+instead of one more DP. Only a search that ran out of steps pays a last DP at the primal
+point's multiplier (to tighten its certificate).
 """
 
 from __future__ import annotations
@@ -118,15 +125,15 @@ def two_cut_search(
   def lines(v):  # the Lagrangian of vertex v as a line in mu: a + mu y
     return jnp.sum(cost * v.occupancy), constraint(v)
 
-  def model_maximiser(a_lo, y_lo, a_hi, y_hi):
-    """Maximiser over `mu >= 0` of the two-cut model `min(a_lo + mu y_lo, a_hi + mu y_hi)
-    - mu alpha - (mu - lambda)^2 / (2 eta)` (`y_lo >= y_hi`): the stationary point of the
-    piece that holds it, or the lines' crossing."""
+  def peak(a_lo, y_lo, a_hi, y_hi, parallel):
+    """Maximiser of the two-cut model `min(a_lo + mu y_lo, a_hi + mu y_hi) - mu alpha -
+    (mu - lambda)^2 / (2 eta)` (`y_lo >= y_hi`: D q(mu) does not increase in mu): the
+    stationary point of the piece that holds it, or the lines' crossing (`parallel` for
+    lines of one slope)."""
     gap = y_lo - y_hi
-    kink = jnp.where(gap > 0, (a_hi - a_lo) / jnp.where(gap > 0, gap, 1.0), jnp.inf)
+    kink = jnp.where(gap > 0, (a_hi - a_lo) / jnp.where(gap > 0, gap, 1.0), parallel)
     top_lo, top_hi = lam + eta * (y_lo - alpha), lam + eta * (y_hi - alpha)
-    mu = jnp.where(top_lo <= kink, top_lo, jnp.where(top_hi >= kink, top_hi, kink))
-    return jnp.maximum(mu, 0.0)
+    return jnp.where(top_lo <= kink, top_lo, jnp.where(top_hi >= kink, top_hi, kink))
 
   # The first query: the prox centre, or the maximiser of the model that the last solve's
   # two vertices, re-filled in this box, give (`WarmStart`). Two equal vertices (a last
@@ -158,7 +165,7 @@ def two_cut_search(
     w_lo = jax.tree.map(lambda x: x[steeper], pair)
     w_hi = jax.tree.map(lambda x: x[1 - steeper], pair)
     (wa_lo, wy_lo), (wa_hi, wy_hi) = lines(w_lo), lines(w_hi)
-    m0 = jnp.where(hinted, model_maximiser(wa_lo, wy_lo, wa_hi, wy_hi), lam)
+    m0 = jnp.where(hinted, jnp.maximum(peak(wa_lo, wy_lo, wa_hi, wy_hi, jnp.inf), 0.0), lam)
 
   # One DP there, and the bracket its supergradient gives.
   v0 = oracle(m0)
@@ -188,18 +195,12 @@ def two_cut_search(
     solved = solved | on_model
 
   def candidate(lo, hi, a_lo, y_lo, a_hi, y_hi):
-    """Maximiser of the two-cut model `min(L_lo, L_hi)(mu) - mu alpha - (mu - lambda)^2 /
-    (2 eta)` on [lo, hi]: the stationary point of one quadratic piece, or their kink."""
-    gap = y_lo - y_hi  # >= 0: D q(mu) is non-increasing in mu
-    kink = jnp.where(gap > 0, (a_hi - a_lo) / jnp.where(gap > 0, gap, 1.0), 0.5 * (lo + hi))
-    top_lo, top_hi = lam + eta * (y_lo - alpha), lam + eta * (y_hi - alpha)
-    mu = jnp.where(top_lo <= kink, top_lo, jnp.where(top_hi >= kink, top_hi, kink))
-    return jnp.clip(mu, lo, hi)
+    """The two-cut model's maximiser on [lo, hi] (`peak`)."""
+    return jnp.clip(peak(a_lo, y_lo, a_hi, y_hi, 0.5 * (lo + hi)), lo, hi)
 
   def body(s: _SearchState) -> _SearchState:
-    # An end of the bracket not queried yet comes first; then the model's maximiser, or
-    # the midpoint when the model failed to halve the bracket last time (bisection's
-    # guarantee, Kelley's finite end on the kinks).
+    # An end of the bracket not queried yet comes first; then the model's maximiser (Kelley's
+    # finite end on the kinks), or a safeguard step after stalled model steps.
     need_hi, need_lo = ~s.has_hi, ~s.has_lo
     (a_lo, y_lo), (a_hi, y_hi) = lines(s.v_lo), lines(s.v_hi)
     model = candidate(s.lo, s.hi, a_lo, y_lo, a_hi, y_hi)
