@@ -4,6 +4,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 import references as ref
 
@@ -367,3 +368,32 @@ def test_registry_builds_every_agent_and_a_new_module_registers_itself():
     oj.agents.make_agent("optdual", bench, num_episodes=10, inner=oj.inner.exact())
   with pytest.raises(ValueError, match="unknown agent"):
     oj.agents.make_agent("optnothing", bench, num_episodes=10)
+
+
+@pytest.mark.parametrize(
+  "make",
+  [
+    lambda m: _optaug(m),
+    lambda m: oj.optdual(num_episodes=30, dual_optimizer=optax.adam(0.1)),
+    lambda m: oj.agents.optprimaldual(num_episodes=30),
+  ],
+  ids=["optaug", "optdual_optax", "optprimaldual"],
+)
+def test_composed_states_replace_agent_fields_through(make):
+  """`_replace` on a state that composes an `AgentState` writes its fields (`episode`,
+  `multipliers`, ...) into `state.agent`, the agent's own fields into the state, and refuses
+  a name that is neither (as a NamedTuple does)."""
+  m = _cmdp()
+  state = make(m).init(m.thresholds, m.initial_state, num_states=S, num_actions=A, horizon=H)
+  assert isinstance(state, oj.agents.ComposedAgentState)
+  own = state._fields[1]  # the agent's own field, after `agent`
+  changed = state._replace(episode=jnp.asarray(7, jnp.int32), multipliers=jnp.full((I,), 0.5))
+  assert type(changed) is type(state)
+  assert int(changed.agent.episode) == 7 and int(changed.episode) == 7
+  np.testing.assert_array_equal(np.asarray(changed.agent.multipliers), [0.5, 0.5])
+  assert getattr(changed, own) is getattr(state, own)
+  assert state.agent.episode is not changed.agent.episode  # the original is unchanged
+  replaced_own = state._replace(**{own: getattr(state, own)}, episode=jnp.asarray(3, jnp.int32))
+  assert int(replaced_own.episode) == 3
+  with pytest.raises(ValueError, match="unexpected field names: \\['bogus'\\]"):
+    state._replace(bogus=1)

@@ -36,11 +36,18 @@ class ComposedAgentState:
   """Base of an agent state that holds an `AgentState` in its field `agent` next to the
   agent's own fields: every `AgentState` field reads through (`state.counts` is
   `state.agent.counts`), so `run`, the metrics and `update_state` treat it like an
-  `AgentState`. Writes go through `replace_agent_state`. Use it as the second base of a
-  NamedTuple: `class MyState(_MyFields, ComposedAgentState)`."""
+  `AgentState`, and `_replace` writes them through too (`state._replace(episode=e)`
+  replaces `state.agent.episode`). Use it as the first base of a NamedTuple subclass:
+  `class MyState(ComposedAgentState, _MyFields)`."""
 
   __slots__ = ()
   agent: AgentState
+
+  def _replace(self, /, **changes):
+    through = {k: changes.pop(k) for k in list(changes) if k in AgentState._fields}
+    if through:
+      changes["agent"] = changes.get("agent", self.agent)._replace(**through)
+    return super()._replace(**changes)  # type: ignore[misc]  # the NamedTuple's
 
   @property
   def counts(self) -> estimates.Counts:

@@ -27,7 +27,7 @@ class _OptAugFields(NamedTuple):
   #                            pre-training and before the first solve)
 
 
-class OptAugState(_OptAugFields, base.ComposedAgentState):
+class OptAugState(base.ComposedAgentState, _OptAugFields):
   """An `AgentState` and the inner solve's warm start (`optaug(warm_start=True)`, the
   default); the `AgentState` fields read through (`state.multipliers` is
   `state.agent.multipliers`). A resumed run continues from it bit for bit."""

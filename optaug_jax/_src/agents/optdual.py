@@ -24,7 +24,7 @@ class _DualOptimizerFields(NamedTuple):
   dual_state: Any  # the optax state of the multiplier update
 
 
-class DualOptimizerState(_DualOptimizerFields, base.ComposedAgentState):
+class DualOptimizerState(base.ComposedAgentState, _DualOptimizerFields):
   """An `AgentState` and the state of the dual optimizer (`optdual(dual_optimizer=...)`);
   the `AgentState` fields read through (`state.multipliers` is `state.agent.multipliers`)."""
 

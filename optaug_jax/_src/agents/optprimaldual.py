@@ -19,7 +19,7 @@ class _PrimalDualFields(NamedTuple):
   policy: jax.Array  # [H, S, A] pi_k, the policy played next
 
 
-class PrimalDualState(_PrimalDualFields, base.ComposedAgentState):
+class PrimalDualState(base.ComposedAgentState, _PrimalDualFields):
   """An `AgentState` and the current policy (the mirror-descent iterate); the `AgentState`
   fields read through (`state.multipliers` is `state.agent.multipliers`)."""
 
