@@ -245,3 +245,40 @@ def test_every_counting_agent_runs_the_bura2022_setting_jit_and_vmap():
     np.testing.assert_allclose(
       logs.optimistic_constraint_values, logs.constraint_values, atol=1e-9, err_msg=name
     )
+
+
+def test_stationary_sparse_support_keeps_one_step_and_refuses_steps_that_differ():
+  """A stationary setting pools the transition counts into one slot layout: an `[H, S, A,
+  N]` support (as `named_setting` takes it from a sparse CMDP) is kept as `[1, S, A, N]`,
+  so the counts, the box and the extended DP's slots have no step axis, and the model is
+  that of the `[S, A, N]` support; a support whose steps differ is refused, naming the
+  step."""
+  bench = oj.benchmarks.make_benchmark("gridworld", size=3, sparse=True, dtype=jnp.float64)
+  cmdp = bench.cmdp
+  per_step = oj.named_setting("bura2022", cmdp)
+  assert np.asarray(per_step.support).shape[0] == cmdp.horizon
+  one_step = oj.Setting(
+    log_factor="bura2022",
+    stationary=True,
+    cost=per_step.cost,
+    constraint_costs=per_step.constraint_costs,
+    support=np.asarray(cmdp.next_states)[0],
+  )
+  assert per_step.next_states().shape == (1,) + cmdp.next_states.shape[1:]
+  states = []
+  for setting in (per_step, one_step):
+    agent = oj.optdual(50, eta=0.5, setting=setting)
+    state, _ = oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=30)
+    states.append(state)
+  chex.assert_trees_all_equal(states[0], states[1])
+  model = oj.optimistic_model(states[0].counts, num_episodes=50, setting=per_step)
+  for name in ("lower", "upper", "transitions", "next_states"):
+    assert getattr(model, name).shape[0] == 1, name
+  other = oj.optimistic_model(states[1].counts, num_episodes=50, setting=one_step)
+  chex.assert_trees_all_equal(model, other)
+  differing = np.array(cmdp.next_states)
+  row = np.flatnonzero(differing[1, 0, 0] >= 0)[:2]
+  differing[1, 0, 0, row] = differing[1, 0, 0, row[::-1]]  # same states, other slots
+  with pytest.raises(ValueError, match="support: stationary .* step 1 differs from step 0"):
+    oj.Setting(log_factor="bura2022", stationary=True, support=differing)
+  oj.Setting(log_factor="bura2022", support=differing)  # per-step counts: allowed

@@ -136,6 +136,14 @@ class Setting:
         dup = validation.repeated_next_state_row(support)
         if dup is not None:
           raise ValueError(f"support: row {dup} names a next state twice")
+        if self.stationary and support.ndim == 4:
+          differs = np.argwhere(np.any(support != support[:1], axis=(1, 2, 3)))
+          if differs.size:
+            raise ValueError(
+              "support: stationary pools the transition counts of every step into one"
+              " slot layout, so the next states must be the same at every step; step"
+              f" {int(differs[0, 0])} differs from step 0 (pass an [S, A, N] support)"
+            )
 
   @property
   def sparse(self) -> bool:
@@ -146,11 +154,17 @@ class Setting:
     return np.dtype(np.asarray(self.support).dtype if dtype is None else dtype) != bool
 
   def next_states(self) -> jax.Array | None:
-    """The sparse layout's next states `[H or 1, S, A, N]` int32 (`None` if dense)."""
+    """The sparse layout's next states `[H, S, A, N]` int32, or `[1, S, A, N]` when the
+    support has no step axis or the setting is stationary (its steps are then the same,
+    checked on construction); `None` if dense. A step axis of length 1 keeps every
+    transition-shaped array of a run (the counts, the box, the extended DP's slots) at
+    `[1, S, A, N]`."""
     if not self.sparse:
       return None
     ns = jnp.asarray(self.support, jnp.int32)
-    return ns[None] if ns.ndim == 3 else ns
+    if ns.ndim == 3:
+      return ns[None]
+    return ns[:1] if self.stationary else ns
 
   @property
   def resolved_delta(self) -> float:
