@@ -72,10 +72,8 @@ class ComposedAgentState:
 
 def replace_agent_state(state, **changes):
   """`state._replace(**changes)` of the `AgentState` fields, for an `AgentState` or a state
-  that composes one (`ComposedAgentState`)."""
-  if isinstance(state, AgentState):
-    return state._replace(**changes)
-  return state._replace(agent=state.agent._replace(**changes))
+  that composes one (`ComposedAgentState._replace` writes them through)."""
+  return state._replace(**changes)
 
 
 class PlanInfo(NamedTuple):
