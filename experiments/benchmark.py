@@ -7,7 +7,7 @@ noisy, so compare the ratios printed, which come from the same run):
            of writing the shared-order greedy fill (`oj.kernels.FILL_METHODS`), and NumPy;
   step     one OptAug-CMDP episode step (S=10, A=4, H=10, I=2, fw_iters=100): JAX at 1
            seed, seed by seed, 256 seeds vmapped (each fill), sharded over the host's
-           devices, and the NumPy step (`experiments/numpy_reference.py`);
+           devices, and the NumPy step (`oj.experiment.numpy_reference`);
   inner    the OptAug step with each inner method (Frank-Wolfe T=100, exact), I=2,
            1 seed and --seeds vmapped;
   scaling  the vmapped step against seeds, S (S^2 A H) and fw_iters;
@@ -54,11 +54,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import numpy_reference as npr  # noqa: E402  (this directory's NumPy OptAug step)
-import result_files  # noqa: E402
+from optaug_jax.experiment import cli, result_files
+from optaug_jax.experiment import numpy_reference as npr
 
 FILL_METHODS, DEFAULT_FILL = oj.kernels.FILL_METHODS, oj.kernels.DEFAULT_FILL
 

@@ -5,7 +5,7 @@ checkpoint after every chunk (`--resume` continues an interrupted run; the resul
 uninterrupted run bit for bit). Writes DIR/config.json, DIR/results.npz, DIR/summary.json,
 figures, and prints a summary table.
 
-The output directory holds one run, never a mix (see experiments/result_files.py, ResultDir):
+The output directory holds one run, never a mix (see oj.experiment.result_files.ResultDir):
 every file is written atomically (a temporary file renamed over it: a full disk or a kill
 leaves the previous file, never half of one), and DIR/manifest.json names the script, its
 settings, the files written and a status: "running", "incomplete" (stopped by
@@ -49,18 +49,13 @@ saying which checkpoints are saved and the command that continues the run (exit 
 from __future__ import annotations
 
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
-import runs  # noqa: E402
+from optaug_jax.experiment import arguments, checkpoints, cli, figures, result_files, runs
 
 EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = (
@@ -85,13 +80,13 @@ REPORT_EPISODES = (100, 300, 1000, 3000, 10000, 30000, 100000)
 
 
 _progress = cli.progress
-CheckpointError = result_files.CheckpointError
+CheckpointError = checkpoints.CheckpointError
 _digest = result_files.digest
 
 
 def _save_checkpoint(path, identity, done, state, logs, seconds):
   """Writes state, logs and the run's identity atomically (temp file, then rename)."""
-  result_files.save_checkpoint(
+  checkpoints.save_checkpoint(
     path, identity, done, state, {f"log_{k}": v for k, v in logs.items()}, seconds
   )
 
@@ -114,7 +109,7 @@ def _load_checkpoint(path, identity, init_state, num_seeds, total):
         )
     return None
 
-  done, state, arrays, seconds = result_files.load_checkpoint(
+  done, state, arrays, seconds = checkpoints.load_checkpoint(
     path, identity, init_state, total, check_logs
   )
   return done, state, {f: [arrays[f"log_{f}"]] for f in LOG_FIELDS}, seconds
@@ -283,7 +278,7 @@ def plot(curves, logs, thresholds, run_dir, title=""):
       )
       k = np.arange(1, c.shape[1] + 1)
       bands[ax].append(
-        runs.mean_with_band(ax, k, mean, mean - half, mean + half, color=f"C{i}", label=name)
+        figures.mean_with_band(ax, k, mean, mean - half, mean + half, color=f"C{i}", label=name)
       )
       ax.set_title(field.replace("_", " ") + " regret (cumulative)")
       ax.set_xlabel("episode k")
@@ -293,23 +288,23 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   fig.suptitle(title)
   fig.tight_layout()
   for ax in axes.ravel():  # layout final: which bands cannot be seen
-    runs.label_narrow_bands(ax, bands[ax])
+    figures.label_narrow_bands(ax, bands[ax])
     ax.legend(fontsize=8)
   run_dir.save_figure(fig, "regrets.png", dpi=110)
   plt.close(fig)
-  figures = {"regrets.png": fig}
+  written = {"regrets.png": fig}
 
   fig, axes = plt.subplots(1, len(logs), figsize=(4.5 * len(logs), 4.0), squeeze=False, sharey=True)
   for ax, (name, lg) in zip(axes[0], logs.items()):
     gap = lg["constraint_values"] - np.asarray(thresholds)  # [seeds, K, I]
     last = slice(max(0, gap.shape[1] - 200), gap.shape[1])
     k = np.arange(gap.shape[1])[last] + 1
-    runs.oscillation_panel(ax, k, gap[:, last], f"{name}: last {k.size} episodes")
+    figures.oscillation_panel(ax, k, gap[:, last], f"{name}: last {k.size} episodes")
   fig.suptitle(title)
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
-  figures["oscillation.png"] = fig
+  written["oscillation.png"] = fig
 
   num_constraints = next(iter(logs.values()))["multipliers"].shape[-1]
   fig, axes = plt.subplots(1, num_constraints, figsize=(6 * num_constraints, 3.8), squeeze=False)
@@ -324,8 +319,8 @@ def plot(curves, logs, thresholds, run_dir, title=""):
         np.percentile(m, 10, 0),
         np.percentile(m, 90, 0),
         zorder=1,
-        facecolor=to_rgba(color, runs.BAND_FACE_ALPHA),
-        edgecolor=to_rgba(color, runs.BAND_EDGE_ALPHA),
+        facecolor=to_rgba(color, figures.BAND_FACE_ALPHA),
+        edgecolor=to_rgba(color, figures.BAND_EDGE_ALPHA),
         linewidth=0.7,
       )
     ax.set_xlabel("episode k")
@@ -336,16 +331,16 @@ def plot(curves, logs, thresholds, run_dir, title=""):
   fig.tight_layout()
   run_dir.save_figure(fig, "multipliers.png", dpi=110)
   plt.close(fig)
-  figures["multipliers.png"] = fig
-  return figures
+  written["multipliers.png"] = fig
+  return written
 
 
 def parse_args(argv=None):
-  return runs.parse(runs.build_parser(__doc__, "cancellation.py"), argv)[0]
+  return arguments.parse(arguments.build_parser(__doc__, "cancellation.py"), argv)[0]
 
 
 def main(argv=None):
-  args = runs.resolve_defaults(parse_args(argv))
+  args = arguments.resolve_defaults(parse_args(argv))
   config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "cancellation", OUTPUTS)
   cmdp = bench.cmdp
 
@@ -366,7 +361,7 @@ def main(argv=None):
       "results.npz", {f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()}
     )
     run_dir.write_json("summary.json", {"columns": SUMMARY_COLUMNS, "agents": summary})
-    plot(curves, logs, cmdp.thresholds, run_dir, runs.run_title(args))
+    plot(curves, logs, cmdp.thresholds, run_dir, arguments.run_title(args))
     run_dir.complete()
   print_table(summary, args)
   return summary

@@ -20,15 +20,13 @@ pessimistic constraint value, and the true values of the played policies.
       --after 300 --out docs/results/dope_code_comparison/media_streaming
 
 Writes DIR/config.json and DIR/summary.json atomically, with DIR/manifest.json (see
-experiments/result_files.py, ResultDir): a directory of another script is refused, and a run of
+oj.experiment.result_files.ResultDir): a directory of another script is refused, and a run of
 other settings replaces the previous run's files.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import jax
@@ -36,10 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
+from optaug_jax.experiment import cli, result_files
 
 VARIANTS = ("support", "all")
 

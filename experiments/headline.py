@@ -41,17 +41,12 @@ docstring, and README.md, "Experiments").
 from __future__ import annotations
 
 import os
-import sys
 
 import jax
 import numpy as np
 
 import optaug_jax as oj
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
-import runs  # noqa: E402
+from optaug_jax.experiment import arguments, checkpoints, cli, figures, runs
 
 EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = ("config.json", "trace.npz", "summary.json", "headline.png", "oscillation.png")
@@ -175,7 +170,7 @@ def start_agent(name, agent, cmdp, keys, args, path, identity):
       return f"its trace does not stop at episode {done}"
     return None
 
-  done, state, arrays, seconds = result_files.load_checkpoint(path, identity, init, k_total, check)
+  done, state, arrays, seconds = checkpoints.load_checkpoint(path, identity, init, k_total, check)
   print(f"{name}: resuming at episode {done} of {k_total}")
   return done, state, {k: arrays[k] for k in rec}, seconds
 
@@ -202,7 +197,7 @@ def run_agent(name, agent, cmdp, keys, args, lp_value, path, identity, start):
     max_chunks=args.max_chunks,
     seconds=seconds,
     consume=consume,
-    save=lambda done, state, seconds: result_files.save_checkpoint(
+    save=lambda done, state, seconds: checkpoints.save_checkpoint(
       path, identity, done, state, rec, seconds
     ),
     args=args,
@@ -320,13 +315,13 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
       (axes[0, 2], "window_cost_gap"),
     ):
       mean, (lo, hi) = np.array(s[key]["mean"]), map(np.array, s[key]["ci95"])
-      bands[ax].append(runs.mean_with_band(ax, t, mean, lo, hi, color=c, label=name))
+      bands[ax].append(figures.mean_with_band(ax, t, mean, lo, hi, color=c, label=name))
     axes[1, 0].plot(t, s["window_unsafe"]["0.05"], color=c, label=name)
     cum = _mean_ci(records[name]["trace_strong_constraint"].max(-1))
-    bands[axes[1, 1]].append(runs.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
+    bands[axes[1, 1]].append(figures.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
     fit = s["fit"]["strong_constraint"]
     tt = t[t >= fit["fit_from_episode"]].astype(float)
-    runs.fit_line(
+    figures.fit_line(
       axes[1, 1],
       tt,
       fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt,
@@ -375,11 +370,11 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   fig.suptitle(title + " (bands: 95% interval over seeds)")
   fig.tight_layout()
   for ax, _, _ in labels:  # scales and layout final: which bands cannot be seen
-    runs.label_narrow_bands(ax, bands[ax])
+    figures.label_narrow_bands(ax, bands[ax])
     ax.legend(fontsize=8)
   run_dir.save_figure(fig, "headline.png", dpi=110)
   plt.close(fig)
-  figures = {"headline.png": fig}
+  written = {"headline.png": fig}
 
   cols = min(3, len(records))
   rows = -(-len(records) // cols)
@@ -391,13 +386,13 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   for ax, (name, rec) in zip(axes.ravel(), records.items()):
     gap = rec["tail_constraint_values"] - np.asarray(thresholds)
     k = np.arange(trace[-1] - gap.shape[1], trace[-1]) + 1
-    runs.oscillation_panel(ax, k, gap, name)
+    figures.oscillation_panel(ax, k, gap, name)
   fig.suptitle(title + f": last {gap.shape[1]} episodes")
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
-  figures["oscillation.png"] = fig
-  return figures
+  written["oscillation.png"] = fig
+  return written
 
 
 def print_table(summaries, args):
@@ -421,7 +416,7 @@ def print_table(summaries, args):
 
 
 def parse_args(argv=None):
-  p = runs.build_parser(__doc__, "headline.py")
+  p = arguments.build_parser(__doc__, "headline.py")
   # The defaults are the README's main experiment: the claim at the paper's own radii.
   p.set_defaults(
     benchmark="factored",
@@ -450,7 +445,7 @@ def parse_args(argv=None):
     default=300,
     help="last episodes kept in full (at most --episodes; the default is cut to --episodes)",
   )
-  args, given = runs.parse(p, argv)
+  args, given = arguments.parse(p, argv)
   for dest, flag in (("tail", "--tail"), ("trace_points", "--trace-points")):
     value = getattr(args, dest)
     if dest in given and value > args.episodes:
@@ -463,7 +458,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-  args = runs.resolve_defaults(parse_args(argv))
+  args = arguments.resolve_defaults(parse_args(argv))
   config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "headline", OUTPUTS)
   cmdp = bench.cmdp
   trace = trace_episodes(args.episodes, args.trace_points)
@@ -486,7 +481,7 @@ def main(argv=None):
       {"trace": trace, **{f"{n}/{k}": v for n, r in records.items() for k, v in r.items()}},
     )
     run_dir.write_json("summary.json", {"columns": COLUMNS, "agents": summaries})
-    title = runs.run_title(args)
+    title = arguments.run_title(args)
     plot(summaries, records, trace, cmdp.thresholds, run_dir, title)
     run_dir.complete()
   print_table(summaries, args)

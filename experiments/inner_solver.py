@@ -6,7 +6,7 @@ taken from real runs (the optimistic model and multipliers of an OptAug run afte
 eta in 1 .. 1e6: the true error `objective - optimum` (optimum by cvxpy/Clarabel in z-space)
 and the method's certificate, against the number of extended DPs. Prints the table of DP
 calls needed to reach 1e-6 and 1e-9 and writes DIR/inner_solver.json and a figure, each
-atomically, with DIR/manifest.json (experiments/result_files.py, ResultDir: a directory of another
+atomically, with DIR/manifest.json (oj.experiment.result_files.ResultDir: a directory of another
 script is refused; a run of other settings replaces the previous run's files). float64.
 
   python experiments/inner_solver.py --out results/inner_solver   # ~10 min on 2 cores
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import sys
 import time
 
@@ -33,10 +32,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
+from optaug_jax.experiment import cli, result_files  # noqa: E402
 
 TOLERANCES = (1e-6, 1e-9)
 OUTPUTS = ("inner_solver.json", "inner_solver.png")

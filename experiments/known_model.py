@@ -6,15 +6,13 @@ last iterate converges; dual projected descent oscillates (its averages converge
   python experiments/known_model.py --out results/known_model     # ~30 s on 2 cores
 
 Writes DIR/known_model.json and DIR/known_model.png atomically, with DIR/manifest.json
-(see experiments/result_files.py, ResultDir): a directory of another script is refused, and a
+(see oj.experiment.result_files.ResultDir): a directory of another script is refused, and a
 run of other settings replaces the previous run's files.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 import jax
 
@@ -24,10 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
+from optaug_jax.experiment import cli, result_files  # noqa: E402
 
 OUTPUTS = ("known_model.json", "known_model.png")
 

@@ -36,20 +36,16 @@ import contextlib
 import functools
 import math
 import os
-import sys
 import time
 
+import benchmark  # noqa: E402  (the solver-loop inputs, LOOP_LMOS, the hardware record)
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
 from optaug_jax._src import box, planning
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchmark  # noqa: E402  (the solver-loop inputs, LOOP_LMOS, the hardware record)
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
+from optaug_jax.experiment import cli, result_files
 
 FILLS = oj.kernels.FILL_METHODS
 BASELINE = "matmul"  # the default fill before "auto"

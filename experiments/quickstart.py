@@ -11,19 +11,13 @@ saves everything with its configuration.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import jax
 import numpy as np
 
 import optaug_jax as oj
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
-import runs  # noqa: E402
+from optaug_jax.experiment import cli, result_files, runs
 
 OUTPUTS = ("config.json", "summary.json", "results.npz")
 

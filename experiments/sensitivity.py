@@ -13,15 +13,13 @@
   python experiments/sensitivity.py --quick                         # smaller grids
 
 Writes DIR/sensitivity.json and DIR/sensitivity.png atomically, with DIR/manifest.json
-(see experiments/result_files.py, ResultDir): a directory of another script is refused, and a
+(see oj.experiment.result_files.ResultDir): a directory of another script is refused, and a
 run of other settings replaces the previous run's files.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import jax
@@ -33,10 +31,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (this directory's modules)
-import result_files  # noqa: E402
+from optaug_jax.experiment import cli, result_files  # noqa: E402
 
 OUTPUTS = ("sensitivity.json", "sensitivity.png")
 

@@ -4,11 +4,23 @@ The top level holds the algorithm's steps and the objects every user needs. More
 namespaces: `inner` (the inner problem and its solvers, as values), `agents` (the
 baselines, the registry `AGENTS`), `benchmarks` (problems, the registry `BENCHMARKS`),
 `kernels` (lower-level DP kernels), `analysis` (known-model methods, sensitivities), `lp`
-(host-side HiGHS / cvxpy references), `plotting`. Every public name has one home: each
-container lives in the namespace of the functions that make it.
+(host-side HiGHS / cvxpy references), `plotting`, `experiment` (the experiment scripts'
+run machinery: chunked runs, checkpoints, result directories, the command line). Every
+public name has one home: each container lives in the namespace of the functions that make
+it.
 """
 
-from optaug_jax import agents, analysis, benchmarks, inner, kernels, lp, plotting
+# Last: the run machinery's modules use the names above.
+from optaug_jax import (
+  agents,
+  analysis,
+  benchmarks,
+  experiment,  # noqa: E402
+  inner,
+  kernels,
+  lp,
+  plotting,
+)
 from optaug_jax._src.agents.base import Agent, AgentState
 from optaug_jax._src.agents.optaug import optaug
 from optaug_jax._src.agents.optdual import optdual
@@ -56,6 +68,7 @@ __all__ = (
   "agents",
   "analysis",
   "benchmarks",
+  "experiment",
   "inner",
   "kernels",
   "lp",

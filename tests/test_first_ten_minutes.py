@@ -24,7 +24,9 @@ README = (ROOT / "README.md").read_text()
 @pytest.fixture(scope="module")
 def scripts():
   return {
-    name: ref.load_experiment_module(name) for name in ("cli", "runs", "cancellation", "headline")
+    "cli": oj.experiment.cli,
+    "runs": oj.experiment.runs,
+    **{name: ref.load_experiment_module(name) for name in ("cancellation", "headline")},
   }
 
 
@@ -36,12 +38,12 @@ def _cmdp(seed=0):
 def test_readme_main_command_runs_the_claim_at_the_papers_radii(scripts):
   first = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
   assert "experiments/headline.py" in first and "--bonus-scale" not in first
-  args = scripts["runs"].resolve_defaults(scripts["headline"].parse_args([]))
+  args = oj.experiment.arguments.resolve_defaults(scripts["headline"].parse_args([]))
   assert args.benchmark == "factored" and args.setting == "paper"
   assert args.bonus_scale == 1.0  # no tuned bonus
   assert args.agents == ["optaug", "optdual"]
   assert args.episodes == 100_000 and args.seeds == 32
-  title = scripts["runs"].run_title(args)
+  title = oj.experiment.arguments.run_title(args)
   assert "factored" in title and "bonus scale 1" in title and "32 seeds" in title
 
 

@@ -12,20 +12,14 @@ import json
 import os
 import pathlib
 import shutil
-import sys
 
 import numpy as np
 import pytest
 from references import load_experiment_module
 
+from optaug_jax.experiment import result_files
+
 EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
-
-
-def _result_files():
-  sys.path.insert(0, str(EXPERIMENTS))
-  import result_files  # noqa: E402  (as the scripts import it)
-
-  return result_files
 
 
 def _args(out, *extra, agents="optdual"):
@@ -92,7 +86,6 @@ def copy_of_finished(finished, tmp_path):
 
 
 def test_write_atomic_keeps_the_old_file_on_a_full_disk(tmp_path):
-  result_files = _result_files()
   path = tmp_path / "summary.json"
   path.write_text('{"good": true}')
 
@@ -141,7 +134,6 @@ def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(
   """A fresh run of other settings cut short: the previous run's results are gone (not
   left next to this run's config), the directory says "incomplete", readers refuse it;
   --resume finishes it."""
-  result_files = _result_files()
   out = copy_of_finished
   assert cancellation.main(_args(out, "--eta", "50", "--max-chunks", "1")) is None
   for name in ("summary.json", "results.npz", "regrets.png", "oscillation.png", "multipliers.png"):
@@ -197,11 +189,10 @@ def test_a_full_disk_keeps_the_previous_summary(tmp_path, headline, monkeypatch)
   assert temporary_files(out) == []
   assert manifest(out)["status"] == "incomplete"
   with pytest.raises(ValueError, match="incomplete"):
-    _result_files().load_results(out)
+    result_files.load_results(out)
 
 
 def test_load_results_reads_only_finished_runs(tmp_path):
-  result_files = _result_files()
   out = tmp_path / "run"
   run_dir = result_files.ResultDir(out, "script", {"x": 1}, ("summary.json", "arrays.npz")).check()
   with run_dir.running():

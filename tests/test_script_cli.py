@@ -21,6 +21,7 @@ import pytest
 from references import load_experiment_module
 
 import optaug_jax as oj
+from optaug_jax.experiment import cli, figures, problems, runs
 
 ROOT = pathlib.Path(__file__).parent.parent
 EXPERIMENTS = ROOT / "experiments"
@@ -28,10 +29,6 @@ EXPERIMENTS = ROOT / "experiments"
 
 @pytest.fixture(scope="module")
 def scripts():
-  sys.path.insert(0, str(EXPERIMENTS))
-  import cli  # noqa: E402  (as the scripts import it)
-  import runs  # noqa: E402
-
   return {
     "cli": cli,
     "runs": runs,
@@ -535,16 +532,15 @@ def test_a_bad_benchmark_function_is_one_line_naming_the_flag(
 def test_benchmark_forms_give_the_same_problem(scripts, tmp_path, monkeypatch):
   """A module in the current directory (MODULE:FUNCTION) or a file (PATH:FUNCTION); a
   Benchmark, a (cmdp, safe_policy) pair and a bare CMDP (baseline: oj.safest_policy)."""
-  runs = scripts["runs"]
   _module(tmp_path)
   monkeypatch.chdir(tmp_path)
   want = oj.benchmarks.make_benchmark("factored")
-  digest = runs.problem_digest(want)
-  assert runs.problem_digest(runs.load_benchmark("my_cmdps:factored")) == digest
-  assert runs.problem_digest(runs.load_benchmark("./my_cmdps.py:pair")) == digest
-  bare = runs.load_benchmark(f"{tmp_path / 'my_cmdps.py'}:bare")
+  digest = problems.problem_digest(want)
+  assert problems.problem_digest(problems.load_benchmark("my_cmdps:factored")) == digest
+  assert problems.problem_digest(problems.load_benchmark("./my_cmdps.py:pair")) == digest
+  bare = problems.load_benchmark(f"{tmp_path / 'my_cmdps.py'}:bare")
   assert bare.slack == pytest.approx(float(oj.safest_policy(want.cmdp)[1]))
-  assert runs.problem_digest(bare) != digest
+  assert problems.problem_digest(bare) != digest
 
 
 @pytest.mark.slow  # 2 runs of 1-2 agents each (25-50 s)
@@ -558,7 +554,7 @@ def test_both_scripts_run_your_own_cmdp_and_resume_refuses_another(scripts, tmp_
   assert set(summary) == {"optaug", "optdual"}
   config = json.loads((out / "config.json").read_text())
   assert config["arguments"]["benchmark"] == spec
-  digest = scripts["runs"].problem_digest(oj.benchmarks.make_benchmark("factored"))
+  digest = oj.experiment.problems.problem_digest(oj.benchmarks.make_benchmark("factored"))
   assert config["arguments"]["problem_digest"] == digest
   assert config["problem"]["states"] == 3 and config["problem"]["lp_value"] == pytest.approx(4)
   head = tmp_path / "headline"
@@ -626,12 +622,13 @@ def test_a_band_thinner_than_its_line_states_its_interval(scripts):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  runs = scripts["runs"]
   fig, ax = plt.subplots()
   x = np.arange(1, 101)
-  thin = runs.mean_with_band(ax, x, x * 1.0, x - 1e-3, x + 1e-3, color="C0", label="thin")
-  wide = runs.mean_with_band(ax, x, x * 0.5, x * 0.5 - 20, x * 0.5 + 20, color="C1", label="wide")
-  runs.label_narrow_bands(ax, [thin, wide])
+  thin = figures.mean_with_band(ax, x, x * 1.0, x - 1e-3, x + 1e-3, color="C0", label="thin")
+  wide = figures.mean_with_band(
+    ax, x, x * 0.5, x * 0.5 - 20, x * 0.5 + 20, color="C1", label="wide"
+  )
+  figures.label_narrow_bands(ax, [thin, wide])
   assert thin["line"].get_label() == "thin (final 100 ± 0.001, 95% CI)"
   assert wide["line"].get_label() == "wide"
   fill = [c for c in ax.collections]

@@ -66,7 +66,7 @@ def agent_list(text: str) -> list[str]:
 
 def benchmark_name(text: str) -> str:
   """A `--benchmark`: a registered name, or `MODULE:FUNCTION` / `path/to/file.py:FUNCTION`
-  (only its form is checked here; `runs.check_args` imports it)."""
+  (only its form is checked here; `arguments.check_args` imports it)."""
   if text in oj.benchmarks.BENCHMARKS:
     return text
   where, colon, name = text.rpartition(":")
@@ -201,9 +201,9 @@ RUN = RunRecord()
 
 
 def _user_errors() -> tuple:
-  import result_files  # this directory's module (the scripts put the directory on sys.path)
+  from optaug_jax._src.experiment import checkpoints, result_files  # they import this module
 
-  return UsageError, result_files.ResultDirError, result_files.CheckpointError
+  return UsageError, result_files.ResultDirError, checkpoints.CheckpointError
 
 
 def _command(script: str, argv, *extra) -> str:
@@ -233,7 +233,7 @@ def fault_line(error: OSError) -> str:
   if error.filename2:
     where = f"{where} -> {error.filename2}"
   line = f"{where}: {error.strerror or error}"
-  hint = _FAULT_HINTS.get(error.errno)
+  hint = _FAULT_HINTS.get(error.errno) if error.errno is not None else None
   if hint:
     line += f" ({hint})"
   if error.errno in (errno.ENOSPC, errno.EDQUOT):

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 
-import cli
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
 import optaug_jax as oj
+from optaug_jax._src.experiment import cli
 
 FLAGS = ("coordinator", "num_processes", "process_id", "distributed")
 

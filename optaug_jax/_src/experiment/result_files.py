@@ -1,5 +1,5 @@
-"""Result files of the experiment scripts: atomic writes, result directories, checkpoints,
-and the record of what determined a run's numbers.
+"""Result files of the experiment scripts: atomic writes, result directories, and the record
+of what determined a run's numbers.
 
 Every file a script writes goes through `write_atomic` (a temporary file in the same
 directory, flushed, fsynced, then renamed over the target): a reader sees the old file or
@@ -9,10 +9,12 @@ no temporary file. A script that writes a directory of results does so through a
 written, and a status: "running", "incomplete" or "complete"), refuses a directory of
 another script or, with --resume, of other settings, and removes a previous run's outputs
 before a fresh run of other settings writes anything. `load_results` reads a directory
-back and refuses one whose run did not finish. Checkpoints (`save_checkpoint`,
-`load_checkpoint`) carry the run's identity (`agent_identity`) and a digest of their
-arrays, and are verified when read. `run_config` records the arguments, the problem's real
-sizes, the package versions and the machine.
+back and refuses one whose run did not finish. `run_config` records the arguments, the
+problem's real sizes, the package versions and the machine. (Checkpoints: `checkpoints`.)
+
+Why one file: the manifest's format is written by `ResultDir` and read by `read_manifest`
+and `load_results`, and both sides go through the same atomic writers; apart, a change of
+the format would have to be made in two modules at once.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import tempfile
 import warnings
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 PACKAGES = ("jax", "jaxlib", "optax", "chex", "numpy", "scipy", "optaug-jax")
@@ -38,7 +39,7 @@ PACKAGES = ("jax", "jaxlib", "optax", "chex", "numpy", "scipy", "optaug-jax")
 
 def versions() -> dict:
   """Installed versions of the packages that determine the numbers."""
-  out = {}
+  out: dict[str, str | None] = {}
   for p in PACKAGES:
     try:
       out[p] = importlib.metadata.version(p)
@@ -74,10 +75,6 @@ def run_config(arguments: dict, benchmark, lp) -> dict:
   }
 
 
-class CheckpointError(ValueError):
-  """A checkpoint that cannot be used for this run (the message says why and what to do)."""
-
-
 def digest(arrays: dict) -> str:
   """SHA-256 of the arrays (names, dtypes, shapes and bytes), in sorted order."""
   h = hashlib.sha256()
@@ -86,17 +83,6 @@ def digest(arrays: dict) -> str:
     h.update(f"{key}|{x.dtype.str}|{x.shape}|".encode())
     h.update(x.tobytes())
   return h.hexdigest()
-
-
-def save_checkpoint(path, identity, done, state, arrays, seconds):
-  """Writes the state's leaves, `arrays` and the run's identity atomically (`write_npz`)."""
-  arrays = dict(arrays)
-  arrays.update({f"state_{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))})
-  arrays["done"] = np.asarray(done)
-  meta = {"identity": identity, "seconds": seconds, "digest": digest(arrays)}
-  write_npz(
-    path, {"meta": np.asarray(json.dumps(meta, sort_keys=True)), **arrays}, compressed=False
-  )
 
 
 TEMP_SUFFIX = ".tmp"  # write_atomic's temporary files: NAME.<random>.tmp, next to NAME
@@ -271,8 +257,8 @@ class ResultDir:
     self.resume = resume
     self.versions = versions()
     self.digest = settings_digest(script, arguments, self.versions)
-    self.previous = None
-    self.manifest = None
+    self.previous: dict | None = None
+    self.manifest: dict | None = None  # set when the run's block is entered
 
   def file(self, name: str) -> str:
     return os.path.join(self.path, name)
@@ -333,6 +319,7 @@ class ResultDir:
       )
 
   def _save_manifest(self, **changes):
+    assert self.manifest is not None  # inside the run's block
     self.manifest.update(changes, updated=_now())
     write_json(self.file(MANIFEST), self.manifest, default=str)
 
@@ -385,6 +372,7 @@ class ResultDir:
       with contextlib.suppress(OSError):  # best effort: a full disk leaves "running"
         self._save_manifest(status="incomplete", note=note)
       raise
+    assert self.manifest is not None  # set by _start
     if self.manifest["status"] != "complete":
       self._save_manifest(
         status="incomplete", note="stopped before its final outputs; continue with --resume"
@@ -419,6 +407,8 @@ class ResultDir:
     """Marks the run finished: every output written."""
     if not self.writer:
       return
+    if self.manifest is None:
+      raise RuntimeError("ResultDir: complete() inside `with run_dir.running():`")
     self.manifest.pop("note", None)
     self._save_manifest(status="complete", finished=_now())
 
@@ -494,62 +484,3 @@ def load_results(directory, script=None, *, files=None, allow_incomplete=False) 
       with np.load(path) as f:
         out[name] = {k: f[k] for k in f.files}
   return out
-
-
-def agent_identity(config: dict, name: str, record: dict) -> dict:
-  """What determines one agent's numbers in a run: every argument but the list of the
-  other agents, the agent's name, and the package versions."""
-  return {
-    **{k: v for k, v in config.items() if k != "agents"},
-    "agent": name,
-    "versions": record["versions"],
-  }
-
-
-def load_checkpoint(path, identity, init_state, total, check_arrays):
-  """`(done, state, arrays, seconds)` from `path`, verified against this run.
-
-  Refuses with a `CheckpointError` naming the file: unreadable files, another run's
-  checkpoint (naming the settings that differ), content that does not match its digest,
-  an episode count outside (0, total], arrays that `check_arrays(arrays, done)` rejects
-  (it returns the reason, or None), state that does not match this run's shapes or holds
-  NaN or inf, or a state at another episode.
-  """
-  fix = "delete it, or run without --resume to start afresh"
-  try:
-    with np.load(path) as ck:
-      arrays = {k: ck[k] for k in ck.files}
-    meta = json.loads(str(arrays.pop("meta")))
-  except Exception as e:  # pylint: disable=broad-except  (zip, pickle, EOF, JSON, key)
-    raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}") from e
-  saved = dict(meta.get("identity") or {})
-  saved.pop("agents", None)  # checkpoints written before agent_identity carried the list
-  if saved != identity:
-    diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
-    details = {k: (saved.get(k), identity.get(k)) for k in diff}
-    raise CheckpointError(
-      f"{path}: belongs to another run; differing settings (saved, now): {details}; {fix}"
-    )
-  if digest(arrays) != meta.get("digest"):
-    raise CheckpointError(f"{path}: content does not match its digest (edited or corrupted); {fix}")
-  done = int(arrays["done"])
-  if not 0 < done <= total:
-    raise CheckpointError(f"{path}: records {done} episodes, outside (0, {total}]; {fix}")
-  problem = check_arrays(arrays, done)
-  if problem:
-    raise CheckpointError(f"{path}: {problem}; {fix}")
-  leaves, treedef = jax.tree.flatten(init_state)
-  state_leaves = []
-  for i, ref in enumerate(leaves):
-    x = arrays.get(f"state_{i}")
-    if x is None or x.shape != ref.shape or x.dtype != ref.dtype:
-      raise CheckpointError(f"{path}: state leaf {i} does not match this run's state; {fix}")
-    if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
-      raise CheckpointError(f"{path}: state leaf {i} holds NaN or inf; {fix}")
-    state_leaves.append(jnp.asarray(x))
-  state = jax.tree.unflatten(treedef, state_leaves)
-  if not np.all(np.asarray(state.episode) == done):
-    raise CheckpointError(
-      f"{path}: the state is at episode {np.unique(state.episode)}, the arrays at {done}; {fix}"
-    )
-  return done, state, arrays, float(meta["seconds"])

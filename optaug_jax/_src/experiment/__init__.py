@@ -1,0 +1,1 @@
+"""The run machinery of the experiment scripts (`optaug_jax.experiment`)."""

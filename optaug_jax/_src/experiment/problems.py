@@ -1,0 +1,197 @@
+"""The problem of a run: a registered benchmark with the size flags (`build_problem`), or your
+own CMDP as `--benchmark MODULE:FUNCTION` / `path/to/file.py:FUNCTION` (`load_benchmark`).
+
+The function is called with no arguments and returns an `oj.benchmarks.Benchmark`, an
+`oj.CMDP` (its baseline is then `oj.safest_policy`), or a tuple `(cmdp, safe_policy)`; the
+baseline must be strictly feasible (`oj.check_safe_policy`). The spec and a digest of the
+problem's arrays (`problem_digest`) are part of the run's settings, so --resume refuses
+another function, or the same function returning another CMDP. A file's own directory is
+appended to `sys.path` while it is imported, so that it can import its neighbours as when
+it runs as a script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+
+import optaug_jax as oj
+from optaug_jax._src.experiment import cli, result_files
+
+
+def build_problem(args) -> oj.benchmarks.Benchmark:
+  """The chosen benchmark (the random family takes the size flags, the gridworld
+  `--grid-size`; `MODULE:FUNCTION` is `load_benchmark`'s). Raises `cli.UsageError` naming
+  the flags for what the library refuses."""
+  if is_benchmark_spec(args.benchmark):
+    return load_benchmark(args.benchmark)
+  kwargs, flags = {}, f"--benchmark {args.benchmark}"
+  if args.benchmark == "random_family":
+    kwargs = dict(
+      seed=args.problem_seed,
+      num_states=args.states,
+      num_actions=args.actions,
+      horizon=args.horizon,
+      num_constraints=args.constraints,
+    )
+    flags += (
+      f" --states {args.states} --actions {args.actions} --horizon {args.horizon}"
+      f" --constraints {args.constraints} --problem-seed {args.problem_seed}"
+    )
+  if args.benchmark == "gridworld" and args.grid_size is not None:
+    kwargs = dict(size=args.grid_size)
+    flags += f" --grid-size {args.grid_size}"
+  try:
+    return oj.benchmarks.make_benchmark(args.benchmark, **kwargs)
+  except ValueError as e:
+    raise cli.UsageError(f"{flags}: the library refuses this problem ({e})") from e
+
+
+# --benchmark MODULE:FUNCTION: your own CMDP.
+
+BENCHMARK_FORMS = (
+  "an oj.benchmarks.Benchmark, an oj.CMDP (its baseline: oj.safest_policy),"
+  " or a tuple (cmdp, safe_policy)"
+)
+
+
+def is_benchmark_spec(text: str) -> bool:
+  """`MODULE:FUNCTION` or `path/to/file.py:FUNCTION` (not a registered name)."""
+  return text not in oj.benchmarks.BENCHMARKS and ":" in text
+
+
+_LOADED: dict = {}  # spec -> function (a file is executed once per process)
+
+
+def benchmark_function(spec: str):
+  """The function named by `spec` (`MODULE:FUNCTION` or `path/to/file.py:FUNCTION`),
+  imported but not called; `cli.UsageError` naming `--benchmark` when it cannot be."""
+  if spec in _LOADED:
+    return _LOADED[spec]
+  where, _, name = spec.rpartition(":")
+  fail = lambda why: cli.UsageError(f"--benchmark {spec}: {why}")
+  if not where or not name.isidentifier():
+    raise fail("expected MODULE:FUNCTION or path/to/file.py:FUNCTION")
+  if where.endswith(".py") or os.sep in where or "/" in where:
+    path = os.path.abspath(where)
+    if not os.path.isfile(path):
+      raise fail(f"no file {where} (from {os.getcwd()})")
+    module_name = "_benchmark_" + hashlib.sha256(path.encode()).hexdigest()[:16]
+    if os.path.dirname(path) not in sys.path:  # its own imports, as when run as a script
+      sys.path.append(os.path.dirname(path))
+    module = sys.modules.get(module_name)
+    if module is None:
+      loader_spec = importlib.util.spec_from_file_location(module_name, path)
+      assert loader_spec is not None and loader_spec.loader is not None  # a .py file
+      module = importlib.util.module_from_spec(loader_spec)
+      sys.modules[module_name] = module
+      try:
+        loader_spec.loader.exec_module(module)
+      except Exception as e:  # the user's module: any fault in it is reported in one line
+        del sys.modules[module_name]
+        raise fail(f"running {where} raised {type(e).__name__}: {e}") from e
+  else:
+    if os.getcwd() not in sys.path:  # a module in the current directory, as `python -m`
+      sys.path.append(os.getcwd())
+    try:
+      module = importlib.import_module(where)
+    except ModuleNotFoundError as e:
+      if e.name and (where == e.name or where.startswith(e.name + ".")):
+        raise fail(
+          f"no module named {e.name} (looked in the current directory and on"
+          " sys.path; give path/to/file.py:FUNCTION for a file)"
+        ) from e
+      raise fail(f"importing {where} raised {type(e).__name__}: {e}") from e
+    except Exception as e:
+      raise fail(f"importing {where} raised {type(e).__name__}: {e}") from e
+  function = getattr(module, name, None)
+  if function is None:
+    defined = sorted(
+      k
+      for k, v in vars(module).items()
+      if callable(v) and not k.startswith("_") and getattr(v, "__module__", None) == module.__name__
+    )
+    raise fail(f"{where} has no {name} (it defines: {', '.join(defined) or 'no functions'})")
+  if not callable(function):
+    raise fail(f"{where}.{name} is a {type(function).__name__}, not a function")
+  _LOADED[spec] = function
+  return function
+
+
+def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
+  """Your own CMDP: `FUNCTION()` of `spec` as a checked `Benchmark` in the run's float dtype
+  (float32, or float64 with --x64). Accepts `BENCHMARK_FORMS`; refuses (`cli.UsageError`
+  naming `--benchmark`) another return, a batch of CMDPs, a CMDP that `oj.validate_cmdp`
+  refuses, and a baseline that is not strictly feasible or whose stated slack exceeds its
+  true slack (`oj.check_safe_policy`)."""
+  function = benchmark_function(spec)
+  fail = lambda why: cli.UsageError(f"--benchmark {spec}: {why}")
+  name = spec.rpartition(":")[2]
+  try:
+    value = function()
+  except Exception as e:  # the user's function: any fault in it is reported in one line
+    raise fail(f"{name}() raised {type(e).__name__}: {e} (it is called with no arguments)") from e
+  slack = None
+  if isinstance(value, oj.benchmarks.Benchmark):
+    cmdp, policy, slack = value
+  elif isinstance(value, oj.CMDP):
+    cmdp, policy = value, None
+  elif (
+    isinstance(value, tuple)
+    and len(value) == 2
+    and isinstance(value[0], oj.CMDP)
+    and not isinstance(value[1], oj.CMDP)
+  ):
+    cmdp, policy = value
+  else:
+    raise fail(f"{name}() returned {type(value).__name__}; expected {BENCHMARK_FORMS}")
+  if not isinstance(cmdp, oj.CMDP):
+    raise fail(
+      f"{name}() returned a Benchmark whose cmdp is a {type(cmdp).__name__}; expected an oj.CMDP"
+    )
+  if np.ndim(cmdp.cost) != 3:
+    raise fail(
+      f"{name}() returned a batch of CMDPs (cost of shape {np.shape(cmdp.cost)});"
+      " expected one CMDP (cost [H, S, A])"
+    )
+  dtype = jnp.zeros(()).dtype  # the run's: float32, float64 with --x64
+  try:
+    cmdp = oj.validate_cmdp(
+      oj.CMDP(
+        transitions=jnp.asarray(cmdp.transitions, dtype),
+        cost=jnp.asarray(cmdp.cost, dtype),
+        constraint_costs=jnp.asarray(cmdp.constraint_costs, dtype),
+        thresholds=jnp.asarray(cmdp.thresholds, dtype),
+        initial_state=jnp.asarray(cmdp.initial_state, jnp.int32),
+        next_states=None if cmdp.next_states is None else jnp.asarray(cmdp.next_states, jnp.int32),
+      )
+    )
+  except (ValueError, TypeError) as e:
+    raise fail(f"invalid CMDP: {e}") from e
+  try:
+    if policy is None:
+      policy, _ = oj.safest_policy(cmdp)
+    policy = jnp.asarray(policy, dtype)
+    true_slack = oj.check_safe_policy(cmdp, policy, slack)
+  except (ValueError, TypeError) as e:
+    raise fail(f"no safe baseline: {e}") from e
+  return oj.benchmarks.Benchmark(
+    cmdp=cmdp, safe_policy=policy, slack=float(true_slack if slack is None else slack)
+  )
+
+
+def problem_digest(bench) -> str:
+  """SHA-256 of the problem a run solves: the CMDP's arrays, the baseline and its slack
+  (`result_files.digest`). Part of the run's settings: --resume refuses another problem
+  behind the same --benchmark (a `MODULE:FUNCTION` whose body changed)."""
+  cmdp = bench.cmdp
+  arrays = {f: np.asarray(getattr(cmdp, f)) for f in cmdp._fields if getattr(cmdp, f) is not None}
+  arrays["safe_policy"] = np.asarray(bench.safe_policy)
+  arrays["slack"] = np.asarray(float(bench.slack))
+  return result_files.digest(arrays)

@@ -1,0 +1,221 @@
+"""Running agents: the agents from the registry (`make_agents`), chunked vmapped runs with
+progress and checkpoints (`run_chunks`), and the set-up that the learning-run scripts share
+(`setup`: config, problem, LP optimum, seed keys, agents; `started_agents`: each agent's
+state from its checkpoint or from the start).
+
+What the library refuses while the run is set up (the problem, its LP, the agents) is
+reported as a `cli.UsageError` naming the flag, never as a traceback. The command line is
+`arguments`', the problem `problems`', the figure panels `figures`'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+
+import optaug_jax as oj
+from optaug_jax._src.experiment import (
+  arguments,
+  checkpoints,
+  cli,
+  problems,
+  processes,
+  result_files,
+)
+
+
+def make_agents(names, benchmark, *, num_episodes: int, options: dict) -> dict:
+  """`{name: agent}` from the registry; each agent takes the options its factory accepts.
+
+  `options` maps an option name to a value for every agent that accepts it, or to a dict
+  `{agent name: value}` for agent-specific values.
+  """
+  agents = {}
+  for name in names:
+    accepted = oj.agents.agent_options(name)
+    mine = {}
+    for key, value in options.items():
+      if isinstance(value, dict):
+        if name in value:
+          mine[key] = value[name]
+      elif key in accepted:
+        mine[key] = value
+    agents[name] = oj.agents.make_agent(name, benchmark, num_episodes=num_episodes, **mine)
+  return agents
+
+
+def final_regrets(log, lp_value, thresholds) -> dict:
+  """Mean over seeds of each final regret (`oj.regrets` of a `[seeds, K]` log)."""
+  reg = oj.regrets(log, lp_value, thresholds)
+  return {field: float(np.mean(np.asarray(getattr(reg, field))[..., -1])) for field in reg._fields}
+
+
+def run_chunks(
+  name,
+  agent,
+  cmdp,
+  keys,
+  state,
+  *,
+  done,
+  total,
+  chunk,
+  max_chunks,
+  seconds,
+  consume,
+  save,
+  args,
+  setting=None,
+):
+  """Runs `agent` vmapped over `keys` from `state` (at episode `done`) to `total`, in
+  jitted chunks of `chunk` episodes (`processes.chunk_runner`: over every process's devices
+  with `oj.run_sharded` when `args` asks for it): after each, `consume(log, done_before)`
+  takes the chunk's host log (whole, on every process) and `save(done, state, seconds)`
+  checkpoints (process 0 only). Stops early after
+  `max_chunks` chunks (None: never). At the end, observed transitions that `setting`'s
+  declared support excludes are named in a warning (`oj.support_violations`). Returns
+  `(finished, seconds)`."""
+  compiled = {}  # one compiled function per chunk length
+  several = jax.process_count() > 1  # gathers are collectives: every process takes part
+  started = time.perf_counter() - seconds
+  chunks = 0
+  while done < total:
+    if max_chunks is not None and chunks >= max_chunks:
+      print(f"\n{name}: stopped after {chunks} chunks (--max-chunks); use --resume")
+      return False, seconds
+    n = min(chunk, total - done)
+    if n not in compiled:
+      compiled[n] = processes.chunk_runner(agent, cmdp, args, n)
+    state, log = compiled[n](keys, state)
+    consume(processes.gather(log), done)
+    done += n
+    chunks += 1
+    seconds = time.perf_counter() - started
+    whole = processes.gather(state) if several else state
+    if processes.writes():  # process 0 writes the checkpoints
+      save(done, whole, seconds)
+    cli.RUN.checkpoint(name, done, total)  # for the line printed on Ctrl-C or a full disk
+    cli.progress(name, done, total, started, keys.shape[0])
+  sys.stdout.write("\n")
+  if setting is not None and state is not None:
+    counts = processes.gather(state.counts) if several else state.counts
+    oj.support_violations(counts, setting)  # warns, naming the pairs
+  return True, seconds
+
+
+# An option's name in the library's errors (`name: ...`) -> the flag that sets it.
+LIBRARY_OPTIONS = {
+  "num_episodes": "--episodes",
+  "pretrain_episodes": "--pretrain",
+  "delta": "--delta",
+  "bonus_scale": "--bonus-scale",
+  "nu": "--nu",
+  "inner": "--inner",
+  "num_iters": "--fw-iters",
+  "step_rule": "--step-rule",
+  "unreached": "--unreached",
+  "setting": "--setting",
+  "setting.support": "--setting",
+  "safe_policy": "--benchmark",
+  "slack": "--benchmark",
+}
+
+
+def _library_refused(context: str, error: ValueError, agent: str | None = None):
+  """A `cli.UsageError` for a ValueError the library raised on the run's flags: `context`,
+  the flag behind the library's argument name where known, and its message."""
+  message = str(error)
+  name = message.split(":", 1)[0].strip()
+  flag = LIBRARY_OPTIONS.get(name)
+  if name == "eta" and agent is not None:
+    flag = "--eta" if agent == "optaug" else "--dual-eta"
+  which = f" {flag}" if flag else ""
+  return cli.UsageError(f"{context}: the library refuses{which or ' this run'} ({message})")
+
+
+def setup(args, script: str, outputs):
+  """Config, record (config.json's content), problem, LP optimum, seed keys, agents and the
+  checked output directory (`result_files.ResultDir`) of a run. Writes nothing: the caller
+  verifies its checkpoints, then writes inside `run_dir.running()`. Shared with
+  `headline.py`.
+
+  Raises `cli.UsageError` naming the flags when the library refuses the problem, its LP or
+  an agent's options (the scripts' `cli.main_guard` prints it as one line, exit status 2),
+  and `result_files.ResultDirError` for a directory this run may not use."""
+  if args.x64:
+    jax.config.update("jax_enable_x64", True)
+  processes.initialize(args)  # before any JAX computation
+  cli.RUN.start(None)
+  bench = problems.build_problem(args)  # before the directory's check: its digest is a setting
+  # Neither the processes (same numbers on any number: `processes`) nor the paths count.
+  ignored = {"resume", "max_chunks", "out", *processes.FLAGS}
+  if args.batch_size is None:  # the directories of runs before --batch-size stay valid
+    ignored.add("batch_size")
+  if args.benchmark != "random_family":  # the size flags describe the random family only
+    ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
+  if args.benchmark != "gridworld" or args.grid_size is None:
+    ignored |= {"grid_size"}
+  config = {k: v for k, v in vars(args).items() if k not in ignored}
+  config.update(
+    agents=",".join(args.agents),
+    eta=cli.eta_flag(args.eta),
+    dual_eta=cli.eta_flag(args.dual_eta),
+    problem_digest=problems.problem_digest(bench),
+  )
+  run_dir = result_files.ResultDir(
+    args.out, script, config, outputs, resume=args.resume, writer=processes.writes()
+  ).check()
+  cli.RUN.start(args.out)
+  cmdp = bench.cmdp
+  try:
+    lp = oj.solve_lp(cmdp)
+  except ValueError as e:
+    raise _library_refused(f"--benchmark {args.benchmark}: its LP", e) from e
+  record = result_files.run_config(config, bench, lp)
+  record["script"] = script
+  record["seed_keys"] = f"jax.random.split(PRNGKey({args.seed}), {args.seeds})"
+  try:
+    setting = oj.named_setting(args.setting, cmdp)
+  except ValueError as e:
+    raise _library_refused(f"--setting {args.setting} with --benchmark {args.benchmark}", e) from e
+  try:
+    record["setting"] = dataclasses.replace(setting, delta=args.delta).describe()
+  except ValueError as e:
+    raise _library_refused(f"--setting {args.setting} --delta {args.delta:g}", e) from e
+  print(
+    f"{args.benchmark} ({args.setting} setting): S={cmdp.num_states} A={cmdp.num_actions}"
+    f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
+    f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}"
+  )
+  keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
+  agents = {}
+  for name in args.agents:
+    try:
+      agents.update(
+        make_agents(
+          [name], bench, num_episodes=args.episodes, options=arguments.agent_options(args)
+        )
+      )
+    except ValueError as e:
+      raise _library_refused(f"--agents {name}", e, agent=name) from e
+  return config, record, bench, lp, keys, agents, run_dir
+
+
+def started_agents(args, config, record, agents, start):
+  """`{name: (checkpoint, identity, start(name, agent, checkpoint, identity))}` for every
+  agent, before any runs: a refused checkpoint stops the run with nothing written."""
+  out = {}
+  for name, agent in agents.items():
+    # What determines the numbers: every argument but the paths, the agent, the versions.
+    identity = checkpoints.agent_identity(config, name, record)
+    checkpoint = os.path.join(args.out, f"checkpoint_{name}.npz")
+    out[name] = checkpoint, identity, start(name, agent, checkpoint, identity)
+    done = out[name][2][0]  # a verified checkpoint's episodes (0: none)
+    if done:
+      cli.RUN.checkpoint(name, done, args.episodes)
+  return out

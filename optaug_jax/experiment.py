@@ -1,0 +1,47 @@
+"""The run machinery of the experiment scripts, for your own scripts.
+
+Modules (each documented in its own docstring):
+
+- `runs`: agents from the registry (`make_agents`), chunked vmapped runs with progress
+  and checkpoints (`run_chunks`), the set-up the learning-run scripts share (`setup`).
+- `arguments`: their shared command line (`build_parser`, `parse`, `check_args`).
+- `problems`: a registered benchmark with the size flags, or your own CMDP as
+  `--benchmark MODULE:FUNCTION` (`load_benchmark`, `problem_digest`).
+- `figures`: the standard figure panels (mean curves with confidence bands, fits).
+- `result_files`: atomic writes, result directories with their manifest (`ResultDir`,
+  `load_results`), and the record of what determined a run's numbers (`run_config`).
+- `checkpoints`: checkpoints that carry the run's identity and are verified when read
+  (`save_checkpoint`, `load_checkpoint`).
+- `processes`: runs over several processes and hosts (`jax.distributed`): the flags, the
+  sharded chunk runner, writes from process 0.
+- `cli`: the command-line conventions (step-size and agent flags, progress lines, exit
+  statuses and one-line errors: `main_guard`).
+- `numpy_reference`: one OptAug-CMDP episode step in NumPy, written apart from the JAX
+  kernels (the benchmark's baseline and a cross-check in the tests).
+
+    from optaug_jax.experiment import result_files, runs
+"""
+
+from optaug_jax._src.experiment import (
+  arguments,
+  checkpoints,
+  cli,
+  figures,
+  numpy_reference,
+  problems,
+  processes,
+  result_files,
+  runs,
+)
+
+__all__ = (
+  "arguments",
+  "checkpoints",
+  "cli",
+  "figures",
+  "numpy_reference",
+  "problems",
+  "processes",
+  "result_files",
+  "runs",
+)
