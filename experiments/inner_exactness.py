@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import sys
 import time
 from typing import Any, NamedTuple
 
@@ -61,27 +60,17 @@ def exact_solve(oj, c, d, lo, up, s0, al, lam, eta):
   )
 
 
-def instance(
-  rng,
-  num_constraints,
-  *,
-  radius,
-  lam_scale,
-  horizon=3,
-  num_states=3,
-  num_actions=2,
-  threshold_share=None,
-):
-  """A random inner problem (cost, D, lower, upper, s1, alpha, lambda) in float64."""
-  p = rng.dirichlet(np.ones(num_states), size=(horizon, num_states, num_actions))
-  c = rng.uniform(size=(horizon, num_states, num_actions))
-  d = rng.uniform(size=(num_constraints, horizon, num_states, num_actions))
-  r = radius * rng.uniform(size=p.shape)
-  lower, upper = np.clip(p - r, 0, 1), np.clip(p + r, 0, 1)
-  share = rng.uniform(0.3, 0.7) if threshold_share is None else threshold_share
-  alpha = share * horizon * d.reshape(num_constraints, -1).mean(axis=1)
-  lam = rng.uniform(0, 2, size=num_constraints) * lam_scale
-  return c, d, lower, upper, 0, alpha, lam
+def _tests_references():
+  """`tests/references.py` (the property test's instances and its Clarabel/SCS reference), by
+  file path: this script runs the test's comparison at the tables' sizes."""
+  import importlib.util
+
+  path = pathlib.Path(__file__).parent.parent / "tests" / "references.py"
+  spec = importlib.util.spec_from_file_location("optaug_tests_references", path)
+  assert spec is not None and spec.loader is not None
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def main(argv=None):
@@ -106,8 +95,8 @@ def main(argv=None):
   jax.config.update("jax_enable_x64", True)
   import optaug_jax as oj
 
-  sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests"))
-  import references as ref
+  ref = _tests_references()
+  instance = ref.random_inner_instance
 
   solve = jax.jit(lambda *a: exact_solve(oj, *a))
 

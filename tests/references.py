@@ -305,3 +305,26 @@ def occupancy_lp_value(transitions, cost, constraint_costs, thresholds, initial_
     method="highs",
   )
   return None if res.status == 2 else res.fun
+
+
+def random_inner_instance(
+  rng,
+  num_constraints,
+  *,
+  radius,
+  lam_scale,
+  horizon=3,
+  num_states=3,
+  num_actions=2,
+  threshold_share=None,
+):
+  """A random inner problem (cost, D, lower, upper, s1, alpha, lambda) in float64."""
+  p = rng.dirichlet(np.ones(num_states), size=(horizon, num_states, num_actions))
+  c = rng.uniform(size=(horizon, num_states, num_actions))
+  d = rng.uniform(size=(num_constraints, horizon, num_states, num_actions))
+  r = radius * rng.uniform(size=p.shape)
+  lower, upper = np.clip(p - r, 0, 1), np.clip(p + r, 0, 1)
+  share = rng.uniform(0.3, 0.7) if threshold_share is None else threshold_share
+  alpha = share * horizon * d.reshape(num_constraints, -1).mean(axis=1)
+  lam = rng.uniform(0, 2, size=num_constraints) * lam_scale
+  return c, d, lower, upper, 0, alpha, lam

@@ -13,8 +13,6 @@ makes the run reproducible. 3,000 float64 examples find a 1-in-1,000 miss with p
   error by more than the float32 rounding of the objective.
 """
 
-import sys
-
 import jax
 import numpy as np
 import pytest
@@ -26,9 +24,6 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
-
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "experiments"))
-from inner_exactness import instance  # noqa: E402
 
 EXAMPLES = {"float64": 3000, "float32": 1000}
 
@@ -55,7 +50,7 @@ def _objective64(inst, eta, q):
 def _check(dtype, seed, num_constraints, log_eta, lam_scale, radius):
   rng = np.random.default_rng(seed)
   eta = 10.0**log_eta
-  inst = instance(rng, num_constraints, radius=radius, lam_scale=lam_scale)
+  inst = ref.random_inner_instance(rng, num_constraints, radius=radius, lam_scale=lam_scale)
   inst = tuple(np.asarray(x, dtype) if isinstance(x, np.ndarray) else x for x in inst)
   sol = _solve(*inst, dtype(eta))
   optimum, _ = ref.inner_cvxpy(*inst, eta)
@@ -119,7 +114,12 @@ def test_reliability_probe_rows(num_constraints, eta):
   1e-3..0.46 of the objective; every one is now certified."""
   rng = np.random.default_rng(0)
   solutions = [
-    _solve(*instance(rng, num_constraints, radius=0.3, lam_scale=0.0, threshold_share=0.5), eta)
+    _solve(
+      *ref.random_inner_instance(
+        rng, num_constraints, radius=0.3, lam_scale=0.0, threshold_share=0.5
+      ),
+      eta,
+    )
     for _ in range(60)
   ]
   gaps = [float(s.gap) / (1.0 + abs(float(s.objective))) for s in solutions]

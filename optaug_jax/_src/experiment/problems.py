@@ -5,9 +5,9 @@ The function is called with no arguments and returns an `oj.benchmarks.Benchmark
 `oj.CMDP` (its baseline is then `oj.safest_policy`), or a tuple `(cmdp, safe_policy)`; the
 baseline must be strictly feasible (`oj.check_safe_policy`). The spec and a digest of the
 problem's arrays (`problem_digest`) are part of the run's settings, so --resume refuses
-another function, or the same function returning another CMDP. A file's own directory is
-appended to `sys.path` while it is imported, so that it can import its neighbours as when
-it runs as a script.
+another function, or the same function returning another CMDP. A file's own directory (for
+MODULE:FUNCTION, the current directory) is appended to `sys.path`, so that your module
+imports its neighbours as it does when it runs as a script.
 """
 
 from __future__ import annotations
