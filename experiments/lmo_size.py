@@ -12,7 +12,7 @@ numbers of one run only, and read the load average printed with them).
              and S=400, and <= 30 ms at S=400, A=4, H=20); "unrolled" only up to
              --max-unrolled-states;
   loop       the "LMO in a solver loop" of `experiments/benchmark.py` (S=10, A=4, H=10,
-             256 seeds vmapped, `benchmark.LOOP_LMOS` LMOs whose rewards depend on the
+             256 seeds vmapped, `common.LOOP_LMOS` LMOs whose rewards depend on the
              previous occupancy): us per seed and LMO for each fill, with the ratio to
              "matmul" (the default before "auto"; target: the default within 10%);
   crossover  (--crossover) "matmul" against "blocked" at --crossover-sizes, one problem
@@ -38,10 +38,10 @@ import math
 import os
 import time
 
-import benchmark  # noqa: E402  (the solver-loop inputs, LOOP_LMOS, the hardware record)
 import jax
 import jax.numpy as jnp
 import numpy as np
+from perf import common  # benchmark.py's solver-loop inputs, LOOP_LMOS, the hardware record
 
 import optaug_jax as oj
 from optaug_jax._src import box, planning
@@ -91,8 +91,8 @@ def _lmo_fn(fill):
 
 
 def _loop_fn(fill):
-  """`benchmark._lmos_in_a_loop` with the fill as a choice, vmapped over seeds."""
-  return jax.jit(jax.vmap(functools.partial(benchmark._lmos_in_a_loop, fill=fill)))
+  """`common.lmos_in_a_loop` with the fill as a choice, vmapped over seeds."""
+  return jax.jit(jax.vmap(functools.partial(common.lmos_in_a_loop, fill=fill)))
 
 
 @contextlib.contextmanager
@@ -155,12 +155,12 @@ def size_section(args):
 
 def loop_section(args):
   s, a, h, n = 10, 4, 10, args.loop_seeds
-  inputs = benchmark._lmo_inputs(n, s, a, h)  # pylint: disable=protected-access
+  inputs = common.lmo_inputs(n, s, a, h)
   fns = {f: _compiled(_loop_fn(f), inputs) for f in args.fills}
   best = interleaved_min(fns, args.calls)
-  per = {f: best[f] / benchmark.LOOP_LMOS / n * 1e6 for f in args.fills}
+  per = {f: best[f] / common.LOOP_LMOS / n * 1e6 for f in args.fills}
   print(
-    f"loop: {benchmark.LOOP_LMOS} LMOs in a solver loop, S={s} A={a} H={h}, {n} seeds"
+    f"loop: {common.LOOP_LMOS} LMOs in a solver loop, S={s} A={a} H={h}, {n} seeds"
     f" vmapped, us per seed and LMO (min of {args.calls} interleaved calls)"
   )
   base = per.get(BASELINE)
@@ -185,14 +185,14 @@ def crossover_section(args):
   rows = []
   for s in args.crossover_sizes:
     problem = _problem(s, args.actions, args.horizon)
-    inputs = benchmark._lmo_inputs(args.crossover_seeds, s, 4, 10)  # pylint: disable=protected-access
+    inputs = common.lmo_inputs(args.crossover_seeds, s, 4, 10)
     fns = {}
     for f in pair:
       fns[("one", f)] = _compiled(_lmo_fn(f), problem)
       fns[("loop", f)] = _compiled(_loop_fn(f), inputs)
     best = interleaved_min(fns, args.calls)
     one = {f: best[("one", f)] * 1e3 for f in pair}
-    loop = {f: best[("loop", f)] / benchmark.LOOP_LMOS / args.crossover_seeds * 1e6 for f in pair}
+    loop = {f: best[("loop", f)] / common.LOOP_LMOS / args.crossover_seeds * 1e6 for f in pair}
     rows.append({"S": s, "one_ms": one, "loop_us_per_seed_lmo": loop})
     print(
       f"  S={s:4d}  one: {one['matmul']:8.3f} {one['blocked']:8.3f} ms"
@@ -216,7 +216,7 @@ def unroll_section(args):
   modes = (("unrolled", 2**62), ("rolled", 0))
   for s in args.unroll_sizes:
     problem = _problem(s, args.actions, args.horizon)
-    inputs = benchmark._lmo_inputs(args.crossover_seeds, s, 4, 10)  # pylint: disable=protected-access
+    inputs = common.lmo_inputs(args.crossover_seeds, s, 4, 10)
     fns = {}
     for f in ("matmul", "blocked"):
       for mode, limit in modes:
@@ -226,7 +226,7 @@ def unroll_section(args):
     best = interleaved_min(fns, args.calls)
     one = {f"{f}/{m}": best[("one", f, m)] * 1e3 for f in ("matmul", "blocked") for m, _ in modes}
     loop = {
-      f"{f}/{m}": best[("loop", f, m)] / benchmark.LOOP_LMOS / args.crossover_seeds * 1e6
+      f"{f}/{m}": best[("loop", f, m)] / common.LOOP_LMOS / args.crossover_seeds * 1e6
       for f in ("matmul", "blocked")
       for m, _ in modes
     }
@@ -297,7 +297,7 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
-  hw = benchmark.hardware()
+  hw = common.hardware()
   print(
     f"optaug-jax {oj.__version__}: {hw['cpu']} ({hw['cpu_count']} cores), jax"
     f" {hw['jax']} on {hw['jax_backend']}; default fill {oj.kernels.DEFAULT_FILL!r}"

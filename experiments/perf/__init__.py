@@ -1,0 +1,1 @@
+"""The sections of `benchmark.py` (run it, not these modules)."""
