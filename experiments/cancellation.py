@@ -48,16 +48,12 @@ saying which checkpoints are saved and the command that continues the run (exit 
 
 from __future__ import annotations
 
-import os
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax.experiment import arguments, checkpoints, cli, figures, result_files, runs
+from optaug_jax.experiment import arguments, cli, figures, reductions, runs
 
-EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = (
   "config.json",
   "results.npz",
@@ -77,87 +73,6 @@ LOG_FIELDS = (
 
 
 REPORT_EPISODES = (100, 300, 1000, 3000, 10000, 30000, 100000)
-
-
-_progress = cli.progress
-CheckpointError = checkpoints.CheckpointError
-_digest = result_files.digest
-
-
-def _save_checkpoint(path, identity, done, state, logs, seconds):
-  """Writes state, logs and the run's identity atomically (temp file, then rename)."""
-  checkpoints.save_checkpoint(
-    path, identity, done, state, {f"log_{k}": v for k, v in logs.items()}, seconds
-  )
-
-
-def _load_checkpoint(path, identity, init_state, num_seeds, total):
-  """(done, state, logs, seconds) from `path`, verified against this run.
-
-  Refuses, with one line naming the file: unreadable or truncated files, another run's
-  checkpoint (naming the settings that differ), content that does not match its digest,
-  an episode count outside (0, total] or disagreeing with the log lengths or the state,
-  shapes that do not match this run, and non-finite state.
-  """
-
-  def check_logs(arrays, done):
-    for f in LOG_FIELDS:
-      v = arrays.get(f"log_{f}")
-      if v is None or v.shape[:2] != (num_seeds, done):
-        return (
-          f"log {f} has shape {None if v is None else v.shape}, expected ({num_seeds}, {done}, ...)"
-        )
-    return None
-
-  done, state, arrays, seconds = checkpoints.load_checkpoint(
-    path, identity, init_state, total, check_logs
-  )
-  return done, state, {f: [arrays[f"log_{f}"]] for f in LOG_FIELDS}, seconds
-
-
-def start_agent(name, agent, cmdp, keys, args, checkpoint, identity):
-  """Where the agent's run starts: `(done, state, logs, seconds)`, from its verified
-  checkpoint with `--resume`, else episode 0. Writes nothing."""
-  init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
-  if not (args.resume and os.path.exists(checkpoint)):
-    return 0, init, {f: [] for f in LOG_FIELDS}, 0.0
-  start = _load_checkpoint(checkpoint, identity, init, keys.shape[0], args.episodes)
-  print(f"{name}: resuming at episode {start[0]} of {args.episodes}")
-  return start
-
-
-def run_agent(name, agent, cmdp, keys, args, checkpoint, identity, start):
-  """Chunked vmapped run from `start` (`start_agent`) with checkpoints; returns (logs dict
-  of [seeds, K, ...], seconds), or (None, seconds) when stopped by --max-chunks."""
-  k_total, chunk = args.episodes, args.chunk
-  done, state, logs, seconds = start
-
-  def consume(log, _):
-    for f in LOG_FIELDS:
-      logs[f] = [np.concatenate(logs[f] + [np.asarray(getattr(log, f))], axis=1)]
-
-  def save(done, state, seconds):
-    _save_checkpoint(checkpoint, identity, done, state, {f: v[0] for f, v in logs.items()}, seconds)
-
-  finished, seconds = runs.run_chunks(
-    name,
-    agent,
-    cmdp,
-    keys,
-    state,
-    done=done,
-    total=k_total,
-    chunk=chunk,
-    max_chunks=args.max_chunks,
-    seconds=seconds,
-    consume=consume,
-    save=save,
-    args=args,
-    setting=oj.named_setting(args.setting, cmdp),
-  )
-  if not finished:
-    return None, seconds
-  return {f: v[0] for f, v in logs.items()}, seconds
 
 
 def _mean_ci(x):
@@ -202,9 +117,11 @@ def summarise(logs, lp_value, thresholds, seconds):
     if field.startswith("strong"):
       out[f"{field}_slope"] = _slope(curves.mean(0))
   violation = np.max(logs["constraint_values"] - np.asarray(thresholds), axis=-1)
-  out["unsafe_fraction"] = {str(e): float(np.mean(violation > e)) for e in EPSILONS}
+  out["unsafe_fraction"] = {str(e): float(np.mean(violation > e)) for e in reductions.EPSILONS}
   late = violation[:, violation.shape[1] // 2 :]
-  out["unsafe_fraction_second_half"] = {str(e): float(np.mean(late > e)) for e in EPSILONS}
+  out["unsafe_fraction_second_half"] = {
+    str(e): float(np.mean(late > e)) for e in reductions.EPSILONS
+  }
   out["mean_inner_gap_second_half"] = float(
     np.mean(logs["inner_gap"][:, logs["inner_gap"].shape[1] // 2 :])
   )
@@ -344,15 +261,15 @@ def main(argv=None):
   config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "cancellation", OUTPUTS)
   cmdp = bench.cmdp
 
-  def start(name, agent, checkpoint, identity):
-    return start_agent(name, agent, cmdp, keys, args, checkpoint, identity)
+  def reduction():
+    return reductions.FullLogs(LOG_FIELDS, keys.shape[0])
 
-  starts = runs.started_agents(args, config, record, agents, start)
+  starts = runs.started_agents(args, config, record, agents, cmdp, keys, reduction)
   logs, curves, summary = {}, {}, {}
   with run_dir.running():
     run_dir.write_json("config.json", record)
     for name, agent in agents.items():
-      result, seconds = run_agent(name, agent, cmdp, keys, args, *starts.pop(name))
+      result, seconds = runs.run_agent(name, agent, cmdp, keys, args, starts.pop(name))
       if result is None:
         return None
       logs[name] = result
@@ -375,7 +292,7 @@ def print_table(summary, args):
   head = (
     f"{'agent':13s} {'strong cost':>22s} {'weak cost':>22s} {'strong constr':>22s}"
     f" {'weak constr':>22s} {'slope c':>7s} {'slope d':>7s}"
-    + "".join(f" {'>' + str(e):>6s}" for e in EPSILONS)
+    + "".join(f" {'>' + str(e):>6s}" for e in reductions.EPSILONS)
     + f" {'time':>7s}"
   )
   print(head)
@@ -386,7 +303,7 @@ def print_table(summary, args):
       f"{name:13s} {fmt(s['strong_cost']):>22s} {fmt(s['weak_cost']):>22s}"
       f" {fmt(s['strong_constraint']):>22s} {fmt(s['weak_constraint']):>22s}"
       f" {sl(s['strong_cost_slope'])} {sl(s['strong_constraint_slope'])}"
-      + "".join(f" {s['unsafe_fraction'][str(e)]:6.3f}" for e in EPSILONS)
+      + "".join(f" {s['unsafe_fraction'][str(e)]:6.3f}" for e in reductions.EPSILONS)
       + f" {s['seconds']:6.0f}s"
     )
   print("columns >eps: fraction of (seed, episode) pairs whose constraint violation exceeds eps")

@@ -40,33 +40,11 @@ docstring, and README.md, "Experiments").
 
 from __future__ import annotations
 
-import os
-
-import jax
 import numpy as np
 
-import optaug_jax as oj
-from optaug_jax.experiment import arguments, checkpoints, cli, figures, runs
+from optaug_jax.experiment import arguments, cli, figures, reductions, runs
 
-EPSILONS = (0.01, 0.05, 0.1)
 OUTPUTS = ("config.json", "trace.npz", "summary.json", "headline.png", "oscillation.png")
-TOTALS = (
-  "strong_cost",
-  "weak_cost",
-  "absolute_cost",
-  "strong_constraint",
-  "weak_constraint",
-  "worst_violation",
-  "worst_positive_violation",
-  "unsafe",
-)
-SCALARS = (
-  "strong_cost",
-  "weak_cost",
-  "absolute_cost",
-  "worst_violation",
-  "worst_positive_violation",
-)  # one column per seed
 COLUMNS = {
   "episodes": "trace episodes t_j (1-based, log-spaced, always including K/2, 9K/10, K)",
   "window_violation": "mean over the episodes (t_{j-1}, t_j] of max_i (V^pi_k(d_i) - alpha_i):"
@@ -83,127 +61,6 @@ COLUMNS = {
   "multipliers_median": "median over seeds of lambda_i at the trace episodes, per constraint",
   "seconds": "wall time of the agent's run (compile included)",
 }
-
-
-def trace_episodes(num_episodes: int, points: int) -> np.ndarray:
-  """Log-spaced 1-based episodes, with K/2, 9K/10 and K always among them."""
-  t = np.unique(np.round(np.logspace(0, np.log10(num_episodes), points)).astype(np.int64))
-  extra = [max(1, num_episodes // 2), max(1, (9 * num_episodes) // 10), num_episodes]
-  return np.unique(np.concatenate([t, extra]))
-
-
-def _empty_record(num_seeds, num_points, num_constraints, tail):
-  nan = lambda *shape: np.full(shape, np.nan)
-  rec = {f"total_{f}": np.zeros((num_seeds, num_constraints)) for f in TOTALS}
-  rec.update({f"trace_{f}": nan(num_seeds, num_points, num_constraints) for f in TOTALS})
-  rec["total_unsafe"] = np.zeros((num_seeds, len(EPSILONS)))
-  rec["trace_unsafe"] = nan(num_seeds, num_points, len(EPSILONS))
-  for f in SCALARS:
-    rec[f"total_{f}"] = np.zeros((num_seeds, 1))
-    rec[f"trace_{f}"] = nan(num_seeds, num_points, 1)
-  rec["trace_cost_value"] = nan(num_seeds, num_points)
-  rec["trace_constraint_values"] = nan(num_seeds, num_points, num_constraints)
-  rec["trace_multipliers"] = nan(num_seeds, num_points, num_constraints)
-  rec["tail_cost_value"] = nan(num_seeds, tail)
-  rec["tail_constraint_values"] = nan(num_seeds, tail, num_constraints)
-  rec["tail_multipliers"] = nan(num_seeds, tail, num_constraints)
-  return rec
-
-
-def reduce_chunk(rec, log, done, trace, lp_value, thresholds, num_episodes):
-  """Adds one chunk's per-episode values (`log`: [seeds, n, ...]) to `rec`, in place."""
-  cost = np.asarray(log.cost_value, np.float64)  # [S, n]
-  cons = np.asarray(log.constraint_values, np.float64)  # [S, n, I]
-  gap = (cost - lp_value)[..., None]  # [S, n, 1]
-  viol = cons - np.asarray(thresholds, np.float64)  # [S, n, I]
-  worst = viol.max(-1)
-  per_episode = {
-    "strong_cost": np.maximum(gap, 0.0),
-    "weak_cost": gap,
-    "absolute_cost": np.abs(gap),
-    "strong_constraint": np.maximum(viol, 0.0),
-    "weak_constraint": viol,
-    "worst_violation": worst[..., None],
-    "worst_positive_violation": np.maximum(worst, 0.0)[..., None],
-    "unsafe": np.stack([worst > e for e in EPSILONS], -1).astype(np.float64),
-  }
-  n = cost.shape[1]
-  in_chunk = (trace > done) & (trace <= done + n)
-  idx = trace[in_chunk] - done - 1
-  for f, v in per_episode.items():
-    running = rec[f"total_{f}"][:, None] + np.cumsum(v, axis=1)
-    rec[f"trace_{f}"][:, in_chunk] = running[:, idx]
-    rec[f"total_{f}"] = running[:, -1]
-  rec["trace_cost_value"][:, in_chunk] = cost[:, idx]
-  rec["trace_constraint_values"][:, in_chunk] = cons[:, idx]
-  rec["trace_multipliers"][:, in_chunk] = np.asarray(log.multipliers, np.float64)[:, idx]
-  tail = rec["tail_cost_value"].shape[1]
-  first = num_episodes - tail  # 0-based index of the first tail episode
-  lo, hi = max(first, done), done + n
-  if lo < hi:
-    rec["tail_cost_value"][:, lo - first : hi - first] = cost[:, lo - done : hi - done]
-    rec["tail_constraint_values"][:, lo - first : hi - first] = cons[:, lo - done : hi - done]
-    rec["tail_multipliers"][:, lo - first : hi - first] = np.asarray(log.multipliers, np.float64)[
-      :, lo - done : hi - done
-    ]
-
-
-def start_agent(name, agent, cmdp, keys, args, path, identity):
-  """Where the agent's run starts: `(done, state, record, seconds)`, from its verified
-  checkpoint with `--resume`, else episode 0. Writes nothing."""
-  k_total = args.episodes
-  trace = trace_episodes(k_total, args.trace_points)
-  rec = _empty_record(keys.shape[0], len(trace), cmdp.num_constraints, min(args.tail, k_total))
-  init = jax.vmap(lambda key: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
-  if not (args.resume and os.path.exists(path)):
-    return 0, init, rec, 0.0
-
-  def check(arrays, done):
-    for key, ref in rec.items():
-      if key not in arrays or arrays[key].shape != ref.shape:
-        return f"array {key} missing or of another shape"
-    reached = trace <= done
-    if (
-      np.isnan(arrays["trace_cost_value"][:, reached]).any()
-      or not np.isnan(arrays["trace_cost_value"][:, ~reached]).all()
-    ):
-      return f"its trace does not stop at episode {done}"
-    return None
-
-  done, state, arrays, seconds = checkpoints.load_checkpoint(path, identity, init, k_total, check)
-  print(f"{name}: resuming at episode {done} of {k_total}")
-  return done, state, {k: arrays[k] for k in rec}, seconds
-
-
-def run_agent(name, agent, cmdp, keys, args, lp_value, path, identity, start):
-  """Chunked vmapped run from `start` (`start_agent`) reduced on the host; returns
-  (record, seconds), or (None, seconds) when stopped by --max-chunks."""
-  k_total, chunk = args.episodes, args.chunk
-  trace = trace_episodes(k_total, args.trace_points)
-  done, state, rec, seconds = start
-
-  def consume(log, done_before):
-    reduce_chunk(rec, log, done_before, trace, lp_value, cmdp.thresholds, k_total)
-
-  finished, seconds = runs.run_chunks(
-    name,
-    agent,
-    cmdp,
-    keys,
-    state,
-    done=done,
-    total=k_total,
-    chunk=chunk,
-    max_chunks=args.max_chunks,
-    seconds=seconds,
-    consume=consume,
-    save=lambda done, state, seconds: checkpoints.save_checkpoint(
-      path, identity, done, state, rec, seconds
-    ),
-    args=args,
-    setting=oj.named_setting(args.setting, cmdp),
-  )
-  return (rec if finished else None), seconds
 
 
 def _mean_ci(x, axis=0):
@@ -261,7 +118,8 @@ def summarise(rec, trace, num_episodes, seconds):
   out["window_positive_violation"] = _as_dict(*_mean_ci(pos_w))
   out["window_cost_gap"] = _as_dict(*_mean_ci(gap_w))
   unsafe = {
-    str(e): windows(rec, trace, "unsafe", j).mean(0).tolist() for j, e in enumerate(EPSILONS)
+    str(e): windows(rec, trace, "unsafe", j).mean(0).tolist()
+    for j, e in enumerate(reductions.EPSILONS)
   }
   out["window_unsafe"] = unsafe
   late_start = int(np.searchsorted(trace, (9 * num_episodes) // 10))
@@ -276,7 +134,7 @@ def summarise(rec, trace, num_episodes, seconds):
     "violation": late("worst_violation"),
     "positive_violation": late("worst_positive_violation"),
     "cost_gap": late("weak_cost"),
-    "unsafe": {str(e): late("unsafe", j)["mean"] for j, e in enumerate(EPSILONS)},
+    "unsafe": {str(e): late("unsafe", j)["mean"] for j, e in enumerate(reductions.EPSILONS)},
   }
   out["fit"] = {
     f: fit_regret(rec[f"trace_{f}"].max(-1), trace, num_episodes, rng)
@@ -461,17 +319,18 @@ def main(argv=None):
   args = arguments.resolve_defaults(parse_args(argv))
   config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "headline", OUTPUTS)
   cmdp = bench.cmdp
-  trace = trace_episodes(args.episodes, args.trace_points)
+  trace = reductions.trace_episodes(args.episodes, args.trace_points)
 
-  def start(name, agent, checkpoint, identity):
-    return start_agent(name, agent, cmdp, keys, args, checkpoint, identity)
+  def reduction():
+    tail = min(args.tail, args.episodes)
+    return reductions.LongRun(keys.shape[0], args.episodes, trace, tail, lp.value, cmdp.thresholds)
 
-  starts = runs.started_agents(args, config, record, agents, start)
+  starts = runs.started_agents(args, config, record, agents, cmdp, keys, reduction)
   summaries, records = {}, {}
   with run_dir.running():
     run_dir.write_json("config.json", record)
     for name, agent in agents.items():
-      rec, seconds = run_agent(name, agent, cmdp, keys, args, lp.value, *starts.pop(name))
+      rec, seconds = runs.run_agent(name, agent, cmdp, keys, args, starts.pop(name))
       if rec is None:
         return None
       records[name] = rec

@@ -3,7 +3,10 @@
 Modules (each documented in its own docstring):
 
 - `runs`: agents from the registry (`make_agents`), chunked vmapped runs with progress
-  and checkpoints (`run_chunks`), the set-up the learning-run scripts share (`setup`).
+  and checkpoints (`run_chunks`, `run_agent`), the set-up the learning-run scripts share
+  (`setup`, `started_agents`).
+- `reductions`: what a run keeps of its episodes: every log (`FullLogs`), or running
+  totals, log-spaced traces and the tail (`LongRun`: memory independent of the length).
 - `arguments`: their shared command line (`build_parser`, `parse`, `check_args`).
 - `problems`: a registered benchmark with the size flags, or your own CMDP as
   `--benchmark MODULE:FUNCTION` (`load_benchmark`, `problem_digest`).
@@ -30,6 +33,7 @@ from optaug_jax._src.experiment import (
   numpy_reference,
   problems,
   processes,
+  reductions,
   result_files,
   runs,
 )
@@ -42,6 +46,7 @@ __all__ = (
   "numpy_reference",
   "problems",
   "processes",
+  "reductions",
   "result_files",
   "runs",
 )

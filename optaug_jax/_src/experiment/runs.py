@@ -14,6 +14,7 @@ import dataclasses
 import os
 import sys
 import time
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -206,16 +207,64 @@ def setup(args, script: str, outputs):
   return config, record, bench, lp, keys, agents, run_dir
 
 
-def started_agents(args, config, record, agents, start):
-  """`{name: (checkpoint, identity, start(name, agent, checkpoint, identity))}` for every
-  agent, before any runs: a refused checkpoint stops the run with nothing written."""
+class Started(NamedTuple):
+  """Where one agent's run starts: its checkpoint file and identity, the episodes done, the
+  vmapped state, the seconds spent so far, and its reduction (restored from the checkpoint
+  when resuming)."""
+
+  checkpoint: str
+  identity: dict
+  done: int
+  state: Any
+  seconds: float
+  reduction: Any
+
+
+def started_agents(args, config, record, agents, cmdp, keys, reduction) -> dict:
+  """`{name: Started}` for every agent, before any runs: with `--resume`, each agent's
+  verified checkpoint (a refused one stops the run with nothing written), else episode 0.
+  `reduction()` makes an agent's fresh reduction (`reductions.FullLogs`, `LongRun`)."""
   out = {}
   for name, agent in agents.items():
     # What determines the numbers: every argument but the paths, the agent, the versions.
     identity = checkpoints.agent_identity(config, name, record)
     checkpoint = os.path.join(args.out, f"checkpoint_{name}.npz")
-    out[name] = checkpoint, identity, start(name, agent, checkpoint, identity)
-    done = out[name][2][0]  # a verified checkpoint's episodes (0: none)
+    init = jax.vmap(lambda key, agent=agent: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
+    reduce = reduction()
+    done, state, seconds = 0, init, 0.0
+    if args.resume and os.path.exists(checkpoint):
+      done, state, arrays, seconds = checkpoints.load_checkpoint(
+        checkpoint, identity, init, args.episodes, reduce.check
+      )
+      reduce.restore(arrays)
+      print(f"{name}: resuming at episode {done} of {args.episodes}")
+    out[name] = Started(checkpoint, identity, done, state, seconds, reduce)
     if done:
       cli.RUN.checkpoint(name, done, args.episodes)
   return out
+
+
+def run_agent(name, agent, cmdp, keys, args, start: Started):
+  """The agent's chunked vmapped run from `start`, each chunk fed to its reduction and
+  checkpointed; `(reduction.result(), seconds)`, or `(None, seconds)` when stopped by
+  --max-chunks."""
+  reduce = start.reduction
+  finished, seconds = run_chunks(
+    name,
+    agent,
+    cmdp,
+    keys,
+    start.state,
+    done=start.done,
+    total=args.episodes,
+    chunk=args.chunk,
+    max_chunks=args.max_chunks,
+    seconds=start.seconds,
+    consume=reduce.consume,
+    save=lambda done, state, seconds: checkpoints.save_checkpoint(
+      start.checkpoint, start.identity, done, state, reduce.arrays(), seconds
+    ),
+    args=args,
+    setting=oj.named_setting(args.setting, cmdp),
+  )
+  return (reduce.result() if finished else None), seconds
