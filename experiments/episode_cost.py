@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 import optaug_jax as oj
+from optaug_jax._src import planning
 
 PROBLEMS = {
   # name: (benchmark, its kwargs, setting, bonus scale)
@@ -202,6 +203,62 @@ def measure(args, problem):
   return row
 
 
+def _compiled_with(unroll_stationary, agent, cmdp, n, keys, state):
+  """`_chunk` traced and compiled with `planning.UNROLL_WITH_STATIONARY` set as given (the
+  rule is read while tracing; the compiled function keeps it)."""
+  fn = _chunk(agent, cmdp, n)
+  before = planning.UNROLL_WITH_STATIONARY
+  planning.UNROLL_WITH_STATIONARY = unroll_stationary
+  try:
+    jax.block_until_ready(fn(keys, state))
+  finally:
+    planning.UNROLL_WITH_STATIONARY = before
+  return fn
+
+
+def measure_unroll(args, problem):
+  """Each agent's episode with the horizon scans rolled where a stationary box is closed
+  over (the default) against unrolled, side by side: the same state and keys, the two
+  compiled chunks timed in turns (`--reps` each); their logs compared."""
+  bench_name, kwargs, setting_name, bonus = PROBLEMS[problem]
+  bench = oj.benchmarks.make_benchmark(bench_name, **kwargs)
+  cmdp, setting = bench.cmdp, oj.named_setting(setting_name, bench.cmdp)
+  names = [n for n in args.agents.split(",") if n != "optaug_cold"]
+  agents = _agents(bench, setting, bonus, 10 * args.chunk, args.chunk, args.eta, names, 0.0)
+  row = {"problem": problem, "S": cmdp.num_states, "A": cmdp.num_actions, "H": cmdp.horizon}
+  for name, agent in agents.items():
+    state, _, _ = _play(
+      _chunk(agent, cmdp, args.chunk), None, args.seeds, args.chunk, args.chunk, 0
+    )
+    keys = _keys(args.seeds, 1)
+    fns = {u: _compiled_with(u, agent, cmdp, args.chunk, keys, state) for u in (False, True)}
+    times = {False: [], True: []}
+    for _ in range(args.reps):
+      for u, fn in fns.items():
+        start = time.perf_counter()
+        jax.block_until_ready(fn(keys, state))
+        times[u].append((time.perf_counter() - start) / (args.seeds * args.chunk))
+    logs = {u: fn(keys, state)[1] for u, fn in fns.items()}
+    diff = max(
+      float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)), initial=0.0))
+      for a, b in zip(jax.tree.leaves(logs[False]), jax.tree.leaves(logs[True]))
+    )
+    rolled, unrolled = float(np.median(times[False])), float(np.median(times[True]))
+    row[name] = {
+      "rolled_ms": 1e3 * rolled,
+      "unrolled_ms": 1e3 * unrolled,
+      "unrolled_over_rolled": unrolled / rolled,
+      "log_max_abs_diff": diff,
+    }
+    print(
+      f"{problem:20s} S={cmdp.num_states:4d} {name:8s} per seed-episode: rolled"
+      f" {1e3 * rolled:.3f} ms, unrolled {1e3 * unrolled:.3f} ms"
+      f" ({unrolled / rolled:.2f}x); logs differ by at most {diff:.2g}",
+      flush=True,
+    )
+  return row
+
+
 def _print(row):
   for prefix, name in (("", "optaug"), ("cold_", "optaug_cold")):
     parts = [f"{row['problem']:20s} S={row['S']:4d} {name:11s}"]
@@ -264,6 +321,14 @@ def main(argv=None):
   p.add_argument("--cache", default="results/episode_cost_states")
   p.add_argument("--out", default="results/episode_cost.json")
   p.add_argument("--x64", action="store_true")
+  p.add_argument(
+    "--unroll-stationary",
+    action="store_true",
+    help="instead: each agent's episode with the horizon scans rolled where a stationary box"
+    " is closed over (the default, `planning.UNROLL_WITH_STATIONARY = False`) against"
+    " unrolled, one chunk after pre-training, timed in turns",
+  )
+  p.add_argument("--reps", type=int, default=5, help="timed chunks of each (--unroll-stationary)")
   args = p.parse_args(argv)
   problems = args.problems.split(",")
   unknown = sorted(set(problems) - set(PROBLEMS))
@@ -294,8 +359,11 @@ def main(argv=None):
   )
   rows = []
   for problem in problems:
-    rows.append(measure(args, problem))
-    _print(rows[-1])
+    if args.unroll_stationary:
+      rows.append(measure_unroll(args, problem))
+    else:
+      rows.append(measure(args, problem))
+      _print(rows[-1])
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
       json.dump(
