@@ -60,6 +60,7 @@ from optaug_jax._src.planning import (
 )
 from optaug_jax._src.runner import episode_step, run, run_sharded
 from optaug_jax._src.setting import SETTINGS, Setting, named_setting
+from optaug_jax._src.transition_set import TransitionSet
 
 __version__ = "0.2.0"
 
@@ -88,6 +89,7 @@ __all__ = (
   "SETTINGS",
   "Setting",
   "Trajectory",
+  "TransitionSet",
   "augmented_lagrangian",
   "check_safe_policy",
   "checked",

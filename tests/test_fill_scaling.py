@@ -222,13 +222,18 @@ def test_inner_solver_gradients_match_the_matmul_fill(block_size, gradient):
     f = lambda c, d, lo, up, lam, eta: (
       oj.solve_inner(
         oj.inner.InnerProblem(
-          cost=c, constraint_costs=d, thresholds=m.thresholds, lower=lo, upper=up, initial_state=0
+          cost=c,
+          constraint_costs=d,
+          thresholds=m.thresholds,
+          lower=lo,
+          upper=up,
+          initial_state=0,
+          fill=fill,
         ),
         lam,
         eta,
         solver=oj.inner.frank_wolfe(num_iters=12),
         gradient=gradient,
-        fill=fill,
       ).objective
     )
     return jax.jit(jax.grad(f, argnums=tuple(range(6))))(
@@ -252,12 +257,12 @@ def test_blocked_gradients_are_finite_at_ties(block_size, gradient):
         lower=lo,
         upper=up,
         initial_state=0,
+        fill="blocked",
       ),
       jnp.zeros(1),
       1.0,
       solver=oj.inner.frank_wolfe(num_iters=10),
       gradient=gradient,
-      fill="blocked",
     ).objective
   )
   grads = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(

@@ -175,11 +175,11 @@ def test_unknown_fill_is_a_value_error():
         lower=jnp.asarray(lower),
         upper=jnp.asarray(upper),
         initial_state=0,
+        fill="bubble",
       ),
       jnp.zeros(1),
       1.0,
       solver=oj.inner.frank_wolfe(),
-      fill="bubble",
       gradient="unrolled",
     )
 

@@ -24,10 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import box, validation
 from . import setting as setting_lib
-from . import validation
 from .env import Trajectory
 from .numerics import MAX_EPISODES, compensated_add
+from .transition_set import TransitionSet
 
 
 class Counts(NamedTuple):
@@ -65,6 +66,10 @@ class OptimisticModel(NamedTuple):
   #   (h, s, a, s') outside the setting's support (see `EmpiricalModel`)
   next_states: jax.Array | None = None  # [H or 1, S, A, N] int32: the sparse layout of
   #   lower, upper and transitions (None: dense). Their step axis is 1 when pooled.
+
+  def transition_set(self, fill: str = box.DEFAULT_FILL) -> TransitionSet:
+    """The confidence box `B^p_k` as a `TransitionSet` (with the dense layout's `fill`)."""
+    return TransitionSet(self.lower, self.upper, self.next_states, fill)
 
 
 def init_counts(

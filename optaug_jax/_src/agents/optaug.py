@@ -207,7 +207,9 @@ def optaug(
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
       check = checks.requested()  # `run(check=True)`: the traced eta is checked too
-      problem = inner_lib.InnerProblem.of_model(model, state.thresholds, state.initial_state)
+      problem = inner_lib.InnerProblem.of_model(
+        model, state.thresholds, state.initial_state, fill=fill
+      )
       sol = inner_lib.solve_inner(
         problem,
         state.multipliers,
@@ -216,7 +218,6 @@ def optaug(
         gradient=None,
         unreached=unreached,
         with_transitions=False,
-        fill=fill,
         check=check,
         warm=state.warm if warm_start else None,
       )

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .. import box, checks, multiplier_updates, numerics, planning, validation
+from .. import box, checks, multiplier_updates, numerics, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -123,14 +123,7 @@ def optdual(
     num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
     model = optimistic_model(state.counts)
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
-    lmo = planning.extended_lmo(
-      reward,
-      model.lower,
-      model.upper,
-      state.initial_state,
-      fill=fill,
-      next_states=model.next_states,
-    )
+    lmo = model.transition_set(fill).lmo(reward, state.initial_state)
     q = lmo.occupancy
     if dual_optimizer is None:
       eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)

@@ -63,7 +63,6 @@ def cutting_planes(
   num_iters: int,
   tol: float | None,
   with_transitions: bool,
-  fill: str,
   fixed_length: bool,
 ) -> problem_lib.SolverResult:
   """The I >= 2 exact solve (module docstring); `num_iters` cuts."""
@@ -74,14 +73,7 @@ def cutting_planes(
 
   def oracle(mu):
     reward = cost + jnp.einsum("i,ihsa->hsa", mu, constraint_costs)
-    return planning.extended_lmo(
-      reward,
-      problem.lower,
-      problem.upper,
-      problem.initial_state,
-      fill=fill,
-      next_states=problem.next_states,
-    )
+    return problem.lmo(reward)
 
   def store(memory: VertexMemory, j, v) -> VertexMemory:
     a = jnp.sum(cost * v.occupancy)
@@ -197,9 +189,7 @@ def cutting_planes(
       values, occ, paths.actions, paths.greedy_transitions, paths.state_occupancy
     )
     z = jnp.tensordot(w, jax.vmap(lambda v: retrieve.vertex_z(v, num_actions))(vertices), axes=1)
-    transitions = retrieve.transitions_from_z(
-      z, problem.lower, problem.upper, fill, problem.next_states
-    )
+    transitions = retrieve.transitions_from_z(z, problem.transitions)
   return problem_lib.SolverResult(
     occupancy=q,
     transitions=transitions,

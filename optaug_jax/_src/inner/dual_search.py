@@ -88,7 +88,6 @@ def two_cut_search(
   num_iters: int,
   tol: float | None,
   with_transitions: bool,
-  fill: str,
   fixed_length: bool,
   warm: problem_lib.WarmStart | None = None,
 ) -> problem_lib.SolverResult:
@@ -101,14 +100,7 @@ def two_cut_search(
   tiny = 16 * jnp.finfo(dtype).eps
 
   def oracle(mu):
-    return planning.extended_lmo(
-      cost + mu * d,
-      problem.lower,
-      problem.upper,
-      problem.initial_state,
-      fill=fill,
-      next_states=problem.next_states,
-    )
+    return problem.lmo(cost + mu * d)
 
   def psi(mu, v):
     return dual_value(mu[None], v.value, thresholds, multipliers, eta)
@@ -145,15 +137,8 @@ def two_cut_search(
     hinted = warm.valid
 
     def refill(i):
-      return planning.policy_vertex(
-        cost,
-        warm.actions[i],
-        warm.values[i],
-        problem.lower,
-        problem.upper,
-        problem.initial_state,
-        fill=fill,
-        next_states=problem.next_states,
+      return problem.transitions.vertex(
+        cost, warm.actions[i], warm.values[i], problem.initial_state
       )
 
     first = refill(0)
@@ -318,9 +303,7 @@ def two_cut_search(
     z = step * retrieve.vertex_z(v_lo, num_actions) + (1.0 - step) * retrieve.vertex_z(
       v_hi, num_actions
     )
-    transitions = retrieve.transitions_from_z(
-      z, problem.lower, problem.upper, fill, problem.next_states
-    )
+    transitions = retrieve.transitions_from_z(z, problem.transitions)
   return problem_lib.SolverResult(
     occupancy=q,
     transitions=transitions,

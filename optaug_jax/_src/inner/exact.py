@@ -19,7 +19,7 @@ import dataclasses
 
 import jax
 
-from .. import box, validation
+from .. import validation
 from . import problem as problem_lib
 from .cutting_planes import cutting_planes
 from .dual_function import default_num_iters
@@ -45,7 +45,6 @@ class Exact:
     eta,
     *,
     with_transitions: bool = True,
-    fill: str = box.DEFAULT_FILL,
     fixed_length: bool = False,
     warm: problem_lib.WarmStart | None = None,
   ) -> problem_lib.SolverResult:
@@ -63,7 +62,6 @@ class Exact:
         num_iters=int(num_iters),
         tol=self.tol,
         with_transitions=with_transitions,
-        fill=fill,
         fixed_length=fixed_length,
         warm=warm,
       )
@@ -74,7 +72,6 @@ class Exact:
       num_iters=max(int(num_iters), 1),
       tol=self.tol,
       with_transitions=with_transitions,
-      fill=fill,
       fixed_length=fixed_length,
     )
 

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import box, planning, validation
+from .. import planning, validation
 from . import loops, retrieve
 from . import problem as problem_lib
 from .line_search import exact_line_search
@@ -61,7 +61,6 @@ class FrankWolfe:
     eta,
     *,
     with_transitions: bool = True,
-    fill: str = box.DEFAULT_FILL,
     fixed_length: bool = False,
     warm: problem_lib.WarmStart | None = None,
   ) -> problem_lib.SolverResult:
@@ -73,15 +72,7 @@ class FrankWolfe:
     thresholds = problem.thresholds
     num_actions = cost.shape[-1]
 
-    def oracle(grad):
-      return planning.extended_lmo(
-        grad,
-        problem.lower,
-        problem.upper,
-        problem.initial_state,
-        fill=fill,
-        next_states=problem.next_states,
-      )
+    oracle = problem.lmo
 
     def probe(q, z, t):
       grad = problem_lib.gradient(problem, q, multipliers, eta)
@@ -120,9 +111,7 @@ class FrankWolfe:
         early=not fixed_length,
       )
     transitions = (
-      retrieve.transitions_from_z(state.z, problem.lower, problem.upper, fill, problem.next_states)
-      if with_transitions
-      else None
+      retrieve.transitions_from_z(state.z, problem.transitions) if with_transitions else None
     )
     dp_calls = (
       state.t if tol is not None and not fixed_length else jnp.asarray(num_iters, jnp.int32)

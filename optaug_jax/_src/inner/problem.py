@@ -19,49 +19,102 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .. import box
 from ..multiplier_updates import dual_step
+from ..transition_set import TransitionSet
 
 
-class InnerProblem(NamedTuple):
-  """The data of one inner problem, eq. (primal-step), without its outer-loop state.
-
-  The multipliers `lambda` and the step size `eta` change every episode and are passed
-  next to the problem (`solve_inner(problem, multipliers, eta)`).
-  """
-
+class _InnerProblemFields(NamedTuple):
   cost: jax.Array  # [H, S, A] c (optimistic c~_k in an agent)
   constraint_costs: jax.Array  # [I, H, S, A] D
   thresholds: jax.Array  # [I] alpha
-  lower: jax.Array  # [H or 1, S, A, S' or N] lower transition bounds
-  upper: jax.Array  # [H or 1, S, A, S' or N] upper transition bounds
+  transitions: TransitionSet  # the box of the extended MDP, its layout and its fill
   initial_state: jax.Array  # [] int
-  next_states: jax.Array | None = None  # [H or 1, S, A, N] int: the sparse layout of
-  #   lower and upper (`extended_lmo`); None: dense
+
+
+class InnerProblem(_InnerProblemFields):
+  """The data of one inner problem, eq. (primal-step), without its outer-loop state.
+
+  The multipliers `lambda` and the step size `eta` change every episode and are passed
+  next to the problem (`solve_inner(problem, multipliers, eta)`). The box is a
+  `TransitionSet` (`transitions`); it can be given as one, or as `lower=`, `upper=` (and
+  `next_states=` for the sparse layout, `fill=` for the dense layout's fill formulation),
+  which build it. `lower`, `upper` and `next_states` read through to the set, and
+  `_replace` takes them too.
+  """
+
+  __slots__ = ()
+
+  def __new__(
+    cls,
+    cost,
+    constraint_costs,
+    thresholds,
+    transitions: TransitionSet | None = None,
+    initial_state=None,
+    *,
+    lower=None,
+    upper=None,
+    next_states=None,
+    fill: str = box.DEFAULT_FILL,
+  ):
+    if transitions is None:
+      if lower is None or upper is None:
+        raise ValueError("InnerProblem: give transitions= (a TransitionSet) or lower= and upper=")
+      transitions = TransitionSet(lower, upper, next_states, fill)
+    elif lower is not None or upper is not None or next_states is not None:
+      raise ValueError("InnerProblem: give transitions= or lower=/upper=/next_states=, not both")
+    return super().__new__(cls, cost, constraint_costs, thresholds, transitions, initial_state)
+
+  @property
+  def lower(self) -> jax.Array:
+    """`[H or 1, S, A, S' or N]` lower transition bounds (`transitions.lower`)."""
+    return self.transitions.lower
+
+  @property
+  def upper(self) -> jax.Array:
+    """`[H or 1, S, A, S' or N]` upper transition bounds (`transitions.upper`)."""
+    return self.transitions.upper
+
+  @property
+  def next_states(self) -> jax.Array | None:
+    """`[H or 1, S, A, N]` int: the sparse layout of the box; None: dense."""
+    return self.transitions.next_states
+
+  def _replace(self, **changes):
+    """`NamedTuple._replace`, which also takes `lower`, `upper`, `next_states` (into the
+    `TransitionSet`)."""
+    box_changes = {k: changes.pop(k) for k in ("lower", "upper", "next_states") if k in changes}
+    if box_changes:
+      changes["transitions"] = changes.get("transitions", self.transitions).replace(**box_changes)
+    return super()._replace(**changes)
+
+  def lmo(self, reward: jax.Array):
+    """One extended DP over the problem's box from its initial state (`TransitionSet.lmo`)."""
+    return self.transitions.lmo(reward, self.initial_state)
 
   @classmethod
-  def of_cmdp(cls, cmdp) -> InnerProblem:
+  def of_cmdp(cls, cmdp, *, fill: str = box.DEFAULT_FILL) -> InnerProblem:
     """The inner problem of a known CMDP: the box is the point `lower = upper = p`."""
     return cls(
       cost=cmdp.cost,
       constraint_costs=cmdp.constraint_costs,
       thresholds=cmdp.thresholds,
-      lower=cmdp.transitions,
-      upper=cmdp.transitions,
+      transitions=TransitionSet.point(cmdp.transitions, cmdp.next_states, fill),
       initial_state=cmdp.initial_state,
-      next_states=cmdp.next_states,
     )
 
   @classmethod
-  def of_model(cls, model, thresholds, initial_state) -> InnerProblem:
+  def of_model(
+    cls, model, thresholds, initial_state, *, fill: str = box.DEFAULT_FILL
+  ) -> InnerProblem:
     """The inner problem of an `OptimisticModel` (an agent's episode, eq. (opt-c))."""
     return cls(
       cost=model.cost,
       constraint_costs=model.constraint_costs,
       thresholds=thresholds,
-      lower=model.lower,
-      upper=model.upper,
+      transitions=model.transition_set(fill),
       initial_state=initial_state,
-      next_states=model.next_states,
     )
 
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import box, planning
+from ..transition_set import TransitionSet
 
 
 def vertex_z(lmo: planning.LMOSolution, num_actions: int) -> jax.Array:
@@ -24,12 +25,16 @@ def vertex_z(lmo: planning.LMOSolution, num_actions: int) -> jax.Array:
   )
 
 
-def transitions_from_z(z, lower, upper, fill=box.DEFAULT_FILL, next_states=None):
-  """Eq. (retrieve-p); where `q_h(s, a) = 0`, a fixed point of the box (lower + fill, in
-  the order of the next states' indices). Sparse layout: `z` and the result are slots."""
+def transitions_from_z(z, transitions: TransitionSet):
+  """Eq. (retrieve-p); where `q_h(s, a) = 0`, a fixed point of the box `transitions` (lower
+  + fill, in the order of the next states' indices). Sparse layout: `z` and the result are
+  slots."""
+  lower, upper = transitions.lower, transitions.upper
+  next_states = transitions.next_states
   if next_states is None:
     num_states = z.shape[-1]
-    _, fallback = box.box_minimize(jnp.arange(num_states, dtype=z.dtype), lower, upper, method=fill)
+    order = jnp.arange(num_states, dtype=z.dtype)
+    _, fallback = box.box_minimize(order, lower, upper, method=transitions.fill)
   else:
     _, fallback = box.row_fill(next_states.astype(z.dtype), lower, upper)
   total = jnp.sum(z, axis=-1, keepdims=True)

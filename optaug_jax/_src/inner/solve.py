@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import box, checks, planning, validation
+from .. import checks, planning, validation
 from ..multiplier_updates import dual_step
 from . import problem as problem_lib
 from .exact import exact
@@ -39,7 +39,6 @@ class InnerSolver(Protocol):
     eta,
     *,
     with_transitions: bool,
-    fill: str,
     fixed_length: bool,
   ) -> problem_lib.SolverResult:
     """`fixed_length`: run the whole iteration budget (a reverse-differentiable
@@ -60,7 +59,6 @@ def solve_inner(
   gradient: str | None = "envelope",
   unreached: str = "greedy",
   with_transitions: bool = True,
-  fill: str = box.DEFAULT_FILL,
   check: bool = False,
   warm: problem_lib.WarmStart | None = None,
 ) -> problem_lib.InnerSolution:
@@ -101,7 +99,6 @@ def solve_inner(
       plan does not, and there a uniform policy random-walks. `"uniform"`: the uniform policy.
     with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
       that only need the policy pass `False` (then `transitions` is `None`).
-    fill: the greedy-fill formulation of the extended DP (`FILL_METHODS`).
     check: also check traced arguments (an empty box, an initial state out of range,
       non-finite or negative costs and multipliers, non-finite thresholds, an eta that is
       not positive and finite) through `checkify`; wrap the outer function in `oj.checked`
@@ -123,7 +120,6 @@ def solve_inner(
   validation.check_inner_solver("solver", solver)
   validation.check_choice("gradient", gradient, GRADIENTS)
   validation.check_choice("unreached", unreached, UNREACHED)
-  box.check_fill(fill)
   validation.check_positive("eta", eta, allow_none=False)
   cost, constraint_costs = problem.cost, problem.constraint_costs
   thresholds, lower, upper = problem.thresholds, problem.lower, problem.upper
@@ -154,9 +150,7 @@ def solve_inner(
     inputs = lax.stop_gradient((problem, multipliers, eta))
   horizon, num_states = cost.shape[0], cost.shape[1]
   if warm is None:
-    result = solver(
-      *inputs, with_transitions=with_transitions, fill=fill, fixed_length=gradient == "unrolled"
-    )
+    result = solver(*inputs, with_transitions=with_transitions, fixed_length=gradient == "unrolled")
   else:
     shape = (2, horizon, num_states)
     if not isinstance(warm, problem_lib.WarmStart) or (
@@ -170,7 +164,6 @@ def solve_inner(
     result = solver(
       *inputs,
       with_transitions=with_transitions,
-      fill=fill,
       fixed_length=gradient == "unrolled",
       warm=lax.stop_gradient(warm),  # type: ignore[call-arg]
     )
@@ -193,9 +186,7 @@ def solve_inner(
         constraint_costs,
       )
     )
-    linear = planning.extended_lmo(
-      grad, lower, upper, problem.initial_state, fill=fill, next_states=problem.next_states
-    )
+    linear = problem.lmo(grad)
     if gradient == "envelope":
       objective = objective + (linear.value - lax.stop_gradient(linear.value))
     if unreached == "greedy":
