@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import planning, validation
+from . import box, planning, validation
+from .transition_set import TransitionSet
 
 
 class CMDP(NamedTuple):
@@ -68,6 +69,10 @@ class CMDP(NamedTuple):
   @property
   def num_constraints(self) -> int:
     return self.thresholds.shape[-1]
+
+  def transition_set(self, fill: str = box.DEFAULT_FILL) -> TransitionSet:
+    """The known kernel as a `TransitionSet` (the point `lower = upper = transitions`)."""
+    return TransitionSet.point(self.transitions, self.next_states, fill)
 
 
 # Float dtypes the runner computes in (counts, radii and sampling need >= float32).

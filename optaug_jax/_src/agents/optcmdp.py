@@ -99,8 +99,8 @@ def optcmdp(
       return q_lp, planning.policy_from_occupancy(q_lp)
 
     def safest(_):  # the fallback LP's problem, by DP (HiGHS failed)
-      sol = planning.extended_value_iteration(
-        jnp.sum(model.constraint_costs, axis=0), model.lower, model.upper, state.initial_state
+      sol = model.transition_set().value_iteration(
+        jnp.sum(model.constraint_costs, axis=0), state.initial_state
       )
       return planning.occupancy(sol.transitions, sol.policy, state.initial_state), sol.policy
 

@@ -100,7 +100,7 @@ class InnerProblem(_InnerProblemFields):
       cost=cmdp.cost,
       constraint_costs=cmdp.constraint_costs,
       thresholds=cmdp.thresholds,
-      transitions=TransitionSet.point(cmdp.transitions, cmdp.next_states, fill),
+      transitions=cmdp.transition_set(fill),
       initial_state=cmdp.initial_state,
     )
 

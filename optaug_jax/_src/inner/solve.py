@@ -41,7 +41,8 @@ class InnerSolver(Protocol):
     with_transitions: bool,
     fixed_length: bool,
   ) -> problem_lib.SolverResult:
-    """`fixed_length`: run the whole iteration budget (a reverse-differentiable
+    """The problem's box, layout and fill are its `TransitionSet` (`problem.lmo(reward)` is
+    the extended DP). `fixed_length`: run the whole iteration budget (a reverse-differentiable
     `lax.fori_loop`) rather than stopping early; the numbers must not depend on it.
 
     A solver that can start from the last solve's hint also takes `warm:
@@ -65,9 +66,9 @@ def solve_inner(
   """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
 
   Minimises `c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)` over the occupancy
-  measures of all policies and all transitions in the box `[lower, upper]`. Every solver
-  reaches that set only through its linear minimisation oracle, the extended DP
-  (`extended_lmo`).
+  measures of all policies and all transitions in the box `[lower, upper]` (the problem's
+  `TransitionSet`, with its layout and fill). Every solver reaches that set only through
+  its linear minimisation oracle, the extended DP (`problem.lmo`).
 
   Args:
     problem: the `InnerProblem` (costs, thresholds, box, initial state; dense or sparse).
