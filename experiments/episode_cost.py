@@ -204,24 +204,27 @@ def measure(args, problem):
 
 
 def _compiled_with(unroll_stationary, agent, cmdp, n, keys, state):
-  """One chunk of `n` episodes compiled ahead of time with `planning.UNROLL_WITH_STATIONARY`
-  set as given (the rule is read while tracing, and `oj.run`'s trace is cached: the caches
-  are cleared first, and the compiled executable keeps the rule)."""
+  """One chunk of `n` episodes compiled ahead of time with the sparse DP's backward pass over a
+  stationary box unrolled whatever its slots (`unroll_stationary`), or by the library's
+  rule (`planning.STATIONARY_ROLL_MIN_SLOTS`). The rule is read while tracing and `oj.run`'s
+  trace is cached: the caches are cleared first; the compiled executable keeps the rule."""
   run = lambda key, st, model: oj.run(agent, key, model, num_episodes=n, state=st)
-  before = planning.UNROLL_WITH_STATIONARY
-  planning.UNROLL_WITH_STATIONARY = unroll_stationary
+  before = planning.STATIONARY_ROLL_MIN_SLOTS
+  if unroll_stationary:
+    planning.STATIONARY_ROLL_MIN_SLOTS = 2**31
   try:
     jax.clear_caches()
     compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
   finally:
-    planning.UNROLL_WITH_STATIONARY = before
+    planning.STATIONARY_ROLL_MIN_SLOTS = before
   return lambda keys, state: compiled(keys, state, cmdp)
 
 
 def measure_unroll(args, problem):
-  """Each agent's episode with the horizon scans rolled where a stationary box is closed
-  over (the default) against unrolled, side by side: the same state and keys, the two
-  compiled chunks timed in turns (`--reps` each); their logs compared."""
+  """Each agent's episode by the library's rule (a sparse DP over a stationary box rolled from
+  `planning.STATIONARY_ROLL_MIN_SLOTS` slots) against always unrolled, side by side: the
+  same state and keys, the two compiled chunks timed in turns (`--reps` each); their logs
+  compared."""
   bench_name, kwargs, setting_name, bonus = PROBLEMS[problem]
   bench = oj.benchmarks.make_benchmark(bench_name, **kwargs)
   cmdp, setting = bench.cmdp, oj.named_setting(setting_name, bench.cmdp)
@@ -326,9 +329,9 @@ def main(argv=None):
   p.add_argument(
     "--unroll-stationary",
     action="store_true",
-    help="instead: each agent's episode with the horizon scans rolled where a stationary box"
-    " is closed over (the default, `planning.UNROLL_WITH_STATIONARY = False`) against"
-    " unrolled, one chunk after pre-training, timed in turns",
+    help="instead: each agent's episode by the library's rule for a sparse DP over a"
+    " stationary box (rolled from `planning.STATIONARY_ROLL_MIN_SLOTS` slots) against"
+    " always unrolled, one chunk after pre-training, timed in turns",
   )
   p.add_argument("--reps", type=int, default=5, help="timed chunks of each (--unroll-stationary)")
   args = p.parse_args(argv)

@@ -14,6 +14,7 @@ from optaug_jax._src.box import (
 )
 from optaug_jax._src.estimates import empirical_means
 from optaug_jax._src.planning import (
+  STATIONARY_ROLL_MIN_SLOTS,
   UNROLL_HORIZON,
   UNROLL_MAX_ELEMENTS,
   optimal_policy,
@@ -25,6 +26,7 @@ __all__ = (
   "AUTO_BLOCKED_MIN_STATES",
   "DEFAULT_FILL",
   "FILL_METHODS",
+  "STATIONARY_ROLL_MIN_SLOTS",
   "UNROLL_HORIZON",
   "UNROLL_MAX_ELEMENTS",
   "batch_cond",

@@ -9,6 +9,7 @@ import references as ref
 import scipy.optimize
 
 import optaug_jax as oj
+from optaug_jax._src import planning
 
 
 def _problem(seed, s=4, a=3, h=4, radius=0.3):
@@ -208,3 +209,30 @@ def test_short_and_long_horizons_match_references(horizon):
     0,
   )
   chex.assert_trees_all_close(jax.tree.map(lambda x: x[0], batched), lmo, rtol=1e-12)
+
+
+def test_sparse_dp_over_a_stationary_box_rolls_from_the_slot_limit(monkeypatch):
+  """`STATIONARY_ROLL_MIN_SLOTS`: a sparse DP over a stationary (`[1, ...]`) box with that
+  many slots keeps its backward pass rolled; rolled, unrolled and the dense layout's DP of
+  the same box give the same vertex."""
+  n = planning.STATIONARY_ROLL_MIN_SLOTS
+  rng = np.random.default_rng(0)
+  p = rng.dirichlet(np.ones(n), size=(6, n, 3))
+  lower, upper = (jnp.asarray(x) for x in ref.random_box(rng, p, 0.3))
+  reward = jnp.asarray(rng.uniform(-1, 1, size=(6, n, 3)))
+  lower, upper = lower[:1], upper[:1]  # stationary: one box for every step
+  slots = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), lower.shape)
+
+  def lmo():  # a new function each time: jit traces it again
+    return jax.jit(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0, next_states=slots))
+
+  rolled_fn = lmo()
+  assert "while" in rolled_fn.lower(reward, lower, upper).as_text()
+  rolled = rolled_fn(reward, lower, upper)
+  monkeypatch.setattr(planning, "STATIONARY_ROLL_MIN_SLOTS", n + 1)
+  unrolled_fn = lmo()
+  assert "while" not in unrolled_fn.lower(reward, lower, upper).as_text()
+  chex.assert_trees_all_close(rolled, unrolled_fn(reward, lower, upper), atol=1e-12)
+  dense = oj.extended_lmo(reward, lower, upper, 0)
+  np.testing.assert_allclose(rolled.value, dense.value, atol=1e-12)
+  np.testing.assert_allclose(rolled.occupancy, dense.occupancy, atol=1e-12)

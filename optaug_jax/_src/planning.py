@@ -37,27 +37,27 @@ UNROLL_HORIZON = 32
 # an unrolled scan holds H copies per call and per vmapped seed. A constant, like
 # `UNROLL_HORIZON`. Measurements: docs/design.md, "Tuned constants".
 UNROLL_MAX_ELEMENTS = 2**21
-# ... and only while no stationary array (a step axis of length 1, as a setting with pooled
-# counts gives the model's box) is closed over by the step: unrolled, XLA fuses the
-# computation of such an array (the optimistic model from the counts) into every one of the
-# H steps that reads it whole, so a stationary model is recomputed H times per DP; a rolled
-# loop takes it as one input. Measurements: docs/design.md, "Tuned constants".
-UNROLL_WITH_STATIONARY = False
+# ... except the backward pass of a sparse DP over a stationary box (a step axis of length 1,
+# as pooled counts give) with at least this many slots per row: it stays rolled. Unrolled,
+# every step reads the whole box and XLA:CPU recomputes what the slot fill derives from it
+# (its N (N - 1) / 2 pairwise comparisons) in each of the H steps: at 13 slots a DP took 2.5x
+# as long unrolled, at 5 slots a rolled one was slower in a solver loop. A constant, like
+# `UNROLL_HORIZON`. Measurements: docs/design.md, "Tuned constants".
+STATIONARY_ROLL_MIN_SLOTS = 8
 
 
-def scan_horizon(f, init, xs, *, reverse=False, stationary=False):
+def scan_horizon(f, init, xs, *, reverse=False, rolled=False):
   """`lax.scan` over the leading (horizon) axis of `xs`, unrolled when it is short.
 
-  Unrolled when the horizon is at most `UNROLL_HORIZON`, the horizon times the largest
+  Unrolled when the horizon is at most `UNROLL_HORIZON` and the horizon times the largest
   per-step slice of `xs` is at most `UNROLL_MAX_ELEMENTS` (sizes of one problem: under
-  `vmap` the batch axis does not count), and `f` closes over no stationary array
-  (`stationary`; see `UNROLL_WITH_STATIONARY`).
+  `vmap` the batch axis does not count), unless `rolled`.
   """
   leaves = jax.tree.leaves(xs)
   length = leaves[0].shape[0]
   step_size = max(math.prod(x.shape[1:]) for x in leaves)
   unroll = length <= UNROLL_HORIZON and length * step_size <= UNROLL_MAX_ELEMENTS
-  unroll = unroll and (UNROLL_WITH_STATIONARY or not stationary)
+  unroll = unroll and not rolled
   return lax.scan(f, init, xs, reverse=reverse, unroll=bool(unroll))
 
 
@@ -65,14 +65,14 @@ if TYPE_CHECKING:  # pragma: no cover
   from .cmdp import CMDP
 
 
-def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False, unroll_stationary=True):
+def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False, roll_stationary=False):
   """`scan_horizon` of `f(carry, per_step)` over the `horizon` steps of `arrays`.
 
   An array whose leading (step) axis has length 1 while `horizon > 1` is stationary: every
   step receives its one slice, closed over instead of scanned (no `[H, ...]` copy is made,
   and the slice stays in cache). `None` entries pass through as `None`. With
-  `unroll_stationary=False` (the DP's backward passes: `UNROLL_WITH_STATIONARY`) a scan that
-  closes over a stationary array stays rolled.
+  `roll_stationary`, a scan that closes over a stationary array stays rolled
+  (`STATIONARY_ROLL_MIN_SLOTS`).
   """
   fixed = tuple(x is not None and x.shape[0] == 1 and horizon > 1 for x in arrays)
   xs = tuple(None if is_fixed else x for x, is_fixed in zip(arrays, fixed))
@@ -81,8 +81,8 @@ def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False, unroll_statio
     merged = tuple(x[0] if is_fixed else y for x, y, is_fixed in zip(arrays, sliced, fixed))
     return f(carry, merged)
 
-  stationary = any(fixed) and not unroll_stationary
-  return scan_horizon(body, init, xs, reverse=reverse, stationary=stationary)
+  rolled = roll_stationary and any(fixed)
+  return scan_horizon(body, init, xs, reverse=reverse, rolled=rolled)
 
 
 # --- The sparse layout -------------------------------------------------------------------
@@ -124,7 +124,12 @@ def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: boo
 
   v0 = jnp.zeros((num_states,), reward.dtype)
   v1, (actions, p, ns, next_values) = _horizon_scan(
-    step, v0, (reward,) + boxes, horizon, reverse=True, unroll_stationary=UNROLL_WITH_STATIONARY
+    step,
+    v0,
+    (reward,) + boxes,
+    horizon,
+    reverse=True,
+    roll_stationary=next_states.shape[-1] >= STATIONARY_ROLL_MIN_SLOTS,
   )
   return v1, actions, p, ns, next_values
 
@@ -282,7 +287,6 @@ def _backward(
     (reward, lower, upper),
     reward.shape[0],
     reverse=True,
-    unroll_stationary=UNROLL_WITH_STATIONARY,
   )
   return v1, actions, p, next_values
 
