@@ -575,7 +575,7 @@ def test_both_scripts_run_your_own_cmdp_and_resume_refuses_another(scripts, tmp_
     == 2
   )
   _module(tmp_path, scale=0.9)
-  scripts["runs"]._LOADED.clear()  # a new process would import the edited file
+  problems._LOADED.clear()  # a new process would import the edited file
   for name in list(sys.modules):
     if name.startswith("_benchmark_"):
       del sys.modules[name]
