@@ -89,7 +89,15 @@ def fingerprint(*, episodes: int, seeds: int) -> dict[str, np.ndarray]:
           upper = jnp.where(cmdp.next_states >= 0, upper, 0.0)
         lam = jnp.asarray(rng.uniform(0.0, 2.0, num_constraints), dtype)
         eta = jnp.asarray(10.0 ** rng.uniform(-1, 4), dtype)
-        if hasattr(oj, "inner") and hasattr(oj.inner, "exact"):
+        if hasattr(oj, "TransitionSet"):
+          problem = oj.inner.InnerProblem(
+            cost=cmdp.cost,
+            constraint_costs=cmdp.constraint_costs,
+            thresholds=cmdp.thresholds,
+            transitions=oj.TransitionSet(lower, upper, cmdp.next_states),
+            initial_state=cmdp.initial_state,
+          )
+        elif hasattr(oj, "inner") and hasattr(oj.inner, "exact"):
           problem = oj.inner.InnerProblem(
             cost=cmdp.cost,
             constraint_costs=cmdp.constraint_costs,

@@ -45,8 +45,9 @@ def exact_solve(oj, c, d, lo, up, s0, al, lam, eta):
   """The exact solver stopping on its proof (`oj.inner.exact()`; before the inner solvers
   became values, `method="dual", tol=0.0`), without the transitions."""
   if hasattr(oj, "inner") and hasattr(oj.inner, "exact"):
+    box = oj.TransitionSet(lo, up)
     problem = oj.inner.InnerProblem(
-      cost=c, constraint_costs=d, thresholds=al, lower=lo, upper=up, initial_state=s0
+      cost=c, constraint_costs=d, thresholds=al, transitions=box, initial_state=s0
     )
     sol = oj.solve_inner(
       problem, lam, eta, solver=oj.inner.exact(), gradient=None, with_transitions=False

@@ -87,7 +87,7 @@ def loglog_slope(entries, seconds) -> float:
 
 
 def _lmo_fn(fill):
-  return jax.jit(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0, fill=fill))
+  return jax.jit(lambda r, lo, up: oj.TransitionSet(lo, up, fill=fill).lmo(r, 0))
 
 
 def _loop_fn(fill):
@@ -291,7 +291,7 @@ def parse_args(argv):
   p.add_argument("--out", default=None, help="write the results as JSON here")
   args = p.parse_args(argv)
   for f in args.fills:
-    box.check_fill(f)
+    box.resolve_fill(f, 0)  # refuses a name that is no fill formulation
   return args
 
 

@@ -239,7 +239,7 @@ def main(argv=None):
   # From just above the safest policy's constraint value (feasible) to the unconstrained
   # optimum's (where the constraint stops binding).
   _, v_safe = oj.policy_values(cmdp, oj.safest_policy(cmdp)[0])
-  _, v_free = oj.policy_values(cmdp, oj.kernels.optimal_policy(cmdp.cost, cmdp.transitions))
+  _, v_free = oj.policy_values(cmdp, cmdp.transition_set().optimal_policy(cmdp.cost))
   lo, hi = float(v_safe[0]), float(v_free[0])
   alphas = np.linspace(lo + 0.05 * (hi - lo), hi, grid)
   results = {

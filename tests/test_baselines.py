@@ -43,11 +43,11 @@ def test_optimistic_policy_evaluation_matches_lp_loop_and_exact_values():
   lower, upper = ref.random_box(rng, np.asarray(m.transitions), 0.3)
   pi = rng.dirichlet(np.ones(2), size=(3, 3))
   values, _ = oj.kernels.optimistic_policy_evaluation(
-    m.cost, jnp.asarray(pi), jnp.asarray(lower), jnp.asarray(upper)
+    m.cost, jnp.asarray(pi), oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper))
   )
   np.testing.assert_allclose(values[0], _ope_loop(np.asarray(m.cost), pi, lower, upper), atol=1e-10)
   point, _ = oj.kernels.optimistic_policy_evaluation(
-    m.cost, jnp.asarray(pi), m.transitions, m.transitions
+    m.cost, jnp.asarray(pi), oj.TransitionSet(m.transitions, m.transitions)
   )
   v, _ = oj.policy_values(m, jnp.asarray(pi))
   assert float(point[0, 0]) == pytest.approx(float(v), abs=1e-10)
@@ -125,7 +125,9 @@ def test_solve_extended_lp_unconstrained_is_extended_value_iteration():
   lower, upper = ref.random_box(rng, p, 0.3)
   cost = rng.uniform(size=(3, 4, 2))
   q, feasible = oj.lp.solve_extended_lp(cost, np.zeros((1, 3, 4, 2)), lower, upper, 0, [3.0])
-  sol = oj.extended_value_iteration(jnp.asarray(cost), jnp.asarray(lower), jnp.asarray(upper), 0)
+  sol = oj.extended_value_iteration(
+    jnp.asarray(cost), oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)), 0
+  )
   assert feasible
   assert np.sum(cost * q) == pytest.approx(float(sol.value), abs=1e-9)
 

@@ -129,9 +129,11 @@ def _dp_kernels(fill):
   def kernels(reward, lower, upper):
     pi = jax.nn.softmax(reward, axis=-1)
     return (
-      oj.extended_value_iteration(reward, lower, upper, 1, fill=fill),
-      oj.extended_lmo(reward, lower, upper, 1, fill=fill),
-      oj.kernels.optimistic_policy_evaluation(reward, pi, lower, upper, fill=fill),
+      oj.extended_value_iteration(reward, oj.TransitionSet(lower, upper, fill=fill), 1),
+      oj.extended_lmo(reward, oj.TransitionSet(lower, upper, fill=fill), 1),
+      oj.kernels.optimistic_policy_evaluation(
+        reward, pi, oj.TransitionSet(lower, upper, fill=fill)
+      ),
     )
 
   return jax.jit(kernels)
@@ -163,9 +165,9 @@ def test_blocked_kernels_under_jit_and_vmap_match_the_unbatched_call(block_size)
 
   def kernels(r, lo, up, po):
     return (
-      oj.extended_value_iteration(r, lo, up, 0, fill="blocked"),
-      oj.extended_lmo(r, lo, up, 2, fill="blocked"),
-      oj.kernels.optimistic_policy_evaluation(r, po, lo, up, fill="blocked"),
+      oj.extended_value_iteration(r, oj.TransitionSet(lo, up, fill="blocked"), 0),
+      oj.extended_lmo(r, oj.TransitionSet(lo, up, fill="blocked"), 2),
+      oj.kernels.optimistic_policy_evaluation(r, po, oj.TransitionSet(lo, up, fill="blocked")),
       oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0], method="blocked"),
     )
 
@@ -188,7 +190,10 @@ def test_blocked_lmo_gradients_match_the_matmul_fill(block_size, rolled, monkeyp
     monkeypatch.setattr(planning, "UNROLL_MAX_ELEMENTS", 0)
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(21, 9))
   grad = lambda fill: jax.jit(
-    jax.grad(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0, fill=fill).value, argnums=(0, 1, 2))
+    jax.grad(
+      lambda r, lo, up: oj.extended_lmo(r, oj.TransitionSet(lo, up, fill=fill), 0).value,
+      argnums=(0, 1, 2),
+    )
   )(reward, lower, upper)
   blocked, matmul = grad("blocked"), grad("matmul")
   chex.assert_trees_all_close(blocked, matmul, atol=1e-12)
@@ -225,10 +230,8 @@ def test_inner_solver_gradients_match_the_matmul_fill(block_size, gradient):
           cost=c,
           constraint_costs=d,
           thresholds=m.thresholds,
-          lower=lo,
-          upper=up,
+          transitions=oj.TransitionSet(lo, up, fill=fill),
           initial_state=0,
-          fill=fill,
         ),
         lam,
         eta,
@@ -254,10 +257,8 @@ def test_blocked_gradients_are_finite_at_ties(block_size, gradient):
         cost=c,
         constraint_costs=jnp.zeros((1, h, s, a)),
         thresholds=jnp.zeros(1),
-        lower=lo,
-        upper=up,
+        transitions=oj.TransitionSet(lo, up, fill="blocked"),
         initial_state=0,
-        fill="blocked",
       ),
       jnp.zeros(1),
       1.0,
@@ -283,7 +284,9 @@ def test_auto_resolves_by_the_number_of_next_states():
     oj.kernels.resolve_fill("bubble", 3)
   with pytest.raises(ValueError, match="fill"):
     oj.extended_lmo(
-      jnp.zeros((2, 3, 2)), jnp.zeros((2, 3, 2, 3)), jnp.ones((2, 3, 2, 3)), 0, fill="bubble"
+      jnp.zeros((2, 3, 2)),
+      oj.TransitionSet(jnp.zeros((2, 3, 2, 3)), jnp.ones((2, 3, 2, 3)), fill="bubble"),
+      0,
     )
 
 
@@ -292,8 +295,12 @@ def test_auto_is_the_fill_it_resolves_to(threshold, monkeypatch):
   monkeypatch.setattr(box, "AUTO_BLOCKED_MIN_STATES", threshold)
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(8, 6))
   want = "blocked" if threshold == 1 else "matmul"
-  got = jax.jit(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0))(reward, lower, upper)
-  chex.assert_trees_all_close(got, oj.extended_lmo(reward, lower, upper, 0, fill=want), atol=1e-12)
+  got = jax.jit(lambda r, lo, up: oj.extended_lmo(r, oj.TransitionSet(lo, up), 0))(
+    reward, lower, upper
+  )
+  chex.assert_trees_all_close(
+    got, oj.extended_lmo(reward, oj.TransitionSet(lower, upper, fill=want), 0), atol=1e-12
+  )
 
 
 def test_rolled_and_unrolled_horizon_scans_agree(monkeypatch):
@@ -303,8 +310,8 @@ def test_rolled_and_unrolled_horizon_scans_agree(monkeypatch):
   def lmos():  # a new function each time: jit traces it again
     return jax.jit(
       lambda r, lo, up: (
-        oj.extended_lmo(r, lo, up, 0, fill="blocked"),
-        oj.extended_lmo(r, lo, up, 0, fill="matmul"),
+        oj.extended_lmo(r, oj.TransitionSet(lo, up, fill="blocked"), 0),
+        oj.extended_lmo(r, oj.TransitionSet(lo, up, fill="matmul"), 0),
       )
     )
 

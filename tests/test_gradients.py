@@ -28,8 +28,7 @@ def _problem(m, lower, upper):
     cost=m.cost,
     constraint_costs=m.constraint_costs,
     thresholds=m.thresholds,
-    lower=lower,
-    upper=upper,
+    transitions=oj.TransitionSet(lower, upper),
     initial_state=0,
   )
 
@@ -151,7 +150,11 @@ def test_unrolled_gradients_pass_check_grads(step_rule):
   def f(cost, d, lo, up, alpha, lam, eta):
     return oj.solve_inner(
       oj.inner.InnerProblem(
-        cost=cost, constraint_costs=d, thresholds=alpha, lower=lo, upper=up, initial_state=0
+        cost=cost,
+        constraint_costs=d,
+        thresholds=alpha,
+        transitions=oj.TransitionSet(lo, up),
+        initial_state=0,
       ),
       lam,
       eta,
@@ -252,7 +255,11 @@ def test_gradients_under_jit_and_vmap():
 
   def sens(c, dd, lo, up, al, et):
     problem = oj.inner.InnerProblem(
-      cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0
+      cost=c,
+      constraint_costs=dd,
+      thresholds=al,
+      transitions=oj.TransitionSet(lo, up),
+      initial_state=0,
     )
     return oj.analysis.inner_sensitivities(problem, LAM, et)
 
@@ -275,7 +282,11 @@ def test_no_nan_at_kinks(gradient):
   f = lambda c, dd, al, lam, eta, lo, up: (
     oj.solve_inner(
       oj.inner.InnerProblem(
-        cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0
+        cost=c,
+        constraint_costs=dd,
+        thresholds=al,
+        transitions=oj.TransitionSet(lo, up),
+        initial_state=0,
       ),
       lam,
       eta,

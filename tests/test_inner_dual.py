@@ -30,8 +30,7 @@ def _problem(m, lower, upper):
     cost=m.cost,
     constraint_costs=m.constraint_costs,
     thresholds=m.thresholds,
-    lower=lower,
-    upper=upper,
+    transitions=oj.TransitionSet(lower, upper),
     initial_state=m.initial_state,
   )
 
@@ -55,8 +54,7 @@ def _jit_solve(cost, constraint_costs, lower, upper, initial_state, thresholds, 
       cost=cost,
       constraint_costs=constraint_costs,
       thresholds=thresholds,
-      lower=lower,
-      upper=upper,
+      transitions=oj.TransitionSet(lower, upper),
       initial_state=initial_state,
     ),
     lam,
@@ -264,7 +262,11 @@ def test_jit_and_vmap_parity(num_constraints):
   def solve(c, dd, lo, up, al, la, et):
     return oj.solve_inner(
       oj.inner.InnerProblem(
-        cost=c, constraint_costs=dd, thresholds=al, lower=lo, upper=up, initial_state=0
+        cost=c,
+        constraint_costs=dd,
+        thresholds=al,
+        transitions=oj.TransitionSet(lo, up),
+        initial_state=0,
       ),
       la,
       et,
@@ -323,8 +325,7 @@ def test_float32_single_constraint_is_accurate():
         cost=f32(m.cost),
         constraint_costs=f32(m.constraint_costs),
         thresholds=f32(m.thresholds),
-        lower=f32(lower),
-        upper=f32(upper),
+        transitions=oj.TransitionSet(f32(lower), f32(upper)),
         initial_state=0,
       ),
       f32([0.3]),
@@ -391,8 +392,7 @@ def _two_actions(threshold):
     cost=jnp.asarray([[[0.0, 1.0]]]),
     constraint_costs=jnp.asarray([[[[1.0, 0.0]]]]),
     thresholds=jnp.asarray([threshold]),
-    lower=ones,
-    upper=ones,
+    transitions=oj.TransitionSet(ones, ones),
     initial_state=0,
   )
 

@@ -32,7 +32,11 @@ EXAMPLES = {"float64": 3000, "float32": 1000}
 def _solve(c, d, lower, upper, s1, alpha, lam, eta):
   return oj.solve_inner(
     oj.inner.InnerProblem(
-      cost=c, constraint_costs=d, thresholds=alpha, lower=lower, upper=upper, initial_state=s1
+      cost=c,
+      constraint_costs=d,
+      thresholds=alpha,
+      transitions=oj.TransitionSet(lower, upper),
+      initial_state=s1,
     ),
     lam,
     eta,

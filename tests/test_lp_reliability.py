@@ -318,7 +318,7 @@ def test_a_failed_lp_makes_optcmdp_play_the_safest_occupancy_also_under_vmap(mon
   assert not np.asarray(log.extras["lp_feasible"]).any()
   model = oj.optimistic_model(one.counts, num_episodes=8, delta=0.1, bonus_scale=0.5)
   safest = oj.extended_value_iteration(
-    jnp.sum(model.constraint_costs, 0), model.lower, model.upper, 0
+    jnp.sum(model.constraint_costs, 0), oj.TransitionSet(model.lower, model.upper), 0
   )
   np.testing.assert_allclose(policy, safest.policy)
   assert float(jnp.sum(info.optimistic_constraint_values)) == pytest.approx(

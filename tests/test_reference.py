@@ -62,7 +62,7 @@ def test_flow_constraints_accept_true_occupancies():
   m = _tiny(0)
   pi = np.random.default_rng(0).dirichlet(np.ones(2), size=(3, 2))
   q = ref.occupancy_loop(m.transitions, pi, 0)
-  a_eq, b_eq = flow_constraints(np.asarray(m.transitions), 0)
+  a_eq, b_eq = flow_constraints(oj.TransitionSet.point(np.asarray(m.transitions)), 0)
   np.testing.assert_allclose(a_eq @ q.ravel(), b_eq, atol=1e-12)
 
 

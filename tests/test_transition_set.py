@@ -99,19 +99,68 @@ def test_sparse_set_matches_the_dense_one():
 def test_inner_problem_holds_a_set_and_reads_through():
   reward, lower, upper = _box(3)
   kw = dict(cost=jnp.abs(reward), constraint_costs=jnp.ones((1, H, S, A)), thresholds=jnp.ones(1))
-  by_bounds = oj.inner.InnerProblem(**kw, lower=lower, upper=upper, initial_state=0, fill="sort")
-  by_set = oj.inner.InnerProblem(
+  problem = oj.inner.InnerProblem(
     **kw, transitions=oj.TransitionSet(lower, upper, fill="sort"), initial_state=0
   )
-  assert by_bounds.transitions.fill == by_set.transitions.fill == "sort"
-  assert by_bounds.lower is lower and by_bounds.next_states is None
-  moved = by_bounds._replace(upper=upper + 0.0, thresholds=jnp.full(1, 2.0))
+  assert problem.transitions.fill == "sort"
+  assert problem.lower is lower and problem.upper is upper and problem.next_states is None
+  moved = problem._replace(upper=upper + 0.0, thresholds=jnp.full(1, 2.0))
   assert isinstance(moved, oj.inner.InnerProblem) and moved.transitions.fill == "sort"
   assert float(moved.thresholds[0]) == 2.0
-  a = oj.solve_inner(by_bounds, jnp.zeros(1), 10.0)
-  b = oj.solve_inner(by_set, jnp.zeros(1), 10.0)
+  a = oj.solve_inner(problem, jnp.zeros(1), 10.0)
+  b = oj.solve_inner(moved._replace(thresholds=problem.thresholds), jnp.zeros(1), 10.0)
   np.testing.assert_array_equal(np.asarray(a.objective), np.asarray(b.objective))
-  with pytest.raises(ValueError, match="lower= and upper="):
-    oj.inner.InnerProblem(**kw, initial_state=0)
-  with pytest.raises(ValueError, match="not both"):
-    oj.inner.InnerProblem(**kw, transitions=by_set.transitions, lower=lower, initial_state=0)
+  with pytest.raises(TypeError):  # the loose bounds are no longer taken
+    oj.inner.InnerProblem(**kw, lower=lower, upper=upper, initial_state=0)
+
+
+def _kernel(seed):
+  rng = np.random.default_rng(seed)
+  p = rng.dirichlet(np.ones(S), size=(H, S, A))
+  policy = rng.dirichlet(np.ones(A), size=(H, S))
+  return p, policy, rng.uniform(0, 1, size=(H, S, A))
+
+
+def test_a_point_set_has_one_leaf_and_gives_the_occupancy_of_its_kernel():
+  p, policy, _ = _kernel(4)
+  kernel = oj.TransitionSet.point(jnp.asarray(p))
+  leaves, treedef = jax.tree.flatten(kernel)
+  assert len(leaves) == 1 and kernel.is_point and kernel.lower is kernel.upper
+  again = jax.tree.unflatten(treedef, leaves)
+  assert again.is_point and again.upper is again.lower
+  np.testing.assert_allclose(
+    np.asarray(kernel.occupancy(jnp.asarray(policy), 1)),
+    ref.occupancy_loop(p, policy, 1),
+    atol=1e-12,
+  )
+  # Its bounds replaced, a point set is a box, and a box has no one kernel.
+  box = kernel.replace(upper=jnp.clip(kernel.upper + 0.1, 0.0, 1.0))
+  assert not box.is_point and len(jax.tree.leaves(box)) == 2
+  with pytest.raises(ValueError, match="known kernel"):
+    box.occupancy(jnp.asarray(policy), 1)
+  with pytest.raises(ValueError, match="known kernel"):
+    oj.occupancy(box, jnp.asarray(policy), 1)
+
+
+def test_point_set_optimal_policy_is_the_best_deterministic_policy():
+  p, _, reward = _kernel(5)
+  kernel = oj.TransitionSet.point(jnp.asarray(p))
+  policy = np.asarray(kernel.optimal_policy(jnp.asarray(reward)))
+  value = lambda pi: float(np.sum(reward * ref.occupancy_loop(p, pi, 0)))
+  best = min(value(pi) for pi in ref.deterministic_policies(H, S, A))
+  assert value(policy) == pytest.approx(best, abs=1e-12)
+
+
+def test_point_sets_under_jit_and_vmap_match_unbatched_calls():
+  batch = [_kernel(seed) for seed in range(3)]
+  p, policy, reward = (jnp.asarray(np.stack(x)) for x in zip(*batch))
+
+  def both(kernel, pi, r):
+    return kernel.occupancy(pi, 0), kernel.optimal_policy(r)
+
+  kernels = jax.vmap(oj.TransitionSet.point)(p)
+  assert kernels.is_point and kernels.lower.shape == (3, H, S, A, S)
+  got = jax.jit(jax.vmap(both))(kernels, policy, reward)
+  for j in range(3):
+    single = both(oj.TransitionSet.point(p[j]), policy[j], reward[j])
+    chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], got), single, atol=1e-12)

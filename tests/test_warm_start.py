@@ -59,16 +59,18 @@ def test_policy_vertex_is_the_dp_vertex_in_its_own_box(fill):
   DP's own: same occupancy, transitions and value (dense, every fill; sparse, full support)."""
   lower, upper, rng = _box(0)
   reward = jnp.asarray(rng.uniform(-1, 1, size=(H, S, A)))
-  lmo = oj.extended_lmo(reward, lower, upper, 1, fill=fill)
-  vertex = planning.policy_vertex(reward, lmo.actions, lmo.next_values, lower, upper, 1, fill=fill)
+  lmo = oj.extended_lmo(reward, oj.TransitionSet(lower, upper, fill=fill), 1)
+  vertex = planning.policy_vertex(
+    reward, lmo.actions, lmo.next_values, oj.TransitionSet(lower, upper, fill=fill), 1
+  )
   for field in ("occupancy", "greedy_transitions", "value", "state_occupancy"):
     np.testing.assert_allclose(
       getattr(vertex, field), getattr(lmo, field), rtol=1e-12, atol=1e-12, err_msg=field
     )
   next_states = jnp.broadcast_to(jnp.arange(S, dtype=jnp.int32), (1, S, A, S))
-  sparse = oj.extended_lmo(reward, lower, upper, 1, next_states=next_states)
+  sparse = oj.extended_lmo(reward, oj.TransitionSet(lower, upper, next_states), 1)
   sparse_vertex = planning.policy_vertex(
-    reward, sparse.actions, sparse.next_values, lower, upper, 1, next_states=next_states
+    reward, sparse.actions, sparse.next_values, oj.TransitionSet(lower, upper, next_states), 1
   )
   np.testing.assert_allclose(sparse_vertex.occupancy, lmo.occupancy, rtol=1e-12, atol=1e-12)
   np.testing.assert_allclose(sparse_vertex.value, lmo.value, rtol=1e-12)
@@ -83,12 +85,12 @@ def test_policy_vertex_against_a_fill_loop_bounds_the_extended_lp():
   orders = jnp.asarray(rng.normal(size=(5, H, S)))
   orders = orders.at[0, 1].set(0.0)  # ties: to the lower index
   reward = jnp.asarray(rng.uniform(-1, 1, size=(H, S, A)))
-  batched = jax.jit(jax.vmap(lambda a, w: planning.policy_vertex(reward, a, w, lower, upper, 2)))(
-    actions, orders
-  )
+  batched = jax.jit(
+    jax.vmap(lambda a, w: planning.policy_vertex(reward, a, w, oj.TransitionSet(lower, upper), 2))
+  )(actions, orders)
   optimum = ref.extended_lp_value(np.asarray(reward), np.asarray(lower), np.asarray(upper), 2)
   for i in range(5):
-    one = planning.policy_vertex(reward, actions[i], orders[i], lower, upper, 2)
+    one = planning.policy_vertex(reward, actions[i], orders[i], oj.TransitionSet(lower, upper), 2)
     chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], batched), one, rtol=1e-12, atol=1e-12)
     q, greedy = _vertex_loop(actions[i], orders[i], lower, upper, 2)
     np.testing.assert_allclose(one.occupancy, q, rtol=1e-10, atol=1e-12)
@@ -109,8 +111,7 @@ def _problem(seed, threshold_scale=0.9, radius=0.2):
     cost=m.cost,
     constraint_costs=m.constraint_costs,
     thresholds=m.thresholds * threshold_scale,
-    lower=jnp.asarray(lower),
-    upper=jnp.asarray(upper),
+    transitions=oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)),
     initial_state=m.initial_state,
   ), rng
 
@@ -178,8 +179,7 @@ def _two_actions():
     cost=jnp.asarray([[[0.0, 1.0]]]),
     constraint_costs=jnp.asarray([[[[1.0, 0.0]]]]),
     thresholds=jnp.asarray([0.5]),
-    lower=ones,
-    upper=ones,
+    transitions=oj.TransitionSet(ones, ones),
     initial_state=0,
   )
 

@@ -138,7 +138,8 @@ def lmo_inputs(n, s, a, h):
 def lmos_in_a_loop(reward, lower, upper, fill=oj.kernels.DEFAULT_FILL):
   """`LOOP_LMOS` LMOs on one box as the inner solvers call them (the box's preparation is
   hoisted out of the loop by XLA), each reward depending on the previous occupancy."""
-  body = lambda _, q: oj.extended_lmo(reward + 1e-3 * q, lower, upper, 0, fill=fill).occupancy
+  box = oj.TransitionSet(lower, upper, fill=fill)
+  body = lambda _, q: box.lmo(reward + 1e-3 * q, 0).occupancy
   return jax.lax.fori_loop(0, LOOP_LMOS, body, jnp.zeros_like(reward))
 
 

@@ -56,7 +56,7 @@ def size_section(table, args):
       sizes = f"S={size**2} A=4 H={horizon} {layout}"
       lower, upper = grid_box(cmdp)
       reward = jax.random.uniform(jax.random.PRNGKey(0), cmdp.cost.shape, jnp.float32)
-      lmo = jax.jit(lambda r, lo, up, ns=ns: oj.extended_lmo(r, lo, up, 0, next_states=ns).value)
+      lmo = jax.jit(lambda r, lo, up, ns=ns: oj.TransitionSet(lo, up, ns).lmo(r, 0).value)
       lmo_s = median_time(lambda: lmo(reward, lower, upper), args.reps)
       table.add("size", "extended LMO, one problem", seeds=1, time_s=lmo_s, sizes=sizes)
       row = {
@@ -84,7 +84,7 @@ def size_section(table, args):
       )
       if ns is not None:  # stationary bounds: one [1, S, A, N] box for every step
         lo1, up1, ns1 = lower[:1], upper[:1], ns[:1]
-        lmo1 = jax.jit(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0, next_states=ns1).value)
+        lmo1 = jax.jit(lambda r, lo, up: oj.TransitionSet(lo, up, ns1).lmo(r, 0).value)
         row["lmo_stationary_s"] = median_time(lambda: lmo1(reward, lo1, up1), args.reps)
         table.add(
           "size",

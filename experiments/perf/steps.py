@@ -36,7 +36,7 @@ def kernel_section(table, args):
   sizes = f"S={s} A={a} H={h}"
   out = {}
   for method in FILL_METHODS:
-    fn = jax.jit(jax.vmap(lambda r, lo, up, m=method: oj.extended_lmo(r, lo, up, 0, fill=m)))
+    fn = jax.jit(jax.vmap(lambda r, lo, up, m=method: oj.TransitionSet(lo, up, fill=m).lmo(r, 0)))
     compiled, c = compile_timed(fn, reward, lower, upper)
     t = median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
     out[method] = table.add(

@@ -35,7 +35,7 @@ def throughput_section(table, args):
   out = {"seeds": args.throughput_seeds}
   # The LMO, default fill, 256 seeds.
   reward, lower, upper = lmo_inputs(256, s, a, h)
-  fn = jax.jit(jax.vmap(lambda r, lo, up: oj.extended_lmo(r, lo, up, 0)))
+  fn = jax.jit(jax.vmap(lambda r, lo, up: oj.TransitionSet(lo, up).lmo(r, 0)))
   compiled, c = compile_timed(fn, reward, lower, upper)
   t = median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
   out["lmo_us_per_seed_256"] = (

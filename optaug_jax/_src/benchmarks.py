@@ -59,6 +59,7 @@ from .cmdp import (
   validate_cmdp,
 )
 from .lp import solve_lp
+from .transition_set import TransitionSet
 
 BENCHMARKS: dict[str, Callable[..., Benchmark]] = {}
 
@@ -84,18 +85,18 @@ class Benchmark(NamedTuple):
 
 
 def _numpy_cmdp(
-  transitions: np.ndarray,
+  kernel: TransitionSet,
   cost: np.ndarray,
   constraint_cost: np.ndarray,
   threshold: float,
   initial_state: int,
-  next_states: np.ndarray | None = None,
 ) -> CMDP:
-  """A float64 CMDP with NumPy fields (for the LP reference) and one constraint (sparse
-  layout when `next_states` is given)."""
+  """A float64 CMDP with NumPy fields (for the LP reference) and one constraint; `kernel`:
+  the transitions in their layout, a point `TransitionSet` of host arrays."""
+  next_states = kernel.next_states
   # NumPy fields (the kernels receive JAX arrays; the host code reads these as NumPy).
   fields: dict[str, Any] = dict(
-    transitions=np.asarray(transitions, np.float64),
+    transitions=np.asarray(kernel.kernel, np.float64),
     cost=np.asarray(cost, np.float64),
     constraint_costs=np.asarray(constraint_cost, np.float64)[None],
     thresholds=np.array([threshold], np.float64),
@@ -129,14 +130,13 @@ def _lp_baseline(model: CMDP) -> np.ndarray:
   return solve_lp(model._replace(thresholds=model.thresholds / 5.0)).policy
 
 
-def _min_cost_policy(
-  cost: np.ndarray, transitions: np.ndarray, next_states: np.ndarray | None = None
-) -> np.ndarray:
-  """Deterministic policy `[H, S, A]` minimising `V^pi(cost, p)` (float64 backward induction).
+def _min_cost_policy(cost: np.ndarray, kernel: TransitionSet) -> np.ndarray:
+  """Deterministic policy `[H, S, A]` minimising `V^pi(cost, p)` (float64 backward induction
+  on host arrays; `kernel`: `p` in its layout, a point `TransitionSet`).
 
-  Ties go to the lowest action index, as in `planning.optimal_policy`. Sparse layout when
-  `next_states` is given.
+  Ties go to the lowest action index, as in `planning.optimal_policy`.
   """
+  transitions, next_states = kernel.kernel, kernel.next_states
   horizon, num_states, num_actions = cost.shape
   policy = np.zeros((horizon, num_states, num_actions))
   value = np.zeros(num_states)
@@ -188,7 +188,7 @@ def media_streaming(*, horizon: int = 10, dtype=None) -> Benchmark:
   constraint = np.zeros((num_states, 2))
   constraint[:, 0] = 1.0
   model = _numpy_cmdp(
-    np.broadcast_to(p, (horizon,) + p.shape),
+    TransitionSet.point(np.broadcast_to(p, (horizon,) + p.shape)),
     np.broadcast_to(cost, (horizon,) + cost.shape),
     np.broadcast_to(constraint, (horizon,) + constraint.shape),
     horizon / 2.0,
@@ -233,7 +233,7 @@ def factored(*, horizon: int = 6, dtype=None) -> Benchmark:
     cost[s] = [1.0, 1.0 - (s + 1) / num_states]
     constraint[s] = [0.0, 1.0]
   model = _numpy_cmdp(
-    np.broadcast_to(p, (horizon,) + p.shape),
+    TransitionSet.point(np.broadcast_to(p, (horizon,) + p.shape)),
     np.broadcast_to(cost, (horizon,) + cost.shape),
     np.broadcast_to(constraint, (horizon,) + constraint.shape),
     horizon / 2.0,
@@ -349,8 +349,10 @@ GRID_LP_MAX_VARIABLES = 20_000
 _GRID_TIE_WEIGHT = 1e-6
 
 
-def _policy_value(cost: np.ndarray, transitions: np.ndarray, next_states, policy) -> float:
-  """`V^pi(cost, p)` from state 0 (float64 forward pass; sparse when `next_states`)."""
+def _policy_value(cost: np.ndarray, kernel: TransitionSet, policy) -> float:
+  """`V^pi(cost, p)` from state 0 (float64 forward pass on host arrays; `kernel`: `p` in
+  its layout, a point `TransitionSet`)."""
+  transitions, next_states = kernel.kernel, kernel.next_states
   horizon, num_states, _ = cost.shape
   d: np.ndarray = np.zeros(num_states)
   d[0] = 1.0
@@ -438,27 +440,28 @@ def gridworld(
 
   sparse = size > 10 if sparse is None else bool(sparse)
   p, cost, hazard, ns = _grid_model(size, slip, hazards, horizon, sparse)
+  kernel = TransitionSet.point(p, ns)
   if horizon * size * size * 4 > GRID_LP_MAX_VARIABLES:
     # Too large for the LPs in seconds (gridworld(20): 92 s each): dynamic programming.
-    fastest = _min_cost_policy(cost + _GRID_TIE_WEIGHT * hazard, p, ns)
+    fastest = _min_cost_policy(cost + _GRID_TIE_WEIGHT * hazard, kernel)
     if budget is None:
-      visits = _policy_value(hazard, p, ns, fastest)
+      visits = _policy_value(hazard, kernel, fastest)
       budget = visits / 2.0 if visits > 1e-9 else 1.0
-    model = _numpy_cmdp(p, cost, hazard, float(budget), 0, ns)
-    return _finish(model, _min_cost_policy(hazard, p, ns), dtype)
+    model = _numpy_cmdp(kernel, cost, hazard, float(budget), 0)
+    return _finish(model, _min_cost_policy(hazard, kernel), dtype)
   if budget is None:
-    unconstrained = _numpy_cmdp(p, cost, hazard, float(horizon), 0, ns)
+    unconstrained = _numpy_cmdp(kernel, cost, hazard, float(horizon), 0)
     best = solve_lp(unconstrained).value
     # Least hazard visits among the cost-optimal policies: minimise the hazard cost
     # subject to the objective cost at most its optimum (roles of the costs swapped).
-    swapped = _numpy_cmdp(p, hazard, cost, min(best + 1e-7, float(horizon)), 0, ns)
+    swapped = _numpy_cmdp(kernel, hazard, cost, min(best + 1e-7, float(horizon)), 0)
     visits = solve_lp(swapped).value
     budget = visits / 2.0 if visits > 1e-9 else 1.0
-  model = _numpy_cmdp(p, cost, hazard, float(budget), 0, ns)
+  model = _numpy_cmdp(kernel, cost, hazard, float(budget), 0)
   try:
     baseline = _lp_baseline(model)
   except ValueError:  # budget / 5 infeasible: fall back on the least hazardous policy
-    baseline = _min_cost_policy(hazard, p, None if ns is None else ns)
+    baseline = _min_cost_policy(hazard, kernel)
   return _finish(model, baseline, dtype)
 
 
@@ -543,12 +546,11 @@ def queue(
   energy = np.broadcast_to(np.asarray(QUEUE_ENERGY)[None, :], shape)
   tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
   model = _numpy_cmdp(
-    tile(p),
+    TransitionSet.point(tile(p), None if ns is None else tile(ns)),
     tile(cost),
     tile(energy),
     budget_fraction * horizon,
     start,
-    None if ns is None else tile(ns),
   )
   baseline = np.zeros((horizon, num_states, len(QUEUE_RATES)))
   baseline[..., 0] = 1.0
@@ -630,7 +632,7 @@ def inventory(*, horizon: int = 7, dtype=None) -> Benchmark:
   spend = np.where(order > 0, 4.0 + 2.0 * order, 0.0) + level
   tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
   model = _numpy_cmdp(
-    tile(p),
+    TransitionSet.point(tile(p)),
     tile(1.0 - revenue / revenue.max()),
     tile(spend / spend.max()),
     horizon / 2.0,
@@ -707,7 +709,9 @@ def lost_sales(
   cost = 0.5 * left / capacity + 0.5 * lost / max_demand
   spend = np.where(order > 0, 0.2 + 0.8 * order / sizes.max(), 0.0)
   tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
-  model = _numpy_cmdp(tile(p), tile(cost), tile(spend), budget_fraction * horizon, 0, tile(ns))
+  model = _numpy_cmdp(
+    TransitionSet.point(tile(p), tile(ns)), tile(cost), tile(spend), budget_fraction * horizon, 0
+  )
   baseline = np.zeros((horizon, num_states, sizes.size))
   baseline[..., int(np.argmin(sizes))] = 1.0
   return _finish(model, baseline, dtype)

@@ -92,14 +92,10 @@ DEFAULT_FILL = "auto"
 AUTO_BLOCKED_MIN_STATES = 128
 
 
-def check_fill(fill: str) -> str:
-  """Returns `fill` if it names a fill formulation, else raises `ValueError`."""
-  return validation.check_choice("fill", fill, FILL_METHODS)
-
-
 def resolve_fill(fill: str, num_next_states: int) -> str:
-  """The formulation `fill` stands for with `num_next_states` next states (trace time)."""
-  check_fill(fill)
+  """The formulation `fill` stands for with `num_next_states` next states (trace time);
+  `ValueError` if `fill` names none of `FILL_METHODS`."""
+  validation.check_choice("fill", fill, FILL_METHODS)
   if fill == "auto":
     return "blocked" if num_next_states >= AUTO_BLOCKED_MIN_STATES else "matmul"
   return fill
@@ -217,25 +213,27 @@ def blocked_fill(values: jax.Array, lower: jax.Array, upper: jax.Array) -> Block
   return BlockedFill(expected, crossing, give, block_of, position)
 
 
-def blocked_minimiser(fill: BlockedFill, lower: jax.Array, upper: jax.Array) -> jax.Array:
+def blocked_minimiser(blocked: BlockedFill, lower: jax.Array, upper: jax.Array) -> jax.Array:
   """The minimiser `[..., S']` (original order) of rows filled by `blocked_fill`."""
-  block = fill.give.shape[-1]
-  crossing = fill.crossing[..., None]
-  inside = jnp.clip(fill.position - crossing * block, 0, block - 1)
-  partial = jnp.take_along_axis(fill.give, inside, axis=-1)
+  block = blocked.give.shape[-1]
+  crossing = blocked.crossing[..., None]
+  inside = jnp.clip(blocked.position - crossing * block, 0, block - 1)
+  partial = jnp.take_along_axis(blocked.give, inside, axis=-1)
   given = jnp.where(
-    fill.block_of < crossing, upper - lower, jnp.where(fill.block_of > crossing, 0.0, partial)
+    blocked.block_of < crossing,
+    upper - lower,
+    jnp.where(blocked.block_of > crossing, 0.0, partial),
   )
   return lower + given
 
 
-def take_rows(fill: BlockedFill, actions: jax.Array) -> BlockedFill:
+def take_rows(blocked: BlockedFill, actions: jax.Array) -> BlockedFill:
   """The `(s, actions[s])` rows of a fill of `[S, A]` rows."""
   row = lambda x: jnp.take_along_axis(x, actions.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[
     :, 0
   ]
-  return fill._replace(
-    expected=row(fill.expected), crossing=row(fill.crossing), give=row(fill.give)
+  return blocked._replace(
+    expected=row(blocked.expected), crossing=row(blocked.crossing), give=row(blocked.give)
   )
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import box, planning, validation
+from . import planning, validation
 from .transition_set import TransitionSet
 
 
@@ -70,9 +70,10 @@ class CMDP(NamedTuple):
   def num_constraints(self) -> int:
     return self.thresholds.shape[-1]
 
-  def transition_set(self, fill: str = box.DEFAULT_FILL) -> TransitionSet:
-    """The known kernel as a `TransitionSet` (the point `lower = upper = transitions`)."""
-    return TransitionSet.point(self.transitions, self.next_states, fill)
+  def transition_set(self) -> TransitionSet:
+    """The known kernel in its layout, a point `TransitionSet` (`lower = upper =
+    transitions`)."""
+    return TransitionSet.point(self.transitions, self.next_states)
 
 
 # Float dtypes the runner computes in (counts, radii and sampling need >= float32).
@@ -290,22 +291,15 @@ def to_dense(cmdp: CMDP) -> CMDP:
   """The dense layout of a (possibly sparse, unbatched) CMDP (host side)."""
   if cmdp.next_states is None:
     return cmdp
-  return cmdp._replace(
-    transitions=jnp.asarray(dense_rows(cmdp.transitions, cmdp.next_states, cmdp.num_states)),
-    next_states=None,
-  )
-
-
-def dense_rows(values, next_states, num_states: int) -> np.ndarray:
-  """Host side: a sparse-layout array `[..., N]` written densely, `[..., S']` (slots with the
-  same next state add up; empty slots are dropped)."""
-  values, ns = np.asarray(values), np.asarray(next_states)
-  ns = np.broadcast_to(ns, values.shape)
+  # Slots with the same next state add up; empty slots (-1) go to a column that is dropped.
+  values, num_states = np.asarray(cmdp.transitions), cmdp.num_states
+  ns = np.broadcast_to(np.asarray(cmdp.next_states), values.shape)
   out = np.zeros(values.shape[:-1] + (num_states + 1,), values.dtype)
   flat = out.reshape(-1, num_states + 1)
   rows = np.repeat(np.arange(flat.shape[0]), values.shape[-1])
   np.add.at(flat, (rows, np.where(ns < 0, num_states, ns).reshape(-1)), values.reshape(-1))
-  return flat.reshape(out.shape)[..., :num_states]
+  dense = flat.reshape(out.shape)[..., :num_states]
+  return cmdp._replace(transitions=jnp.asarray(dense), next_states=None)
 
 
 def merge_repeated_next_states(next_states, transitions) -> tuple[np.ndarray, np.ndarray]:
@@ -415,9 +409,7 @@ def safest_policy(cmdp: CMDP) -> tuple[jax.Array, jax.Array]:
       outside `[0, H]`, rows not summing to 1, ...), named.
   """
   check_cmdp(cmdp, "safest_policy")
-  policy = planning.optimal_policy(
-    jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transitions, next_states=cmdp.next_states
-  )
+  policy = planning.optimal_policy(jnp.sum(cmdp.constraint_costs, axis=0), cmdp.transition_set())
   _, values = planning.policy_values(cmdp, policy)
   return policy, jnp.min(cmdp.thresholds - values)
 
@@ -539,7 +531,7 @@ def random_cmdp(
   )
   pi_safe, _ = safest_policy(provisional)
   _, v_safe = planning.policy_values(provisional, pi_safe)
-  pi_opt = planning.optimal_policy(cost, transitions)
+  pi_opt = planning.optimal_policy(cost, provisional.transition_set())
   _, v_opt = planning.policy_values(provisional, pi_opt)
   thresholds = v_safe + threshold_fraction * jnp.abs(v_opt - v_safe)
   return provisional._replace(thresholds=jnp.clip(thresholds, 0.0, horizon))

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import inner as inner_lib
-from . import planning, validation
+from . import validation
 from .agents import base
 from .cmdp import CMDP
 from .inner.exact import exact
@@ -107,10 +107,9 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int) 
 
   def step(multipliers, n):
     reward = cmdp.cost + jnp.einsum("i,ihsa->hsa", multipliers, cmdp.constraint_costs)
-    policy = planning.optimal_policy(reward, cmdp.transitions, next_states=cmdp.next_states)
-    q = planning.occupancy(
-      cmdp.transitions, policy, cmdp.initial_state, next_states=cmdp.next_states
-    )
+    kernel = cmdp.transition_set()
+    policy = kernel.optimal_policy(reward)
+    q = kernel.occupancy(policy, cmdp.initial_state)
     eta_n = jnp.asarray(eta_fn(n), dtype)
     next_multipliers = dual_step(q, cmdp.constraint_costs, cmdp.thresholds, multipliers, eta_n)
     cost_value, constraint_values = _values(cmdp, q)

@@ -9,6 +9,7 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from .cmdp import CMDP, validate_cmdp
+from .transition_set import TransitionSet
 
 
 class LPSolution(NamedTuple):
@@ -22,20 +23,18 @@ class LPSolution(NamedTuple):
 
 
 def flow_constraints(
-  transitions: np.ndarray,
-  initial_state: int,
-  *,
-  next_states: np.ndarray | None = None,
-  horizon: int | None = None,
+  kernel: TransitionSet, initial_state: int, *, horizon: int | None = None
 ) -> tuple[sp.csr_matrix, np.ndarray]:
   """Equalities `A_eq q = b_eq` of the occupancy polytope `Q(p)`, `q` flattened `[H, S, A]`.
 
   `sum_a q_1(s, a) = 1{s = s_1}` and `sum_a q_{h+1}(s', a) = sum_{s,a} p_h(s'|s,a) q_h(s,a)`.
-  Built from the positive entries of `transitions` only (`[H, S, A, S']`, or slots
-  `[H, S, A, N]` of `next_states`; a step axis of length 1 is the same at every step, for
-  `horizon` steps), so its size is that of the model's support.
+  `kernel`: the known transitions `p`, a point `TransitionSet` (host arrays are fine):
+  `[H, S, A, S']`, or slots `[H, S, A, N]` of its `next_states`; a step axis of length 1
+  is the same at every step, for `horizon` steps. Built from the positive entries of `p`
+  only, so its size is that of the model's support.
   """
-  transitions = np.asarray(transitions)
+  transitions = np.asarray(kernel.kernel)
+  next_states = kernel.next_states
   steps, num_states, num_actions, width = transitions.shape
   horizon = steps if horizon is None else horizon
   n = horizon * num_states * num_actions
@@ -97,7 +96,7 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   if p.ndim != 4:
     raise ValueError(f"transitions: solve_lp takes one CMDP, got batch shape {p.shape[:-4]}")
   horizon, num_states, num_actions, _ = p.shape
-  a_eq, b_eq = flow_constraints(p, int(cmdp.initial_state), next_states=next_states)
+  a_eq, b_eq = flow_constraints(TransitionSet.point(p, next_states), int(cmdp.initial_state))
   num_constraints = d.shape[0]
   res = scipy.optimize.linprog(
     c.ravel(),
@@ -140,7 +139,7 @@ def solve_occupancy_lp(
   """
   p = np.asarray(transitions, np.float64)
   c, d = np.asarray(cost, np.float64), np.asarray(constraint_costs, np.float64)
-  a_eq, b_eq = flow_constraints(p, int(initial_state), horizon=c.shape[0])
+  a_eq, b_eq = flow_constraints(TransitionSet.point(p), int(initial_state), horizon=c.shape[0])
   res = scipy.optimize.linprog(
     c.ravel(),
     A_ub=d.reshape(d.shape[0], -1),

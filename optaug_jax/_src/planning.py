@@ -63,6 +63,7 @@ def scan_horizon(f, init, xs, *, reverse=False, rolled=False):
 
 if TYPE_CHECKING:  # pragma: no cover
   from .cmdp import CMDP
+  from .transition_set import TransitionSet
 
 
 def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False, roll_stationary=False):
@@ -185,30 +186,29 @@ class LMOSolution(NamedTuple):
 
 
 def occupancy(
-  transitions: jax.Array,
+  kernel: TransitionSet,
   policy: jax.Array,
   initial_state: jax.typing.ArrayLike,
   *,
   check: bool = False,
-  next_states: jax.Array | None = None,
 ) -> jax.Array:
   """State-action occupancy measure `q_h(s, a) = P[s_h = s, a_h = a]`.
 
   The forward recursion of the paper's eq. (jin-recurstion) and eq. (decomp-occ).
 
   Args:
-    transitions: `[H, S, A, S']` transition probabilities (a step axis of length 1: the
-      same at every step), or `[H, S, A, N]` slots with `next_states`.
+    kernel: the known transitions, a point `TransitionSet` (`TransitionSet.point(p,
+      next_states)`): `[H, S, A, S']` probabilities (a step axis of length 1: the same at
+      every step), or `[H, S, A, N]` slots of its `next_states`.
     policy: `[H, S, A]` non-stationary stochastic policy.
     initial_state: integer scalar, the initial state `s_1`.
     check: also check traced arguments through `checkify` (see `oj.checked`); concrete
       arguments are always checked: rows are distributions, the initial state is valid.
-    next_states: `None` (dense) or the sparse layout's `[H, S, A, N]` int next state of
-      each slot (-1: an empty slot).
 
   Returns:
     `[H, S, A]` occupancy measure; each `q_h` sums to 1.
   """
+  transitions, next_states = kernel.kernel, kernel.next_states
   chex.assert_rank([transitions, policy], [4, 3])
   horizon, num_states, num_actions = policy.shape
   chex.assert_shape(transitions, (None, num_states, num_actions, None))
@@ -239,9 +239,7 @@ def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   Returns:
     `(cost_value, constraint_values)`: `V^pi(c, p)` (scalar) and `V^pi(d_i, p)` `[I]`.
   """
-  q = occupancy(
-    cmdp.transitions, policy, cmdp.initial_state, next_states=getattr(cmdp, "next_states", None)
-  )
+  q = occupancy(cmdp.transition_set(), policy, cmdp.initial_state)
   cost_value = jnp.sum(cmdp.cost * q)
   constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
   return cost_value, constraint_values
@@ -305,13 +303,7 @@ def _forward_deterministic(actions, greedy_transitions, initial_state, num_actio
 
 
 def extended_lmo(
-  reward: jax.Array,
-  lower: jax.Array,
-  upper: jax.Array,
-  initial_state: jax.typing.ArrayLike,
-  *,
-  fill: str = box.DEFAULT_FILL,
-  next_states: jax.Array | None = None,
+  reward: jax.Array, transitions: TransitionSet, initial_state: jax.typing.ArrayLike
 ) -> LMOSolution:
   """Linear minimisation over the occupancy measures of the box: one extended DP.
 
@@ -323,19 +315,19 @@ def extended_lmo(
 
   Args:
     reward: `[H, S, A]` linear costs (any sign).
-    lower: `[H, S, A, S']` lower transition bounds (a step axis of length 1: the same box
-      at every step), or `[H, S, A, N]` slots with `next_states`.
-    upper: same shape as `lower`; each row needs `sum(lower) <= 1 <= sum(upper)`.
+    transitions: the box, a `TransitionSet`: `lower`, `upper` `[H, S, A, S']` (a step axis
+      of length 1: the same box at every step), or `[H, S, A, N]` slots of its
+      `next_states` (int, -1: an empty slot with bounds 0); each row needs `sum(lower) <= 1
+      <= sum(upper)`. Its `fill` is the dense layout's greedy-fill formulation
+      (`FILL_METHODS`); the sparse layout fills each row over its own `N` slots
+      (`box.slot_fill`) whatever the fill is.
     initial_state: integer scalar.
-    fill: the greedy-fill formulation of the dense layout (`FILL_METHODS`); the sparse
-      layout fills each row over its own `N` slots (`box.slot_fill`) whatever `fill` is.
-    next_states: `None` (dense) or the sparse layout's `[H, S, A, N]` (or `[1, S, A, N]`)
-      int next state of each slot (-1: empty, with bounds 0).
 
   Returns:
     `LMOSolution(value, occupancy, actions, greedy_transitions, state_occupancy,
     greedy_next_states)`; `value == sum(reward * occupancy)` up to rounding.
   """
+  lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
   if next_states is not None:
     v1, actions, p_greedy, ns_greedy, next_values = _sparse_backward(
       reward, lower, upper, next_states
@@ -344,7 +336,7 @@ def extended_lmo(
       actions, p_greedy, ns_greedy, initial_state, reward.shape[-1], reward.dtype
     )
   else:
-    v1, actions, p_greedy, next_values = _backward(reward, lower, upper, method=fill)
+    v1, actions, p_greedy, next_values = _backward(reward, lower, upper, method=transitions.fill)
     q, d = _forward_deterministic(actions, p_greedy, initial_state, reward.shape[-1], reward.dtype)
     ns_greedy = None
   return LMOSolution(
@@ -358,7 +350,7 @@ def extended_lmo(
   )
 
 
-def _ordered_fill(actions, order_values, lower, upper, next_states, *, method: str):
+def _ordered_fill(actions, order_values, transitions: TransitionSet):
   """The rows `(s, actions[h, s])` of every step filled in the order of `order_values[h]`
   (the greedy fill of `box.py` with those values as its keys): `(p [H, S, S' or N],
   next states [H, S, N] or None)`. No step depends on another.
@@ -367,8 +359,9 @@ def _ordered_fill(actions, order_values, lower, upper, next_states, *, method: s
   them), a stationary box moved to that layout once.
   """
   horizon = actions.shape[0]
+  lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
+  method = transitions.fill
   if next_states is None:
-    method = box.resolve_fill(method, lower.shape[-1])
     rows = lambda x, a: jnp.take_along_axis(x, a[:, None, None], axis=1)[:, 0]
 
     def dense_step(carry, xs):
@@ -399,12 +392,8 @@ def policy_vertex(
   reward: jax.Array,
   actions: jax.Array,
   order_values: jax.Array,
-  lower: jax.Array,
-  upper: jax.Array,
+  transitions: TransitionSet,
   initial_state: jax.typing.ArrayLike,
-  *,
-  fill: str = box.DEFAULT_FILL,
-  next_states: jax.Array | None = None,
 ) -> LMOSolution:
   """A vertex of the extended MDP named by its policy and its fill order, in a given box.
 
@@ -420,14 +409,14 @@ def policy_vertex(
     reward: `[H, S, A]` linear costs (for `value`).
     actions: `[H, S]` int, the policy's action at each step and state.
     order_values: `[H, S]` the keys of step `h`'s fill (`LMOSolution.next_values`).
-    lower, upper, initial_state, fill, next_states: as in `extended_lmo`.
+    transitions, initial_state: as in `extended_lmo`.
 
   Returns:
     `LMOSolution` of the vertex (`value = reward . occupancy`; its `actions` and
     `next_values` are the given ones).
   """
-  p, ns = _ordered_fill(actions, order_values, lower, upper, next_states, method=fill)
-  if next_states is not None:
+  p, ns = _ordered_fill(actions, order_values, transitions)
+  if transitions.next_states is not None:
     q, d = _sparse_forward_deterministic(
       actions, p, ns, initial_state, reward.shape[-1], reward.dtype
     )
@@ -446,13 +435,10 @@ def policy_vertex(
 
 def extended_value_iteration(
   reward: jax.Array,
-  lower: jax.Array,
-  upper: jax.Array,
+  transitions: TransitionSet,
   initial_state: jax.typing.ArrayLike,
   *,
-  fill: str = box.DEFAULT_FILL,
   check: bool = False,
-  next_states: jax.Array | None = None,
 ) -> ExtendedSolution:
   """Optimal policy and transitions of an extended MDP (costs are minimised).
 
@@ -463,18 +449,17 @@ def extended_value_iteration(
 
   Args:
     reward: `[H, S, A]` per-step costs (any sign).
-    lower: `[H, S, A, S']` lower bounds on transitions.
-    upper: `[H, S, A, S']` upper bounds; each row needs `sum(lower) <= 1 <= sum(upper)`.
+    transitions: the box, a `TransitionSet` (as in `extended_lmo`); each row needs
+      `sum(lower) <= 1 <= sum(upper)`.
     initial_state: integer scalar.
-    fill: the greedy-fill formulation (`FILL_METHODS`).
     check: also check traced arguments through `checkify` (see `oj.checked`); concrete
       arguments are always checked: a non-empty box, a valid initial state.
-    next_states: `None` (dense) or the sparse layout's int next states (`extended_lmo`).
 
   Returns:
     `ExtendedSolution(value, policy, transitions)`; `transitions` is `[H, S, A, N]` in the
-    sparse layout (slots of `next_states`).
+    sparse layout (slots of the set's `next_states`).
   """
+  lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
   chex.assert_rank([reward, lower, upper], [3, 4, 4])
   chex.assert_equal_shape([lower, upper])
   width = reward.shape[1] if next_states is None else next_states.shape[-1]
@@ -482,25 +467,19 @@ def extended_value_iteration(
   checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration", check=check)
   checks.box(lower, upper, "extended_value_iteration", check=check)
   if next_states is not None:
-    v1, actions, transitions, _, _ = _sparse_backward(
+    v1, actions, minimisers, _, _ = _sparse_backward(
       reward, lower, upper, next_states, full_transitions=True
     )
   else:
-    v1, actions, transitions, _ = _backward(
-      reward, lower, upper, full_transitions=True, method=fill
+    v1, actions, minimisers, _ = _backward(
+      reward, lower, upper, full_transitions=True, method=transitions.fill
     )
   policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
-  return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=transitions)
+  return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=minimisers)
 
 
 def optimistic_policy_evaluation(
-  reward: jax.Array,
-  policy: jax.Array,
-  lower: jax.Array,
-  upper: jax.Array,
-  *,
-  fill: str = box.DEFAULT_FILL,
-  next_states: jax.Array | None = None,
+  reward: jax.Array, policy: jax.Array, transitions: TransitionSet
 ) -> tuple[jax.Array, jax.Array]:
   """Optimistic evaluation of a FIXED policy: `min_{p' in box} V^pi(reward, p')`.
 
@@ -510,14 +489,12 @@ def optimistic_policy_evaluation(
   Args:
     reward: `[H, S, A]` costs.
     policy: `[H, S, A]` policy.
-    lower: `[H, S, A, S']` lower transition bounds.
-    upper: `[H, S, A, S']` upper transition bounds.
-    fill: the greedy-fill formulation (`FILL_METHODS`).
-    next_states: `None` (dense) or the sparse layout's int next states (`extended_lmo`).
+    transitions: the box, a `TransitionSet` (as in `extended_lmo`).
 
   Returns:
     `(values [H, S], q_values [H, S, A])`; `values[0, s_1]` is the optimistic value.
   """
+  fill = transitions.fill
 
   def step(v_next, xs):
     r_h, pi_h, lower_h, upper_h, ns_h = xs
@@ -531,20 +508,21 @@ def optimistic_policy_evaluation(
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
   _, (values, q_values) = _horizon_scan(
-    step, v0, (reward, policy, lower, upper, next_states), reward.shape[0], reverse=True
+    step,
+    v0,
+    (reward, policy, transitions.lower, transitions.upper, transitions.next_states),
+    reward.shape[0],
+    reverse=True,
   )
   return values, q_values
 
 
-def optimal_policy(
-  reward: jax.Array, transitions: jax.Array, *, next_states: jax.Array | None = None
-) -> jax.Array:
-  """Deterministic policy minimising `V^pi(reward, transitions)` (plain backward induction).
+def optimal_policy(reward: jax.Array, kernel: TransitionSet) -> jax.Array:
+  """Deterministic policy minimising `V^pi(reward, kernel)` (plain backward induction).
 
   Args:
     reward: `[H, S, A]` costs.
-    transitions: `[H, S, A, S']` known transitions, or `[H, S, A, N]` with `next_states`.
-    next_states: `None` (dense) or the sparse layout's int next states (`extended_lmo`).
+    kernel: the known transitions, a point `TransitionSet` (as in `occupancy`).
 
   Returns:
     `[H, S, A]` one-hot policy; ties go to the lowest action index.
@@ -561,7 +539,7 @@ def optimal_policy(
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
   _, actions = _horizon_scan(
-    step, v0, (reward, transitions, next_states), reward.shape[0], reverse=True
+    step, v0, (reward, kernel.kernel, kernel.next_states), reward.shape[0], reverse=True
   )
   return jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
 

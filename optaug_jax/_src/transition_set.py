@@ -4,12 +4,16 @@ A `TransitionSet` holds the box `[lower, upper]` of every row `(h, s, a)` (inter
 the simplex), its layout (dense `[H or 1, S, A, S']`, or the sparse layout's slots `[H or 1,
 S, A, N]` of `next_states`; a step axis of length 1 is the same box at every step) and the
 greedy-fill formulation its DPs use (static, resolved for its width: `box.resolve_fill`).
-Everything that optimises or evaluates over the set goes through its methods, so no caller
-threads the layout or the fill: `lmo` (one extended DP, the oracle of every inner solver),
+Everything that optimises or evaluates over the set goes through it, so no caller threads
+the layout or the fill: `lmo` (one extended DP, the oracle of every inner solver),
 `vertex` (a named vertex filled again in this box), `value_iteration` and `evaluate`.
 
+A known kernel in its layout is a set of one point (`TransitionSet.point`, `lower = upper`,
+held once): `occupancy` and `optimal_policy` are defined on such a set only.
+
 It is a pytree: `lower`, `upper` and `next_states` are leaves (batched by `vmap`,
-differentiated by `jax.grad`), the fill is static (part of the tree's structure).
+differentiated by `jax.grad`; a point set has one leaf for both bounds), the fill and
+whether the set is a point are static (part of the tree's structure).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
+from jax.typing import ArrayLike
 
 from . import box, planning
 
@@ -26,103 +32,114 @@ class TransitionSet:
   """Transition kernels `p` with `lower <= p <= upper` row by row (see the module docstring).
 
   Build one with `TransitionSet(lower, upper, next_states=None, fill="auto")`, or from a
-  known kernel with `TransitionSet.point(transitions, next_states)`.
+  known kernel with `TransitionSet.point(kernel, next_states)`.
   """
 
-  __slots__ = ("lower", "upper", "next_states", "fill")
+  __slots__ = ("lower", "upper", "next_states", "fill", "is_point")
 
   def __init__(
     self,
-    lower: jax.Array,
-    upper: jax.Array,
-    next_states: jax.Array | None = None,
+    lower: ArrayLike,
+    upper: ArrayLike,
+    next_states: ArrayLike | None = None,
     fill: str = box.DEFAULT_FILL,
   ):
-    width = next_states.shape[-1] if next_states is not None else lower.shape[-1]
-    self.lower = lower
-    self.upper = upper
-    self.next_states = next_states
+    width = np.shape(lower if next_states is None else next_states)[-1]
+    self.lower: Any = lower  # arrays (host arrays too, e.g. for the LP), or tracers
+    self.upper: Any = upper
+    self.next_states: Any = next_states
     self.fill = box.resolve_fill(fill, width)
+    self.is_point = False
 
   @classmethod
   def point(
-    cls, transitions: jax.Array, next_states: jax.Array | None = None, fill=box.DEFAULT_FILL
+    cls, kernel: ArrayLike, next_states: ArrayLike | None = None, fill: str = box.DEFAULT_FILL
   ) -> TransitionSet:
-    """The set of one known kernel: `lower = upper = transitions`."""
-    return cls(transitions, transitions, next_states, fill)
+    """The set of one known kernel (`lower = upper = kernel`, one leaf): `[H or 1, S, A, S']`
+    probabilities, or `[H or 1, S, A, N]` slots of `next_states`."""
+    out = cls(kernel, kernel, next_states, fill)
+    out.is_point = True
+    return out
 
   # --- pytree ---------------------------------------------------------------------------
 
   def tree_flatten(self):
-    return (self.lower, self.upper, self.next_states), self.fill
+    bounds = (self.lower,) if self.is_point else (self.lower, self.upper)
+    return bounds + (self.next_states,), (self.fill, self.is_point)
 
   @classmethod
-  def tree_unflatten(cls, fill, children):
+  def tree_unflatten(cls, aux, children):
     out = object.__new__(cls)  # no checks: the children may be tracers or placeholders
-    out.lower, out.upper, out.next_states = children
-    out.fill = fill
+    out.fill, out.is_point = aux
+    if out.is_point:
+      out.lower, out.next_states = children
+      out.upper = out.lower
+    else:
+      out.lower, out.upper, out.next_states = children
     return out
 
   def __repr__(self) -> str:
     shape = getattr(self.lower, "shape", None)
     layout = "dense" if self.next_states is None else "sparse"
-    return f"TransitionSet({layout}, lower {shape}, fill={self.fill!r})"
+    kind = "point, " if self.is_point else ""
+    return f"TransitionSet({kind}{layout}, lower {shape}, fill={self.fill!r})"
 
   def replace(self, **changes: Any) -> TransitionSet:
-    """A copy with the given fields (`lower`, `upper`, `next_states`) replaced."""
+    """A copy with the given fields (`lower`, `upper`, `next_states`) replaced (a box: a
+    point set with its bounds changed is one no more)."""
     fields = {"lower": self.lower, "upper": self.upper, "next_states": self.next_states}
     unknown = sorted(set(changes) - set(fields))
     if unknown:
       raise ValueError(f"TransitionSet.replace: unknown fields {unknown}")
     fields.update(changes)
-    return self.tree_unflatten(self.fill, (fields["lower"], fields["upper"], fields["next_states"]))
+    return self.tree_unflatten(
+      (self.fill, False), (fields["lower"], fields["upper"], fields["next_states"])
+    )
 
   @property
   def sparse(self) -> bool:
     """Whether the set is in the sparse layout (`next_states` given)."""
     return self.next_states is not None
 
+  @property
+  def kernel(self) -> jax.Array:
+    """The one kernel of a point set (`ValueError` for a box)."""
+    if not self.is_point:
+      raise ValueError(
+        "TransitionSet: a known kernel is needed here (TransitionSet.point), got a box"
+      )
+    return self.lower
+
   # --- what callers do with the set ---------------------------------------------------
 
   def lmo(self, reward: jax.Array, initial_state) -> planning.LMOSolution:
     """`min_{q in Q(set)} reward . q`: one extended DP (`planning.extended_lmo`)."""
-    return planning.extended_lmo(
-      reward, self.lower, self.upper, initial_state, fill=self.fill, next_states=self.next_states
-    )
+    return planning.extended_lmo(reward, self, initial_state)
 
   def vertex(
     self, reward: jax.Array, actions: jax.Array, order_values: jax.Array, initial_state
   ) -> planning.LMOSolution:
     """The vertex named by `actions` and its fill order, filled in this set
     (`planning.policy_vertex`)."""
-    return planning.policy_vertex(
-      reward,
-      actions,
-      order_values,
-      self.lower,
-      self.upper,
-      initial_state,
-      fill=self.fill,
-      next_states=self.next_states,
-    )
+    return planning.policy_vertex(reward, actions, order_values, self, initial_state)
 
   def value_iteration(
     self, reward: jax.Array, initial_state, *, check: bool = False
   ) -> planning.ExtendedSolution:
     """Optimal policy and transitions in the set (`planning.extended_value_iteration`)."""
-    return planning.extended_value_iteration(
-      reward,
-      self.lower,
-      self.upper,
-      initial_state,
-      fill=self.fill,
-      check=check,
-      next_states=self.next_states,
-    )
+    return planning.extended_value_iteration(reward, self, initial_state, check=check)
 
   def evaluate(self, reward: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Optimistic evaluation of a fixed policy (`planning.optimistic_policy_evaluation`):
     `(values [H, S], q_values [H, S, A])`."""
-    return planning.optimistic_policy_evaluation(
-      reward, policy, self.lower, self.upper, fill=self.fill, next_states=self.next_states
-    )
+    return planning.optimistic_policy_evaluation(reward, policy, self)
+
+  def occupancy(self, policy: jax.Array, initial_state, *, check: bool = False) -> jax.Array:
+    """`[H, S, A]` occupancy of `policy` under the kernel of a point set
+    (`planning.occupancy`)."""
+    return planning.occupancy(self, policy, initial_state, check=check)
+
+  def optimal_policy(self, reward: jax.Array) -> jax.Array:
+    """`[H, S, A]` one-hot policy minimising `V^pi(reward)` under the kernel of a point set
+    (`planning.optimal_policy`)."""
+    return planning.optimal_policy(reward, self)

@@ -236,15 +236,16 @@ def plan_info(
 
 
 def update_state(
-  state: AgentState, trajectory: Trajectory, next_states: jax.Array | None = None
+  state: AgentState, trajectory: Trajectory, setting: setting_lib.Setting | None = None
 ) -> AgentState:
   """Adds the episode to the counts and advances the episode index (of an `AgentState`, or
   of the one a composed state holds).
 
   The index saturates at `MAX_EPISODES` instead of wrapping to negative (which would send
-  OptAug back to pre-training); `run` refuses runs that would get there. `next_states`:
-  the sparse layout's slots (`Setting.next_states()`), `None` for dense counts.
+  OptAug back to pre-training); `run` refuses runs that would get there. The counts are in
+  the layout of `setting` (the one `init_state` was given; `None`: the default setting).
   """
+  next_states = setting_lib.resolve(setting).next_states()
   episode = jnp.asarray(state.episode)
   episode = episode + (episode < numerics.MAX_EPISODES).astype(episode.dtype)
   return replace_agent_state(
@@ -272,10 +273,7 @@ def init_fn(setting: setting_lib.Setting | None) -> InitFn:
 def update_fn(setting: setting_lib.Setting | None) -> UpdateFn:
   """`update_state` counting in the layout of `setting` (every counting agent's `update`)."""
   setting = setting_lib.resolve(setting)
-  next_states = setting.next_states()
-  if next_states is None:
-    return update_state
-  return lambda state, trajectory: update_state(state, trajectory, next_states)
+  return lambda state, trajectory: update_state(state, trajectory, setting)
 
 
 def model_fn(

@@ -10,11 +10,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import batching, box, checks, numerics, planning, validation
+from .. import batching, box, checks, numerics, validation
 from .. import inner as inner_lib
 from .. import setting as setting_lib
 from ..inner.exact import exact
 from ..multiplier_updates import dual_step
+from ..transition_set import TransitionSet
 from . import base, registry
 
 # `optaug(pretrain_episodes=None)`: min(this, K // 10).
@@ -189,9 +190,8 @@ def optaug(
     cold = inner_lib.WarmStart.cold(horizon, num_states, dtype)
 
     def pretrain(_):
-      q = planning.occupancy(
-        model.transitions, pi_bar, state.initial_state, next_states=model.next_states
-      )
+      kernel = TransitionSet.point(model.transitions, model.next_states)
+      q = kernel.occupancy(pi_bar, state.initial_state)
       return (
         pi_bar,
         jnp.zeros_like(state.multipliers),
@@ -208,7 +208,7 @@ def optaug(
       eta_k = jnp.asarray(eta_fn(count), dtype)
       check = checks.requested()  # `run(check=True)`: the traced eta is checked too
       problem = inner_lib.InnerProblem.of_model(
-        model, state.thresholds, state.initial_state, fill=fill
+        model, state.thresholds, state.initial_state, model.transition_set(fill)
       )
       sol = inner_lib.solve_inner(
         problem,

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import batching, lp, numerics, planning, validation
 from .. import setting as setting_lib
+from ..transition_set import TransitionSet
 from . import base, registry
 
 
@@ -102,7 +103,8 @@ def optcmdp(
       sol = model.transition_set().value_iteration(
         jnp.sum(model.constraint_costs, axis=0), state.initial_state
       )
-      return planning.occupancy(sol.transitions, sol.policy, state.initial_state), sol.policy
+      kernel = TransitionSet.point(sol.transitions, model.next_states)
+      return kernel.occupancy(sol.policy, state.initial_state), sol.policy
 
     q, policy = batching.batch_cond(~failed, from_lp, safest, None)
     info = base.plan_info(

@@ -3,13 +3,12 @@ Constrained MDPs", Algorithm OptPrimalDual-CMDP)."""
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from .. import numerics, planning, validation
+from .. import numerics, validation
 from .. import setting as setting_lib
 from . import base, registry
 
@@ -93,12 +92,10 @@ def optprimaldual(
     model = optimistic_model(state.counts)
     # Optimistic evaluation of the previous policy (data up to the last episode).
     lagrangian = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
-    evaluate_one = functools.partial(
-      planning.optimistic_policy_evaluation, next_states=model.next_states
-    )
-    _, q_values = evaluate_one(lagrangian, state.policy, model.lower, model.upper)
-    evaluate = jax.vmap(evaluate_one, in_axes=(0, None, None, None))
-    constraint_v, _ = evaluate(model.constraint_costs, state.policy, model.lower, model.upper)
+    confidence = model.transition_set()
+    _, q_values = confidence.evaluate(lagrangian, state.policy)
+    evaluate = jax.vmap(confidence.evaluate, in_axes=(0, None))
+    constraint_v, _ = evaluate(model.constraint_costs, state.policy)
     constraint_values = constraint_v[:, 0, state.initial_state]
     first = state.episode == 0
     logits = jnp.log(jnp.maximum(state.policy, jnp.finfo(dtype).tiny)) - t_pi * q_values
@@ -108,8 +105,8 @@ def optprimaldual(
       state.multipliers,
       jnp.maximum(state.multipliers + t_lam * (constraint_values - state.thresholds), 0.0),
     )
-    cost_v, _ = evaluate_one(model.cost, policy, model.lower, model.upper)
-    new_constraint_v, _ = evaluate(model.constraint_costs, policy, model.lower, model.upper)
+    cost_v, _ = confidence.evaluate(model.cost, policy)
+    new_constraint_v, _ = evaluate(model.constraint_costs, policy)
     info = base.PlanInfo(
       optimistic_cost_value=cost_v[0, state.initial_state],
       optimistic_constraint_values=new_constraint_v[:, 0, state.initial_state],

@@ -46,6 +46,7 @@ import numpy as np
 from .. import batching, estimates, lp, numerics, planning, validation
 from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
+from ..transition_set import TransitionSet
 from . import base, registry
 
 
@@ -233,8 +234,8 @@ def dope(
     cost = est.cost - est.cost_radius - horizon**2 / slack * beta_bar
     constraint_costs = est.constraint_costs + est.constraint_radius + horizon * beta_bar
     lower, upper = estimates.transition_box(est)
-    baseline_q = planning.occupancy(
-      est.transitions, pi_b, state.initial_state, next_states=est.next_states
+    baseline_q = TransitionSet.point(est.transitions, est.next_states).occupancy(
+      pi_b, state.initial_state
     )
 
     def baseline(_):
@@ -345,8 +346,8 @@ def optpess_lp(
     sh = 1.0 + num_states * horizon
     cost = est.cost - (sh + 4.0 * horizon * sh / slack) * beta
     constraint_costs = est.constraint_costs + sh * beta
-    baseline_q = planning.occupancy(
-      est.transitions, pi_b, state.initial_state, next_states=est.next_states
+    baseline_q = TransitionSet.point(est.transitions, est.next_states).occupancy(
+      pi_b, state.initial_state
     )
     baseline_values = jnp.einsum("ihsa,hsa->i", constraint_costs, baseline_q)
     use_baseline = jnp.any(baseline_values >= state.thresholds - slack / 2.0)

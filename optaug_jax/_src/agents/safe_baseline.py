@@ -5,8 +5,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import numerics, planning, validation
+from .. import numerics, validation
 from .. import setting as setting_lib
+from ..transition_set import TransitionSet
 from . import base, registry
 
 
@@ -48,8 +49,8 @@ def safe_baseline(
   def plan(state: base.AgentState):
     policy = jnp.asarray(safe_policy, state.multipliers.dtype)
     model = optimistic_model(state.counts)
-    q = planning.occupancy(
-      model.transitions, policy, state.initial_state, next_states=model.next_states
+    q = TransitionSet.point(model.transitions, model.next_states).occupancy(
+      policy, state.initial_state
     )
     info = base.plan_info(
       model, q, inner_gap=jnp.zeros((), policy.dtype), pretraining=jnp.ones((), bool)

@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import box
 from ..multiplier_updates import dual_step
 from ..transition_set import TransitionSet
 
@@ -37,34 +36,11 @@ class InnerProblem(_InnerProblemFields):
 
   The multipliers `lambda` and the step size `eta` change every episode and are passed
   next to the problem (`solve_inner(problem, multipliers, eta)`). The box is a
-  `TransitionSet` (`transitions`); it can be given as one, or as `lower=`, `upper=` (and
-  `next_states=` for the sparse layout, `fill=` for the dense layout's fill formulation),
-  which build it. `lower`, `upper` and `next_states` read through to the set, and
-  `_replace` takes them too.
+  `TransitionSet` (`transitions`: its bounds, layout and fill); `lower`, `upper` and
+  `next_states` read through to it, and `_replace` takes them too.
   """
 
   __slots__ = ()
-
-  def __new__(
-    cls,
-    cost,
-    constraint_costs,
-    thresholds,
-    transitions: TransitionSet | None = None,
-    initial_state=None,
-    *,
-    lower=None,
-    upper=None,
-    next_states=None,
-    fill: str = box.DEFAULT_FILL,
-  ):
-    if transitions is None:
-      if lower is None or upper is None:
-        raise ValueError("InnerProblem: give transitions= (a TransitionSet) or lower= and upper=")
-      transitions = TransitionSet(lower, upper, next_states, fill)
-    elif lower is not None or upper is not None or next_states is not None:
-      raise ValueError("InnerProblem: give transitions= or lower=/upper=/next_states=, not both")
-    return super().__new__(cls, cost, constraint_costs, thresholds, transitions, initial_state)
 
   @property
   def lower(self) -> jax.Array:
@@ -94,26 +70,28 @@ class InnerProblem(_InnerProblemFields):
     return self.transitions.lmo(reward, self.initial_state)
 
   @classmethod
-  def of_cmdp(cls, cmdp, *, fill: str = box.DEFAULT_FILL) -> InnerProblem:
+  def of_cmdp(cls, cmdp) -> InnerProblem:
     """The inner problem of a known CMDP: the box is the point `lower = upper = p`."""
     return cls(
       cost=cmdp.cost,
       constraint_costs=cmdp.constraint_costs,
       thresholds=cmdp.thresholds,
-      transitions=cmdp.transition_set(fill),
+      transitions=cmdp.transition_set(),
       initial_state=cmdp.initial_state,
     )
 
   @classmethod
   def of_model(
-    cls, model, thresholds, initial_state, *, fill: str = box.DEFAULT_FILL
+    cls, model, thresholds, initial_state, transitions: TransitionSet | None = None
   ) -> InnerProblem:
-    """The inner problem of an `OptimisticModel` (an agent's episode, eq. (opt-c))."""
+    """The inner problem of an `OptimisticModel` (an agent's episode, eq. (opt-c)); the box
+    is `transitions` if given (e.g. `model.transition_set(fill)`), else
+    `model.transition_set()`."""
     return cls(
       cost=model.cost,
       constraint_costs=model.constraint_costs,
       thresholds=thresholds,
-      transitions=model.transition_set(fill),
+      transitions=model.transition_set() if transitions is None else transitions,
       initial_state=initial_state,
     )
 
