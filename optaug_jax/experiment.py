@@ -21,15 +21,20 @@ Modules (each documented in its own docstring):
   statuses and one-line errors: `main_guard`).
 - `numpy_reference`: one OptAug-CMDP episode step in NumPy, written apart from the JAX
   kernels (the benchmark's baseline and a cross-check in the tests).
+- `headline`, `cancellation`: the two learning-run experiments themselves (`main(argv)`,
+  `parse_args`, `summarise`, `plot`), whose command lines are `experiments/headline.py`
+  and `experiments/cancellation.py`; `headline.main([])` is the README's main experiment.
 
     from optaug_jax.experiment import result_files, runs
 """
 
 from optaug_jax._src.experiment import (
   arguments,
+  cancellation,
   checkpoints,
   cli,
   figures,
+  headline,
   numpy_reference,
   problems,
   processes,
@@ -40,9 +45,11 @@ from optaug_jax._src.experiment import (
 
 __all__ = (
   "arguments",
+  "cancellation",
   "checkpoints",
   "cli",
   "figures",
+  "headline",
   "numpy_reference",
   "problems",
   "processes",

@@ -5,10 +5,8 @@ Nothing here calls optaug_jax code.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
-import pathlib
 
 import numpy as np
 import scipy.optimize
@@ -187,16 +185,6 @@ def deterministic_policies(horizon, num_states, num_actions):
   """Every deterministic non-stationary policy, as [H, S, A] one-hot arrays."""
   for choice in itertools.product(range(num_actions), repeat=horizon * num_states):
     yield np.eye(num_actions)[np.array(choice).reshape(horizon, num_states)]
-
-
-def load_experiment_module(name):
-  """A module of `experiments/` by file path (e.g. the NumPy OptAug step, which serves the
-  benchmark and these tests and is not shipped in the package)."""
-  path = pathlib.Path(__file__).parent.parent / "experiments" / f"{name}.py"
-  spec = importlib.util.spec_from_file_location(f"experiments_{name}", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def bura2022_box(

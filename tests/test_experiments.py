@@ -1,11 +1,18 @@
-"""Smoke runs of the experiment scripts at tiny sizes, so that they never rot."""
+"""Smoke runs of the experiments at tiny sizes, so that they never rot.
 
-import importlib.util
+The tests import the package, never an experiment script: the two learning-run
+experiments are `oj.experiment.headline` and `oj.experiment.cancellation`, called here in
+process; the other scripts of experiments/ run as a user runs them, in a subprocess, and
+the tests read what they wrote into `--out`.
+"""
+
 import json
+import os
 import pathlib
 import subprocess
 import sys
 
+import jax
 import pytest
 
 import optaug_jax as oj
@@ -13,18 +20,36 @@ import optaug_jax as oj
 EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
 
 
-def _load(name):
-  spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+def _run_script(name, *argv):
+  """Runs experiments/NAME as a command line (`python experiments/NAME ARGV`) with this
+  environment; a failure shows the script's stderr. The script imports the optaug_jax that
+  the tests import (its folder first on PYTHONPATH, whether or not the package is
+  installed), and when the suite's persistent compilation cache is on (tests/conftest.py)
+  it uses the same folder."""
+  env = dict(os.environ)
+  root = str(pathlib.Path(oj.__file__).resolve().parent.parent)
+  env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+  cache = jax.config.jax_compilation_cache_dir
+  if cache:
+    env["JAX_COMPILATION_CACHE_DIR"] = cache
+  command = [sys.executable, str(EXPERIMENTS / name), *argv]
+  done = subprocess.run(command, env=env, capture_output=True, text=True)
+  assert done.returncode == 0, (
+    f"{' '.join(command)} exited with status {done.returncode}; its stderr:\n{done.stderr}"
+  )
+
+
+def _read_json(path):
+  return json.loads(pathlib.Path(path).read_text())
 
 
 @pytest.mark.slow
 def test_quickstart_runs_and_saves(tmp_path):
-  summary = _load("quickstart").main(
-    ["--episodes", "60", "--pretrain", "10", "--seeds", "2", "--out", str(tmp_path)]
+  _run_script(
+    "quickstart.py",
+    *["--episodes", "60", "--pretrain", "10", "--seeds", "2", "--out", str(tmp_path)],
   )
+  summary = _read_json(tmp_path / "summary.json")  # what main returns
   assert set(summary) == {"optaug", "optdual"}
   for name in ["config.json", "summary.json", "results.npz"]:
     assert (tmp_path / name).exists()
@@ -36,8 +61,7 @@ def test_quickstart_runs_and_saves(tmp_path):
 def test_benchmark_quick(tmp_path):
   out = tmp_path / "bench.json"
   sections = "kernel,step,throughput,memory,sweep,profile"
-  command = [sys.executable, str(EXPERIMENTS / "benchmark.py"), "--quick"]
-  subprocess.run([*command, "--sections", sections, "--out", str(out)], check=True)
+  _run_script("benchmark.py", "--quick", "--sections", sections, "--out", str(out))
   result = json.loads(out.read_text())  # the script's results, as it returns them
   assert result["hardware"]["cpu_count"] >= 1
   assert result["step"]["vmapped_vs_numpy"] > 0
@@ -63,9 +87,11 @@ def test_benchmark_quick(tmp_path):
 def test_dope_code_comparison_quick(tmp_path):
   """Both DOPE variants share the baseline phase, then run their LPs; the config and the
   summary are written with the variants' records."""
-  summary = _load("dope_code_comparison").main(
-    ["--benchmark", "factored", "--seeds", "1", "--after", "3", "--out", str(tmp_path)]
+  _run_script(
+    "dope_code_comparison.py",
+    *["--benchmark", "factored", "--seeds", "1", "--after", "3", "--out", str(tmp_path)],
   )
+  summary = _read_json(tmp_path / "summary.json")  # what main returns
   assert set(summary["variants"]) == {"support", "all"}
   assert summary["k0"] == 675 and summary["v_star"] == pytest.approx(4.0, abs=1e-6)
   config = json.loads((tmp_path / "config.json").read_text())
@@ -77,8 +103,9 @@ def test_dope_code_comparison_quick(tmp_path):
 @pytest.mark.slow
 def test_sensitivity_quick(tmp_path):
   pytest.importorskip("matplotlib")
-  results = _load("sensitivity").main(["--quick", "--out", str(tmp_path)])
+  _run_script("sensitivity.py", "--quick", "--out", str(tmp_path))
   assert (tmp_path / "sensitivity.png").exists()
+  results = _read_json(tmp_path / "sensitivity.json")  # what main returns
   ident = results["agreement_and_cost"]["identities"]["envelope"]
   assert ident["rel_err_d_alpha"] < 1e-12 and ident["rel_err_d_cost"] < 1e-12
 
@@ -115,7 +142,7 @@ def _cancellation_args(out, *extra):
 def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
   import numpy as np
 
-  cancellation = _load("cancellation")
+  cancellation = oj.experiment.cancellation
   full = cancellation.main(_cancellation_args(tmp_path / "full"))
   assert set(full) == {"optaug", "optdual", "optprimaldual"}
   # Interrupted after one chunk (15 of 40 episodes), then resumed twice.
@@ -137,8 +164,9 @@ def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
 
 @pytest.mark.slow  # 15-25 s; the known-model experiment (default suite under 10 min)
 def test_known_model_experiment_quick(tmp_path):
-  results = _load("known_model").main(
-    [
+  _run_script(
+    "known_model.py",
+    *[
       "--iters",
       "30",
       "--inner-iters",
@@ -149,9 +177,10 @@ def test_known_model_experiment_quick(tmp_path):
       "0.5",
       "--out",
       str(tmp_path),
-    ]
+    ],
   )
   assert (tmp_path / "known_model.png").exists()
+  results = _read_json(tmp_path / "known_model.json")  # what main returns
   alm = results["alm"]["10.0"]
   assert abs(alm["objective_gap"][-1]) < 1e-2 and alm["violation"][-1] < 1e-2
 
@@ -159,8 +188,9 @@ def test_known_model_experiment_quick(tmp_path):
 @pytest.mark.slow
 def test_inner_solver_experiment_quick(tmp_path):
   pytest.importorskip("cvxpy")
-  results = _load("inner_solver").main(["--quick", "--out", str(tmp_path)])
+  _run_script("inner_solver.py", "--quick", "--out", str(tmp_path))
   assert (tmp_path / "inner_solver.json").exists() and (tmp_path / "inner_solver.png").exists()
+  results = _read_json(tmp_path / "inner_solver.json")["results"]  # what main returns
   for r in results:  # certificates bound the errors (up to Clarabel's accuracy)
     assert all(row["error"] <= row["certificate"] + 1e-8 for row in r["rows"])
   # The I = 1 bisection is exact within its budget; for I >= 2 only the certificate is
@@ -173,7 +203,7 @@ def test_inner_solver_experiment_quick(tmp_path):
 def test_cancellation_bura2022_setting_is_run_and_recorded(tmp_path):
   import json
 
-  cancellation = _load("cancellation")
+  cancellation = oj.experiment.cancellation
   summary = cancellation.main(
     [
       "--benchmark",
@@ -253,14 +283,14 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
 
   import optaug_jax as oj
 
-  headline = _load("headline")
+  headline = oj.experiment.headline
   summary = headline.main(_headline_args(tmp_path / "full"))
   assert set(summary) == {"optaug", "optdual"}
   data = np.load(tmp_path / "full" / "trace.npz")
   trace = data["trace"]
   assert trace[-1] == 60 and {30, 54} <= set(trace.tolist())
   # Independent: the cancellation experiment's full logs of the same run.
-  cancellation = _load("cancellation")
+  cancellation = oj.experiment.cancellation
   cancellation.main(
     [
       "--benchmark",

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import references as ref
 
 import optaug_jax as oj
 
@@ -26,7 +25,8 @@ def scripts():
   return {
     "cli": oj.experiment.cli,
     "runs": oj.experiment.runs,
-    **{name: ref.load_experiment_module(name) for name in ("cancellation", "headline")},
+    "cancellation": oj.experiment.cancellation,
+    "headline": oj.experiment.headline,
   }
 
 

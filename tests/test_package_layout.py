@@ -2,15 +2,17 @@
 every step of the paper in the file the README names, inner solvers as values, and the
 fingerprint tool that shows a refactor changed no number."""
 
+import ast
 import collections
 import pathlib
 import re
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import references as ref
 
 import optaug_jax as oj
 
@@ -56,6 +58,52 @@ def test_the_readme_names_a_file_for_every_step_of_the_paper():
   } <= files
   for name in files:
     assert (ROOT / "optaug_jax" / "_src" / name).is_file(), name
+
+
+# The functions of the package that take the sparse layout (`next_states`) or the fill
+# formulation (`fill`) as a parameter of their own, outside the value that carries both
+# (`TransitionSet`): the bottom of the stack only. A new one means a caller threads what a
+# `TransitionSet` already holds.
+TAKE_NEXT_STATES = {
+  "box.slot_states",  # a slot's index array, clamped for a gather
+  "planning._sparse_backward",  # the sparse passes behind the set's methods
+  "planning._scatter",
+  "estimates.update_counts",  # the counts' layout (counts are not a set)
+}
+# ... and the layout's own host-side normalisers, whose subject is the index array itself.
+NORMALISE_NEXT_STATES = {"cmdp.merge_repeated_next_states", "validation.repeated_next_state_row"}
+TAKE_FILL = {
+  "box.resolve_fill",  # the name's parser
+  "optaug.optaug",  # the user's option of the two agents that plan with an extended DP
+  "optdual.optdual",
+  "estimates.OptimisticModel.transition_set",  # the confidence box with the user's fill
+}
+
+
+def _functions_taking(argument):
+  found = set()
+  for path in sorted((ROOT / "optaug_jax").rglob("*.py")):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+      for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef):
+          child.parent = node  # type: ignore[attr-defined]
+    for node in ast.walk(tree):
+      if not isinstance(node, ast.FunctionDef):
+        continue
+      args = node.args
+      if argument not in [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]:
+        continue
+      owner = getattr(node, "parent", None)
+      name = f"{owner.name}.{node.name}" if isinstance(owner, ast.ClassDef) else node.name
+      found.add(f"{path.stem}.{name}")
+  return {f for f in found if not f.startswith("transition_set.TransitionSet.")}
+
+
+def test_only_the_bottom_of_the_stack_takes_the_layout_or_the_fill():
+  assert _functions_taking("next_states") == TAKE_NEXT_STATES | NORMALISE_NEXT_STATES
+  assert _functions_taking("fill") == TAKE_FILL
+  assert len(TAKE_NEXT_STATES) <= 4 and len(TAKE_FILL) <= 4
 
 
 def test_no_module_reads_another_modules_private_names():
@@ -126,7 +174,12 @@ def test_composed_agent_states_read_through_and_write_through():
 def test_fingerprint_compare_finds_one_ulp_and_maps_renamed_fields(tmp_path):
   """The refactor check can fail: a one-ulp change, a missing array and a shape change are
   each reported; the fields renamed by the refactor compare under their new names."""
-  fingerprint = ref.load_experiment_module("fingerprint")
+
+  def compare(before, after):  # the script's exit status (it is run, never imported)
+    script = ROOT / "experiments" / "fingerprint.py"
+    command = [sys.executable, str(script), "--compare", str(before), str(after)]
+    return subprocess.run(command, capture_output=True, text=True).returncode
+
   x = np.linspace(0.0, 1.0, 7)
   before = {
     "float64/p/optaug/log.fw_gap": x,
@@ -140,14 +193,14 @@ def test_fingerprint_compare_finds_one_ulp_and_maps_renamed_fields(tmp_path):
   }
   np.savez(tmp_path / "a.npz", **before)
   np.savez(tmp_path / "b.npz", **after)
-  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "b.npz")) == 0
+  assert compare(tmp_path / "a.npz", tmp_path / "b.npz") == 0
   bumped = dict(after)
   bumped["float64/p/inner0/exact.gap"] = np.nextafter(x, 2.0)
   np.savez(tmp_path / "c.npz", **bumped)
-  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "c.npz")) == 1
+  assert compare(tmp_path / "a.npz", tmp_path / "c.npz") == 1
   np.savez(tmp_path / "d.npz", **{k: v for k, v in after.items() if "optdual" not in k})
-  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "d.npz")) == 1
+  assert compare(tmp_path / "a.npz", tmp_path / "d.npz") == 1
   reshaped = dict(after)
   reshaped["float64/p/optaug/log.inner_gap"] = x[None]
   np.savez(tmp_path / "e.npz", **reshaped)
-  assert fingerprint.compare(str(tmp_path / "a.npz"), str(tmp_path / "e.npz")) == 1
+  assert compare(tmp_path / "a.npz", tmp_path / "e.npz") == 1

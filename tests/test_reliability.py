@@ -1,9 +1,7 @@
 """Nothing lost, nothing silently wrong: checkpoints that carry their run's identity,
 counts that never saturate, and every bad argument named (one test per reported case)."""
 
-import importlib.util
 import json
-import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -12,15 +10,6 @@ import pytest
 
 import optaug_jax as oj
 from optaug_jax.experiment import result_files
-
-EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
-
-
-def _cancellation():
-  spec = importlib.util.spec_from_file_location("cancellation", EXPERIMENTS / "cancellation.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def _args(out, *extra):
@@ -43,7 +32,7 @@ def _args(out, *extra):
 
 @pytest.fixture(scope="module")
 def cancellation():
-  return _cancellation()
+  return oj.experiment.cancellation
 
 
 def _results(out):
@@ -235,8 +224,7 @@ def test_kernels_refuse_invalid_arguments(case):
         cost=m.cost,
         constraint_costs=m.constraint_costs,
         thresholds=alpha,
-        lower=lower,
-        upper=upper,
+        transitions=oj.TransitionSet(lower, upper),
         initial_state=s1,
       ),
       jnp.zeros(1),
@@ -246,7 +234,7 @@ def test_kernels_refuse_invalid_arguments(case):
     )
   if case != "thresholds_shape":
     with pytest.raises(ValueError, match=match):
-      oj.extended_value_iteration(m.cost, lower, upper, s1)
+      oj.extended_value_iteration(m.cost, oj.TransitionSet(lower, upper), s1)
 
 
 def test_checked_kernels_under_jit():
@@ -262,8 +250,7 @@ def test_checked_kernels_under_jit():
         cost=m.cost,
         constraint_costs=m.constraint_costs,
         thresholds=m.thresholds,
-        lower=lower,
-        upper=upper,
+        transitions=oj.TransitionSet(lower, upper),
         initial_state=s1,
       ),
       jnp.zeros(1),
@@ -279,8 +266,7 @@ def test_checked_kernels_under_jit():
       cost=m.cost,
       constraint_costs=m.constraint_costs,
       thresholds=m.thresholds,
-      lower=m.transitions,
-      upper=m.transitions,
+      transitions=oj.TransitionSet(m.transitions, m.transitions),
       initial_state=0,
     ),
     jnp.zeros(1),
@@ -304,8 +290,7 @@ def _checked_solve(transitions, cost, constraint_costs, thresholds, multipliers,
       cost=cost,
       constraint_costs=constraint_costs,
       thresholds=thresholds,
-      lower=transitions,
-      upper=transitions,
+      transitions=oj.TransitionSet(transitions, transitions),
       initial_state=0,
     ),
     multipliers,
@@ -358,8 +343,7 @@ def test_checked_inner_solve_refuses_bad_numbers_under_jit(field, bad):
         cost=args["cost"],
         constraint_costs=args["constraint_costs"],
         thresholds=args["thresholds"],
-        lower=m.transitions,
-        upper=m.transitions,
+        transitions=oj.TransitionSet(m.transitions, m.transitions),
         initial_state=0,
       ),
       args["multipliers"],

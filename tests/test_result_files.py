@@ -15,11 +15,9 @@ import shutil
 
 import numpy as np
 import pytest
-from references import load_experiment_module
 
+from optaug_jax import experiment
 from optaug_jax.experiment import result_files
-
-EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
 
 
 def _args(out, *extra, agents="optdual"):
@@ -62,12 +60,12 @@ def manifest(directory) -> dict:
 
 @pytest.fixture(scope="module")
 def cancellation():
-  return load_experiment_module("cancellation")
+  return experiment.cancellation
 
 
 @pytest.fixture(scope="module")
 def headline():
-  return load_experiment_module("headline")
+  return experiment.headline
 
 
 @pytest.fixture(scope="module")

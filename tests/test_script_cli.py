@@ -18,7 +18,6 @@ import sys
 
 import numpy as np
 import pytest
-from references import load_experiment_module
 
 import optaug_jax as oj
 from optaug_jax.experiment import cli, figures, problems, runs
@@ -32,8 +31,8 @@ def scripts():
   return {
     "cli": cli,
     "runs": runs,
-    "headline": load_experiment_module("headline"),
-    "cancellation": load_experiment_module("cancellation"),
+    "headline": oj.experiment.headline,
+    "cancellation": oj.experiment.cancellation,
   }
 
 
