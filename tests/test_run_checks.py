@@ -1,4 +1,4 @@
-"""The runner's checks of an agent against the true CMDP (`agent_checks.py`), the in-program
+"""The runner's checks of an agent against the true CMDP (`run_checks.py`), the in-program
 checks of `check=True`, and the argument checks of `run`, `regrets`, `dual_step` and
 `check_safe_policy`. The unsafe baselines are made independently of the code under test:
 the policy that always plays the action of largest constraint cost, evaluated by a NumPy
