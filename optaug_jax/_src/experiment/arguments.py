@@ -185,7 +185,7 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
     choices=oj.inner.UNREACHED,
     help="OptAug's policy where its inner solution's occupancy is 0: the"
     " extended DP's action on the gradient there ('greedy'), or uniform"
-    " (the choice of results committed before 2026-11-24)",
+    " (what the runs in docs/results before the greedy default used: CHANGELOG)",
   )
   p.add_argument(
     "--dual-eta",
