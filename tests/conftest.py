@@ -1,10 +1,13 @@
 """Test configuration: float64 everywhere (reference comparisons), float32 where a test asks.
 
-Each test module's compiled executables are dropped when the module ends
-(`jax.clear_caches`): a pytest-xdist worker otherwise keeps every executable of every module
-it ran loaded in XLA's CPU JIT for the whole session. The native faults seen in long
-sessions (a segmentation fault in `backend_compile_and_load`, "Failed to materialize
-symbols") came late in such workers; see `.ci/run`.
+Compiled executables are dropped when a test module ends (`jax.clear_caches`), and after
+any test that leaves the process holding more than half of the kernel's limit on memory
+mappings (`vm.max_map_count`, 65,530 by default). Every XLA:CPU executable that stays
+loaded holds about 3 mappings; at the limit the next compilation or cache load fails in
+LLVM ("Cannot allocate memory") and the process dies with a segmentation fault in
+`backend_compile_and_load` (or aborts): the native crash that `.ci/run` describes,
+reproduced by `experiments/map_count_crash.py`. A session that kept every module's
+executables loaded got there; one module holds at most about 12,400 mappings here.
 
 The suite's time is mostly XLA compilation, and many tests compile the same programs (the
 same agents on the same small CMDPs, in several modules and in both xdist workers): JAX's
@@ -36,3 +39,22 @@ if _CACHE != "off":
 def _drop_compiled_executables_after_the_module():
   yield
   jax.clear_caches()
+
+
+def _map_limit():
+  """`(limit, count)` of this process's memory mappings, or None where /proc has neither."""
+  try:
+    with open("/proc/sys/vm/max_map_count") as f:
+      limit = int(f.read())
+    with open("/proc/self/maps") as f:
+      return limit, sum(1 for _ in f)
+  except (OSError, ValueError):
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _stay_far_from_the_mapping_limit():
+  yield
+  maps = _map_limit()
+  if maps is not None and maps[1] > maps[0] // 2:
+    jax.clear_caches()
