@@ -26,6 +26,7 @@ certified.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -80,9 +81,13 @@ def _agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol):
   return {name: make[name]() for name in names}
 
 
-def _chunk(agent, cmdp, n):
+def _chunk(agent, cmdp, n, batch_size=None):
   # The CMDP is an argument, not a closed-over constant: XLA would constant-fold through
-  # its arrays (minutes of compilation at S = 100 or more).
+  # its arrays (minutes of compilation at S = 100 or more). `batch_size`: `run_sharded`'s
+  # `lax.map` over vmapped batches of that many seeds (the same numbers, bit for bit).
+  if batch_size:
+    run_sharded = functools.partial(oj.run_sharded, agent, num_episodes=n, batch_size=batch_size)
+    return lambda keys, state: run_sharded(keys, cmdp, state=state)
   run = lambda key, state, model: oj.run(agent, key, model, num_episodes=n, state=state)
   fn = jax.jit(jax.vmap(run, in_axes=(0, 0, None)))
   return lambda keys, state: fn(keys, state, cmdp)
@@ -181,7 +186,7 @@ def measure(args, problem):
     "bonus_scale": bonus,
   }
   for name, agent in agents.items():
-    fn = _chunk(agent, cmdp, args.chunk)  # the one compiled function of this agent
+    fn = _chunk(agent, cmdp, args.chunk, args.batch_size)  # this agent's one compiled function
     # OptAug's pre-training (one chunk), untimed; OptDual plays as many episodes.
     state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, stage=0)
     state, seconds, log = _play(fn, state, args.seeds, args.early, args.chunk, stage=1)
@@ -326,6 +331,7 @@ def main(argv=None):
   p.add_argument("--cache", default="results/episode_cost_states")
   p.add_argument("--out", default="results/episode_cost.json")
   p.add_argument("--x64", action="store_true")
+  p.add_argument("--batch-size", type=int, help="seeds vmapped at a time (default: all)")
   p.add_argument(
     "--unroll-stationary",
     action="store_true",
