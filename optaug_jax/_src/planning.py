@@ -245,19 +245,17 @@ def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   return cost_value, constraint_values
 
 
-def _backward(
-  reward, lower, upper, *, full_transitions: bool = False, method: str = box.DEFAULT_FILL
-):
+def _backward(reward, lower, upper, *, method: str, full_transitions: bool = False):
   """Backward induction of the paper's eq. (bw-ind).
 
   Returns `(value_1 [S], actions [H, S], transitions, next_values [H, S])`, where
   `next_values[h]` is `V_{h+1}` (the keys of step h's fill) and `transitions` is the greedy
   slice `[H, S, S']` (all the forward pass needs) or, with `full_transitions`, the
-  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`
-  (`"blocked"` writes the minimisers of the greedy rows only).
+  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`, as
+  the `TransitionSet` resolved it (`"blocked"` writes the minimisers of the greedy rows
+  only).
   """
   num_states = reward.shape[1]
-  method = box.resolve_fill(method, lower.shape[-1])
 
   def step(v_next, xs):
     r_h, lower_h, upper_h = xs
