@@ -363,3 +363,31 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
     np.testing.assert_array_equal(cut[key], data[key], err_msg=key)
   with pytest.raises(ValueError, match="belongs to another run"):
     headline.main(_headline_args(tmp_path / "cut", "--resume", "--eta", "5"))
+
+
+@pytest.mark.slow  # two subprocess runs of one tiny cell, 30-60 s
+def test_separation_sweep_tabulates_its_cells_and_resumes(tmp_path):
+  import numpy as np
+
+  argv = ["--sides", "3", "--bonus-scales", "0.1", "--seeds", "2", "--episodes", "400"]
+  argv += ["--chunk", "200", "--tail", "50", "--out", str(tmp_path)]
+  _run_script("separation.py", *argv)
+  first = _read_json(tmp_path / "separation.json")
+  rows = {row["agent"]: row for row in first["rows"]}
+  assert set(rows) == {"optaug", "optdual"}
+  cell = tmp_path / "g3_b0.1"
+  alpha = _read_json(cell / "config.json")["problem"]["thresholds"][0]
+  trace = np.load(cell / "trace.npz")
+  for agent, row in rows.items():
+    assert (row["states"], row["bonus_scale"]) == (9, 0.1)
+    # The late share, from the tail of played policies' exact constraint values: the
+    # last tenth of the run (episodes 361-400) is in the 50-episode tail.
+    late = trace[f"{agent}/tail_constraint_values"][:, -40:, 0] - alpha
+    assert row["late_share"] == pytest.approx(np.mean(late > 0.05), abs=1e-9)
+    assert row["late_positive_violation"] == pytest.approx(np.mean(np.maximum(late, 0)), rel=1e-5)
+    ends = [end for end, _ in row["share_over_length"]]
+    assert ends[-1] == 400 and ends == sorted(ends)
+  assert "| 9 | 0.1 | optaug |" in (tmp_path / "separation.md").read_text()
+  # --resume re-reads the finished cell: the same table.
+  _run_script("separation.py", *argv, "--resume")
+  assert _read_json(tmp_path / "separation.json")["rows"] == first["rows"]

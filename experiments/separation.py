@@ -1,0 +1,173 @@
+"""When does the difference show: OptAug against OptDual over grid sizes and bonus scales.
+
+Runs `experiments/headline.py` (`oj.experiment.headline`) once per cell of a sweep over
+the side of `--benchmark gridworld` (S = side^2 states, sparse layout above 10) and the
+confidence radii's scale (`--bonus-scale`), in the `bura2022` setting, each cell in its
+own directory `DIR/g<side>_b<bonus>`, and tabulates what separates the agents: the share
+of late episodes that violate the budget by more than 0.05, the late mean positive
+violation, the fitted linear coefficient c of the cumulative strong constraint regret
+(`R = a + b sqrt(t) + c t`; c > 0: linear), and the share of violating episodes over the
+run's length (the trace windows ending near K/8, K/4, K/2 and K).
+
+Resumable as headline.py is: with `--resume`, a cell whose directory holds this cell's
+settings continues from its checkpoints (a finished cell only re-reads its files) and a
+cell of other settings is run afresh; without it every cell is run afresh (replacing its
+directory's previous outputs). The compiled programs are dropped between cells (long sweeps in
+one process otherwise reach the kernel's limit on memory mappings: README, "Large sweeps
+and several devices").
+
+Writes DIR/separation.json (the arguments, versions and the table) and DIR/separation.md
+(the table), and prints the table.
+
+  python experiments/separation.py                       # 3 sides x 3 bonus scales, 4 seeds x 8,000
+  python experiments/separation.py --sides 11 --bonus-scales 0.1,0.01 --episodes 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import jax
+
+from optaug_jax.experiment import cli, headline, result_files
+
+# The trace windows reported over the run's length: those ending nearest these fractions of K.
+LENGTH_FRACTIONS = (0.125, 0.25, 0.5, 1.0)
+VIOLATION = "0.05"  # the violation threshold of the shares (a key of the summaries' "unsafe")
+
+
+def _floats(text: str) -> list[float]:
+  try:
+    values = [float(v) for v in text.split(",") if v]
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+  if not values or any(v < 0 for v in values):
+    raise argparse.ArgumentTypeError(f"expected non-negative numbers, got {text!r}")
+  return values
+
+
+def _sides(text: str) -> list[int]:
+  try:
+    values = [int(v) for v in text.split(",") if v]
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+  if not values or any(v < 3 for v in values):
+    raise argparse.ArgumentTypeError(f"grid sides must be at least 3, got {text!r}")
+  return values
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
+  p.add_argument("--sides", type=_sides, default=[11, 15, 20], help="gridworld sides")
+  p.add_argument("--bonus-scales", type=_floats, default=[1.0, 0.1, 0.01])
+  p.add_argument("--agents", default="optaug,optdual", help="as headline.py's --agents")
+  p.add_argument("--seeds", type=cli.positive_int, default=4)
+  p.add_argument("--episodes", type=cli.positive_int, default=8000)
+  p.add_argument("--chunk", type=cli.positive_int, default=1000)
+  p.add_argument("--eta", default="100.0", help="OptAug's eta (headline.py's --eta)")
+  p.add_argument("--tail", type=cli.positive_int, default=500, help="headline.py's --tail")
+  p.add_argument("--out", default="results/separation", help="the sweep's directory (DIR)")
+  p.add_argument(
+    "--resume", action="store_true", help="continue each cell from its directory (above)"
+  )
+  return p.parse_args(argv)
+
+
+def cell_argv(args, side: int, bonus: float) -> list[str]:
+  """headline.py's command line for one cell."""
+  return [
+    "--benchmark", "gridworld", "--grid-size", str(side), "--setting", "bura2022",
+    "--bonus-scale", str(bonus), "--agents", args.agents, "--seeds", str(args.seeds),
+    "--episodes", str(args.episodes), "--chunk", str(args.chunk), "--eta", args.eta,
+    "--trace-points", "30", "--tail", str(args.tail),
+    "--out", os.path.join(args.out, f"g{side}_b{bonus:g}"),
+  ]  # fmt: skip
+
+
+def run_cell(argv: list[str], resume: bool) -> dict:
+  """The cell's summaries: continued from its directory when `resume` and that holds its
+  settings, else run afresh."""
+  out = argv[argv.index("--out") + 1]
+  if resume and result_files.read_manifest(out) is not None:
+    try:
+      return headline.main([*argv, "--resume"])
+    except (cli.UsageError, result_files.ResultDirError) as e:
+      print(f"{out}: not this cell's run ({e}); running it afresh", file=sys.stderr)
+  return headline.main(argv)
+
+
+def _window_share(summary: dict, fraction: float, num_episodes: int) -> tuple[int, float]:
+  """(end episode, share of violating seed-episodes) of the trace window ending nearest
+  `fraction * K`."""
+  ends = summary["episodes"]
+  j = min(range(len(ends)), key=lambda i: abs(ends[i] - fraction * num_episodes))
+  return ends[j], summary["window_unsafe"][VIOLATION][j]
+
+
+def table_rows(args, cells: dict) -> list[dict]:
+  rows = []
+  for (side, bonus), summaries in cells.items():
+    for agent, s in summaries.items():
+      fit = s["fit"]["strong_constraint"]
+      rows.append(
+        {
+          "side": side,
+          "states": side * side,
+          "bonus_scale": bonus,
+          "agent": agent,
+          "late_share": s["late"]["unsafe"][VIOLATION],
+          "late_positive_violation": s["late"]["positive_violation"]["mean"],
+          "late_violation": s["late"]["violation"]["mean"],
+          "c_strong_constraint": fit["c"],
+          "c95": fit["c95"],
+          "final_strong_constraint": s["final"]["strong_constraint"]["mean"],
+          "share_over_length": [_window_share(s, f, args.episodes) for f in LENGTH_FRACTIONS],
+          "seconds": s["seconds"],
+        }
+      )
+  return rows
+
+
+def markdown(rows: list[dict]) -> str:
+  lengths = " / ".join(f"{end:,}" for end, _ in rows[0]["share_over_length"])
+  lines = [
+    f"| S | bonus | agent | late share > {VIOLATION} | late [V(d) - alpha]+ | late V(d) - alpha"
+    f" | c, strong constraint [95%] | final strong constraint | share > {VIOLATION} at"
+    f" {lengths} | s |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for r in rows:
+    shares = " / ".join(f"{share:.2f}" for _, share in r["share_over_length"])
+    lines.append(
+      f"| {r['states']} | {r['bonus_scale']:g} | {r['agent']} | {r['late_share']:.3f}"
+      f" | {r['late_positive_violation']:.4f} | {r['late_violation']:.4f}"
+      f" | {r['c_strong_constraint']:.4f} [{r['c95'][0]:.4f}, {r['c95'][1]:.4f}]"
+      f" | {r['final_strong_constraint']:,.0f} | {shares} | {r['seconds']:.0f} |"
+    )
+  return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  os.makedirs(args.out, exist_ok=True)
+  cells = {}
+  for side in args.sides:
+    for bonus in args.bonus_scales:
+      summaries = run_cell(cell_argv(args, side, bonus), args.resume)
+      if summaries is None:  # interrupted (Ctrl-C): the cell printed how to continue
+        return None
+      cells[side, bonus] = summaries
+      jax.clear_caches()
+  rows = table_rows(args, cells)
+  record = {"arguments": vars(args), "versions": result_files.versions(), "rows": rows}
+  result_files.write_json(os.path.join(args.out, "separation.json"), record, indent=1)
+  text = markdown(rows)
+  result_files.write_text(os.path.join(args.out, "separation.md"), text)
+  print(text)
+  return rows
+
+
+if __name__ == "__main__":
+  cli.main_guard("separation", main)
