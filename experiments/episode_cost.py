@@ -129,6 +129,7 @@ def _identity(args, problem, name):
       "late_after": args.late_after,
       "chunk": args.chunk,
       "inner_tol": args.inner_tol,
+      "batch_size": args.batch_size,  # another batch shape may round another way
       "x64": bool(jax.config.jax_enable_x64),
       "versions": [oj.__version__, jax.__version__],
     },
