@@ -364,7 +364,8 @@ def main(argv=None):
     jax.config.update("jax_enable_x64", True)
   print(
     f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores,"
-    f" jax {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds vmapped,"
+    f" jax {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds vmapped"
+    f"{f' {args.batch_size} at a time' if args.batch_size else ''},"
     f" float{64 if args.x64 else 32}; early: {args.early} episodes after {args.chunk}"
     f" of pre-training; late: {args.window} after {args.late_after}",
     flush=True,
