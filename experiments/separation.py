@@ -38,30 +38,30 @@ LENGTH_FRACTIONS = (0.125, 0.25, 0.5, 1.0)
 VIOLATION = "0.05"  # the violation threshold of the shares (a key of the summaries' "unsafe")
 
 
-def _floats(text: str) -> list[float]:
-  try:
-    values = [float(v) for v in text.split(",") if v]
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-  if not values or any(v < 0 for v in values):
-    raise argparse.ArgumentTypeError(f"expected non-negative numbers, got {text!r}")
-  return values
+def _list_of(convert, low, words: str):
+  """An argparse type: comma-separated values of `convert`, each at least `low`."""
 
+  def parse(text: str) -> list:
+    try:
+      values = [convert(v) for v in text.split(",") if v]
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"expected comma-separated {words}, got {text!r}") from None
+    if not values or any(v < low for v in values):
+      raise argparse.ArgumentTypeError(f"expected {words} of at least {low}, got {text!r}")
+    return values
 
-def _sides(text: str) -> list[int]:
-  try:
-    values = [int(v) for v in text.split(",") if v]
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-  if not values or any(v < 3 for v in values):
-    raise argparse.ArgumentTypeError(f"grid sides must be at least 3, got {text!r}")
-  return values
+  return parse
 
 
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
-  p.add_argument("--sides", type=_sides, default=[11, 15, 20], help="gridworld sides")
-  p.add_argument("--bonus-scales", type=_floats, default=[1.0, 0.1, 0.01])
+  p.add_argument(
+    "--sides",
+    type=_list_of(int, 3, "gridworld sides"),
+    default=[11, 15, 20],
+    help="gridworld sides",
+  )
+  p.add_argument("--bonus-scales", type=_list_of(float, 0.0, "numbers"), default=[1.0, 0.1, 0.01])
   p.add_argument("--agents", default="optaug,optdual", help="as headline.py's --agents")
   p.add_argument("--seeds", type=cli.positive_int, default=4)
   p.add_argument("--episodes", type=cli.positive_int, default=8000)
