@@ -12,14 +12,14 @@ run's length (the trace windows ending near K/8, K/4, K/2 and K).
 Resumable as headline.py is: with `--resume`, a cell whose directory holds this cell's
 settings continues from its checkpoints (a finished cell only re-reads its files) and a
 cell of other settings is run afresh; without it every cell is run afresh (replacing its
-directory's previous outputs). The compiled programs are dropped between cells (long sweeps in
-one process otherwise reach the kernel's limit on memory mappings: README, "Large sweeps
-and several devices").
+directory's previous outputs). The compiled programs are dropped between cells (long
+sweeps in one process otherwise reach the kernel's limit on memory mappings: README,
+"Large sweeps and several devices").
 
 Writes DIR/separation.json (the arguments, versions and the table) and DIR/separation.md
 (the table), and prints the table.
 
-  python experiments/separation.py                       # 3 sides x 3 bonus scales, 4 seeds x 8,000
+  python experiments/separation.py      # 3 sides x 3 bonus scales, 4 seeds x 8,000 episodes
   python experiments/separation.py --sides 11 --bonus-scales 0.1,0.01 --episodes 2000
 """
 
