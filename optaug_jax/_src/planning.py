@@ -353,8 +353,8 @@ def _ordered_fill(actions, order_values, transitions: TransitionSet):
   (the greedy fill of `box.py` with those values as its keys): `(p [H, S, S' or N],
   next states [H, S, N] or None)`. No step depends on another.
 
-  Sparse rows are picked and filled slot-major (`[N, S]`, as `_sparse_backward` fills
-  them), a stationary box moved to that layout once.
+  Sparse rows are picked and filled slot-major (`[N, H, S]`, as `_sparse_backward` fills
+  them), every step at once.
   """
   horizon = actions.shape[0]
   lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
@@ -368,22 +368,24 @@ def _ordered_fill(actions, order_values, transitions: TransitionSet):
 
     _, p = _horizon_scan(dense_step, None, (actions, order_values, lower, upper), horizon)
     return p, None
-  boxes: tuple[Any, ...] = (lower, upper, next_states)
-  fixed = tuple(x.shape[0] == 1 and horizon > 1 for x in boxes)
-  boxes = tuple(jnp.moveaxis(x, -1, 1) if f else x for x, f in zip(boxes, fixed))
 
-  def sparse_step(carry, xs):
-    a_h, w_h, *slices = xs
-    lower_h, upper_h, ns_h = (
-      x if f else jnp.moveaxis(x, -1, 0) for x, f in zip(slices, fixed)
-    )  # [N, S, A]
-    pick = lambda x: jnp.take_along_axis(x, a_h[None, :, None], axis=2)[..., 0]  # [N, S]
-    ns = pick(ns_h)
-    _, p = box.slot_fill(w_h[box.slot_states(ns)], pick(lower_h), pick(upper_h))
-    return carry, (p.T, ns.T)
+  # Sparse: every step's rows at once, slot-major `[N, H, S]` (no scan: a step's rows are
+  # `S N` entries, and a scan step per `h` costs more than its fill; a stationary `[1, ...]`
+  # array broadcasts). The rows are picked by a chain of selects over the `A` actions
+  # (exact, and vectorised where a gather inside a fused loop is not).
+  def pick(x):  # [H or 1, S, A, N] -> [N, H, S], the entries of the policy's rows
+    x = jnp.moveaxis(x, -1, 0)
+    out = x[..., 0]
+    for a in range(1, x.shape[-1]):
+      out = jnp.where(actions == a, x[..., a], out)
+    return jnp.broadcast_to(out, (x.shape[0],) + actions.shape)
 
-  _, (p, ns) = _horizon_scan(sparse_step, None, (actions, order_values) + boxes, horizon)
-  return p, ns
+  ns = pick(next_states)
+  slots = box.slot_states(ns)  # [N, H, S]
+  steps = jnp.arange(horizon)[:, None] * order_values.shape[-1]
+  keys = order_values.reshape(-1)[slots + steps]  # order_values[h, ns[n, h, s]]
+  _, p = box.slot_fill(keys, pick(lower), pick(upper))
+  return jnp.moveaxis(p, 0, -1), jnp.moveaxis(ns, 0, -1)
 
 
 def policy_vertex(
