@@ -101,6 +101,47 @@ def test_policy_vertex_against_a_fill_loop_bounds_the_extended_lp():
   assert max(float(jax.tree.map(lambda x: x[i], batched).value) for i in range(5)) > optimum + 1e-3
 
 
+@pytest.mark.parametrize("stationary", [True, False])
+def test_sparse_policy_vertex_against_a_fill_loop(stationary):
+  """The sparse layout (3 slots of 4 states, some empty; a stationary `[1, ...]` box and
+  support, or one per step): random policies and fill orders against the NumPy loop on the
+  same box written densely. Under `jit` and `vmap` as one by one."""
+  rng = np.random.default_rng(7)
+  steps, n = (1 if stationary else H), 3
+  next_states = np.stack(
+    [np.sort(rng.choice(S, size=n, replace=False)) for _ in range(steps * S * A)]
+  ).reshape(steps, S, A, n)
+  empty = (rng.random((steps, S, A, n)) < 0.3) & (np.arange(n) > 0)
+  next_states = np.where(empty, -1, next_states).astype(np.int32)
+  p = np.where(empty, 0.0, rng.dirichlet(np.ones(n), size=(steps, S, A)))
+  p /= p.sum(-1, keepdims=True)
+  lower = np.where(empty, 0.0, np.maximum(p - 0.2, 0.0))
+  upper = np.where(empty, 0.0, np.minimum(p + 0.3, 1.0))
+  dense = np.zeros((2, H, S, A, S))
+  for h, s, a, k in np.ndindex(H, S, A, n):
+    if next_states[h % steps, s, a, k] >= 0:
+      dense[:, h, s, a, next_states[h % steps, s, a, k]] = (
+        lower[h % steps, s, a, k],
+        upper[h % steps, s, a, k],
+      )
+  box = oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(next_states))
+  actions = jnp.asarray(rng.integers(0, A, size=(4, H, S)), jnp.int32)
+  orders = jnp.asarray(rng.normal(size=(4, H, S))).at[0, 1].set(0.0)  # ties: lower index
+  reward = jnp.asarray(rng.uniform(-1, 1, size=(H, S, A)))
+  vertex = lambda a, w: planning.policy_vertex(reward, a, w, box, 2)
+  batched = jax.jit(jax.vmap(vertex))(actions, orders)
+  for i in range(4):
+    one = vertex(actions[i], orders[i])
+    chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], batched), one, rtol=1e-12, atol=1e-12)
+    q, greedy = _vertex_loop(actions[i], orders[i], dense[0], dense[1], 2)
+    np.testing.assert_allclose(one.occupancy, q, rtol=1e-10, atol=1e-12)
+    slots = np.zeros((H, S, S))
+    for h, s, k in np.ndindex(H, S, n):
+      if one.greedy_next_states[h, s, k] >= 0:
+        slots[h, s, one.greedy_next_states[h, s, k]] += one.greedy_transitions[h, s, k]
+    np.testing.assert_allclose(slots, greedy, rtol=1e-10, atol=1e-12)
+
+
 def _problem(seed, threshold_scale=0.9, radius=0.2):
   m = oj.random_cmdp(
     jax.random.PRNGKey(seed), num_states=S, num_actions=A, horizon=H, num_constraints=1
