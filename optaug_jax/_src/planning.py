@@ -383,7 +383,10 @@ def _ordered_fill(actions, order_values, transitions: TransitionSet):
   ns = pick(next_states)
   slots = box.slot_states(ns)  # [N, H, S]
   steps = jnp.arange(horizon)[:, None] * order_values.shape[-1]
-  keys = order_values.reshape(-1)[slots + steps]  # order_values[h, ns[n, h, s]]
+  flat = order_values.reshape(-1)
+  # order_values[h, ns[n, h, s]], one slot at a time: a loop's output is a buffer, where a
+  # gather XLA fuses into the fill below is evaluated again for every slot it feeds.
+  keys = jax.lax.map(lambda slot: flat[slot + steps], slots)
   _, p = box.slot_fill(keys, pick(lower), pick(upper))
   return jnp.moveaxis(p, 0, -1), jnp.moveaxis(ns, 0, -1)
 
