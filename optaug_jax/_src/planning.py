@@ -360,7 +360,12 @@ def _ordered_fill(actions, order_values, transitions: TransitionSet):
   lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
   method = transitions.fill
   if next_states is None:
-    rows = lambda x, a: jnp.take_along_axis(x, a[:, None, None], axis=1)[:, 0]
+
+    def rows(x, a):  # [S, A, S'] -> [S, S'], row (s, a[s]): selects, not a gather
+      out = x[:, 0]
+      for b in range(1, x.shape[1]):
+        out = jnp.where((a == b)[:, None], x[:, b], out)
+      return out
 
     def dense_step(carry, xs):
       a_h, w_h, lower_h, upper_h = xs
