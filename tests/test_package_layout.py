@@ -71,7 +71,17 @@ TAKE_NEXT_STATES = {
   "estimates.update_counts",  # the counts' layout (counts are not a set)
 }
 # ... and the layout's own host-side normalisers, whose subject is the index array itself.
-NORMALISE_NEXT_STATES = {"cmdp.merge_repeated_next_states", "validation.repeated_next_state_row"}
+# The box checks (`checks.transition_set` and its helpers) read the index array too: slots
+# out of range, repeated, or empty with mass.
+NORMALISE_NEXT_STATES = {
+  "cmdp.merge_repeated_next_states",
+  "validation.repeated_next_state_row",
+  "checks._box",
+  "checks._box_faults",
+  "checks._repeated",
+  "checks._static_box",
+  "checks._row_detail",
+}
 TAKE_FILL = {
   "box.resolve_fill",  # the name's parser
   "optaug.optaug",  # the user's option of the two agents that plan with an extended DP

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+from optaug_jax._src import run_checks
 
 K = 30
 
@@ -279,3 +280,91 @@ def test_check_safe_policy_names_the_rows_that_are_not_distributions(problem):
     oj.check_safe_policy(cmdp, half)
   with pytest.raises(ValueError, match=r"safe_policy: rows \(h, s\) \(2, 3\)"):
     oj.optaug(num_episodes=K, safe_policy=half, slack=0.1, eta=1.0)
+
+
+# --- A resumed state carries what it was made for --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def factored():
+  return oj.benchmarks.make_benchmark("factored")
+
+
+def _fresh_state(agent, cmdp):
+  return agent.init(
+    cmdp.thresholds,
+    cmdp.initial_state,
+    num_states=cmdp.num_states,
+    num_actions=cmdp.num_actions,
+    horizon=cmdp.horizon,
+  )
+
+
+@pytest.mark.parametrize("name", oj.agents.AGENTS)
+def test_every_agent_refuses_to_resume_on_other_thresholds_or_initial_state(factored, name):
+  """The issue's probe: a state made for alpha = 3 was accepted on a CMDP with alpha = 3.5
+  and the agent kept aiming at 3 (its own copy). Now `run`, `run_sharded` and
+  `episode_step` refuse it, naming the field; the thresholds replaced on purpose pass."""
+  cmdp = factored.cmdp
+  agent = oj.agents.make_agent(name, factored, num_episodes=100)
+  state = _fresh_state(agent, cmdp)
+  raised = cmdp._replace(thresholds=cmdp.thresholds + 0.5)
+  key = jax.random.PRNGKey(0)
+  with pytest.raises(ValueError, match=r"run: state\.thresholds: .*\[3\.0\].* \[3\.5\]"):
+    oj.run(agent, key, raised, num_episodes=1, state=state)
+  with pytest.raises(ValueError, match=r"episode_step: state\.thresholds"):
+    oj.episode_step(agent, raised, state, key)
+  batch = jax.tree.map(lambda x: jnp.stack([x, x]), state)
+  with pytest.raises(ValueError, match=r"run_sharded: state\.thresholds"):
+    oj.run_sharded(agent, jax.random.split(key, 2), raised, num_episodes=1, state=batch)
+  moved = cmdp._replace(initial_state=jnp.asarray(1, jnp.int32))
+  with pytest.raises(ValueError, match=r"run: state\.initial_state: .* 0, the CMDP has 1"):
+    oj.run(agent, key, moved, num_episodes=1, state=state)
+  # On purpose: the state's copy replaced (written through a composed state).
+  replaced = state._replace(thresholds=raised.thresholds)
+  assert np.array_equal(np.asarray(replaced.thresholds), np.asarray(raised.thresholds))
+  run_checks.check_state(agent, raised, replaced, "run")  # accepted (the runner's check)
+
+
+def test_another_agents_state_is_refused_naming_its_type(factored):
+  cmdp = factored.cmdp
+  optaug = oj.agents.make_agent("optaug", factored, num_episodes=100)
+  optdual = oj.agents.make_agent("optdual", factored, num_episodes=100)
+  dual_state = _fresh_state(optdual, cmdp)
+  with pytest.raises(ValueError, match=r"run: state: of type AgentState, not the OptAugState"):
+    oj.run(optaug, jax.random.PRNGKey(0), cmdp, num_episodes=1, state=dual_state)
+  with pytest.raises(ValueError, match=r"episode_step: state: of type AgentState"):
+    oj.episode_step(optaug, cmdp, dual_state, jax.random.PRNGKey(0))
+  with pytest.raises(ValueError, match=r"run: state: of type OptAugState"):
+    oj.run(optdual, jax.random.PRNGKey(0), cmdp, num_episodes=1, state=_fresh_state(optaug, cmdp))
+
+
+def test_a_state_of_other_sizes_is_refused_also_under_jit_and_vmap(problem, factored):
+  """Sizes are static: checked on traced states too (the experiment scripts' chunks run
+  `jit(vmap(run))`, where the values are not readable)."""
+  cmdp = factored.cmdp
+  agent = oj.optdual(num_episodes=100, eta=1.0)
+  small = _fresh_state(agent, cmdp)
+  other = problem[0]  # S = 5, A = 3, H = 5
+  with pytest.raises(ValueError, match=r"run: state\.counts\.visits: int32\[6, 3, 2\] where"):
+    oj.run(agent, jax.random.PRNGKey(0), other, num_episodes=1, state=small)
+  keys = jax.random.split(jax.random.PRNGKey(0), 2)
+  batch = jax.tree.map(lambda x: jnp.stack([x, x]), small)
+  vmapped = jax.jit(jax.vmap(lambda k, s: oj.run(agent, k, other, num_episodes=1, state=s)))
+  with pytest.raises(ValueError, match=r"state\.counts\.visits"):
+    vmapped(keys, batch)
+  ok = jax.jit(jax.vmap(lambda k, s: oj.run(agent, k, cmdp, num_episodes=1, state=s)))
+  ok(keys, batch)  # the CMDP it was made for
+
+
+def test_a_run_past_the_agents_num_episodes_warns(factored):
+  cmdp = factored.cmdp
+  agent = oj.optdual(num_episodes=20, eta=1.0)
+  state, _ = oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=15)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=5, state=state)  # ends at K
+  with pytest.warns(UserWarning, match=r"run: the run ends at episode 21, past the num_episodes"):
+    oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=6, state=state)
+  with pytest.warns(UserWarning, match=r"run: the run ends at episode 30"):
+    oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=30)

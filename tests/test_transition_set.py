@@ -164,3 +164,122 @@ def test_point_sets_under_jit_and_vmap_match_unbatched_calls():
   for j in range(3):
     single = both(oj.TransitionSet.point(p[j]), policy[j], reward[j])
     chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], got), single, atol=1e-12)
+
+
+# --- Every box holds a kernel in every row --------------------------------------------
+
+
+def _faulty_boxes():
+  """The issue's probes, each a dense or sparse box with one bad row, and the message."""
+  _, lower, upper = _box(7, np.float32)
+  lower, upper = np.asarray(lower), np.asarray(upper)
+  out = {}
+  up = upper.copy()
+  lo = lower.copy()
+  lo[1, 2, 0] = 0.0
+  up[1, 2, 0] *= 0.4 / up[1, 2, 0].sum()  # sums to 0.4: no kernel fits
+  out["upper sums to 0.4"] = ((lo, up, None), r"upper: row \(h, s, a\) = \(1, 2, 0\) sums to less")
+  lo = lower.copy()
+  lo[0, 3, 1, 2] = upper[0, 3, 1, 2] + 0.2
+  out["lower > upper"] = ((lo, upper, None), r"lower: row \(h, s, a\) = \(0, 3, 1\) exceeds upper")
+  lo = lower.copy()
+  lo[2, 0, 0, 0] = -0.3
+  out["negative"] = ((lo, upper, None), r"lower: row \(h, s, a\) = \(2, 0, 0\) has a negative")
+  for bad in (np.nan, np.inf):
+    up = upper.copy()
+    up[2, 1, 1, 1] = bad
+    out[f"{bad} bound"] = ((lower, up, None), r"upper: row \(h, s, a\) = \(2, 1, 1\) holds NaN")
+  # Sparse: 3 slots per row, the kernel's next states 0, 1, 2.
+  rng = np.random.default_rng(3)
+  kernel = rng.dirichlet(np.ones(3), size=(H, S, A)).astype(np.float32)
+  ns = np.tile(np.arange(3, dtype=np.int32), (H, S, A, 1))
+  far = ns.copy()
+  far[1, 0, 1, 2] = S + 3
+  out["slot at S + 3"] = ((kernel, kernel, far), r"next_states: row \(h, s, a\) = \(1, 0, 1\)")
+  twice = ns.copy()
+  twice[0, 3, 1, 2] = 0
+  out["repeated"] = (
+    (kernel, kernel, twice),
+    r"next_states: row \(h, s, a\) = \(0, 3, 1\) names a next state",
+  )
+  empty = ns.copy()
+  empty[0, 2, 0, 1] = -1
+  out["empty slot with mass"] = (
+    (kernel, kernel, empty),
+    r"upper: row \(h, s, a\) = \(0, 2, 0\) gives mass to an empty",
+  )
+  return out
+
+
+_FAULTS = _faulty_boxes()
+
+
+@pytest.mark.parametrize("fault", list(_FAULTS))
+def test_a_box_that_holds_no_kernel_is_refused_by_every_eager_door(fault):
+  """Before: `extended_lmo` returned 0.5306 on a row whose upper bounds sum to 0.4 (0.5828
+  on the valid box), NaN for NaN bounds, lost mass through a slot at S + 3."""
+  (lower, upper, ns), message = _FAULTS[fault]
+  reward = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (H, S, A)), jnp.float32)
+  with pytest.raises(ValueError, match="TransitionSet: " + message):
+    oj.TransitionSet(lower, upper, ns)
+  # A set rebuilt from leaves (as vmap, tree.map and replace do) skips the constructor:
+  # each kernel checks it.
+  valid_ns = None if ns is None else np.tile(np.arange(3, dtype=np.int32), (H, S, A, 1))
+  template = oj.TransitionSet(np.zeros_like(lower), np.ones_like(upper), valid_ns)
+  leaves = [jnp.asarray(x) for x in (lower, upper, ns) if x is not None]
+  rebuilt = jax.tree.unflatten(jax.tree.structure(template), leaves)
+  policy = jnp.full((H, S, A), 1.0 / A, jnp.float32)
+  calls = {
+    "extended_lmo": lambda: oj.extended_lmo(reward, rebuilt, 0),
+    "extended_lmo ": lambda: rebuilt.lmo(reward, 0),
+    "optimistic_policy_evaluation": lambda: rebuilt.evaluate(reward, policy),
+    "extended_value_iteration": lambda: rebuilt.value_iteration(reward, 0),
+    "policy_vertex": lambda: rebuilt.vertex(
+      reward, jnp.zeros((H, S), jnp.int32), jnp.zeros((H, S), jnp.float32), 0
+    ),
+  }
+  for where, call in calls.items():
+    with pytest.raises(ValueError, match=where.strip() + ": " + message):
+      call()
+
+
+@pytest.mark.parametrize("fault", ["upper sums to 0.4", "nan bound", "slot at S + 3"])
+def test_check_true_refuses_a_traced_box_that_holds_no_kernel(fault):
+  (lower, upper, ns), message = _FAULTS[fault]
+  reward = jnp.zeros((H, S, A), jnp.float32)
+  lmo = jax.jit(lambda lo, up: oj.TransitionSet(lo, up, ns).lmo(reward, 0, check=True).value)
+  with pytest.raises(ValueError, match="extended_lmo: " + message.split(" = ")[0]):
+    oj.checked(lmo)(lower, upper)
+  unchecked = jax.jit(lambda lo, up: oj.TransitionSet(lo, up, ns).lmo(reward, 0).value)
+  unchecked(lower, upper)  # traced without check: nothing is checked (and nothing costs)
+
+
+def test_check_true_passes_a_valid_box_with_the_eager_value():
+  reward, lower, upper = _box(2, np.float32)
+  eager = oj.TransitionSet(lower, upper).lmo(reward, 1).value
+  traced = oj.checked(jax.jit(lambda lo, up: oj.TransitionSet(lo, up).lmo(reward, 1, check=True)))
+  assert float(traced(lower, upper).value) == float(eager)
+
+
+def test_shapes_and_dtypes_are_refused_naming_the_field():
+  _, lower, upper = _box(0, np.float32)
+  with pytest.raises(
+    ValueError, match=r"TransitionSet: lower: expected a float array, got dtype int32"
+  ):
+    oj.TransitionSet(jnp.zeros(lower.shape, jnp.int32), jnp.ones(upper.shape, jnp.int32))
+  with pytest.raises(ValueError, match=r"TransitionSet: upper: shape \(3, 4, 1, 4\) differs"):
+    oj.TransitionSet(lower, upper[:, :, :1])
+  with pytest.raises(ValueError, match=r"TransitionSet: lower: expected a \[H or 1, S, A"):
+    oj.TransitionSet(lower[0], upper[0])
+  with pytest.raises(ValueError, match=r"TransitionSet: lower: a dense box is \[H or 1, S, A, S\]"):
+    oj.TransitionSet(lower[..., :3], upper[..., :3])
+  slots = np.zeros((H, S, A, 2), np.float32)
+  with pytest.raises(ValueError, match=r"TransitionSet: next_states: expected an integer array"):
+    oj.TransitionSet(slots, slots + 1, slots)
+  with pytest.raises(
+    ValueError, match=r"TransitionSet: next_states: expected shape \[H or 1, 4, 2, 2\]"
+  ):
+    oj.TransitionSet(slots, slots + 1, np.zeros((H, S, A, 3), np.int32))
+  # Traced: the same static checks, at trace time.
+  with pytest.raises(ValueError, match=r"TransitionSet: upper: shape"):
+    jax.jit(lambda lo, up: oj.TransitionSet(lo, up).lower)(lower, upper[:, :, :1])

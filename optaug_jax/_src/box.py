@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import validation
+from . import checks, validation
 
 # Full float32 accuracy for the small matmuls of the fill (TF32 on GPUs would break the
 # sum-to-one of the filled transition rows at ~1e-3).
@@ -271,6 +271,7 @@ def box_minimize(
     `(minimum [...], minimiser [..., S'])`.
   """
   validation.check_choice("method", method, FILL_METHODS)
+  checks.box(lower, upper, "box_minimize", check=False, rows="")  # concrete rows only
   method = resolve_fill(method, values.shape[-1])
   if method == "blocked":
     fill = blocked_fill(values, lower, upper)

@@ -39,7 +39,8 @@ def requested() -> bool:
   return _REQUESTED.get()
 
 
-def _concrete(*xs) -> bool:
+def concrete(*xs) -> bool:
+  """Whether none of `xs` is traced (their numbers can be read now)."""
   return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
@@ -51,7 +52,7 @@ def _tolerance(dtype) -> float:
 
 def _require(pred, message: str, traced_check: bool) -> None:
   """`pred` (a bool array); raise now when concrete, else a checkify check if asked."""
-  if _concrete(pred):
+  if concrete(pred):
     if not bool(np.all(np.asarray(pred))):
       raise ValueError(message)
   elif traced_check:
@@ -60,7 +61,7 @@ def _require(pred, message: str, traced_check: bool) -> None:
 
 def initial_state(value, num_states: int, where: str, *, check: bool) -> None:
   """`initial_state` is an index in `[0, S)`."""
-  if _concrete(value) or check:
+  if concrete(value) or check:
     v = jnp.asarray(value)
     _require(
       (v >= 0) & (v < num_states),
@@ -69,26 +70,143 @@ def initial_state(value, num_states: int, where: str, *, check: bool) -> None:
     )
 
 
-def box(lower, upper, where: str, *, check: bool) -> None:
-  """`0 <= lower <= upper <= 1` and `sum(lower) <= 1 <= sum(upper)` in every row."""
-  if not (_concrete(lower, upper) or check):
+def _repeated(xp, next_states):
+  """`[..., S, A]` rows of a sparse layout's next states that name a state twice (empty
+  slots, -1, get distinct negative keys and never collide)."""
+  slots = xp.arange(next_states.shape[-1])
+  keys = xp.sort(xp.where(next_states < 0, -1 - slots, next_states), axis=-1)
+  return xp.any(keys[..., 1:] == keys[..., :-1], axis=-1)
+
+
+def _box_faults(xp, lower, upper, next_states, num_states: int, tol: float):
+  """`(field, bad rows [.., S, A], what is wrong)` for each fault of a box, in the order
+  they are reported (`xp`: NumPy on the host, `jax.numpy` in a program)."""
+  finite_rows = lambda x: xp.all(xp.isfinite(x), axis=-1)
+  faults = [
+    ("lower", ~finite_rows(lower), "holds NaN or inf"),
+    ("upper", ~finite_rows(upper), "holds NaN or inf"),
+    ("lower", xp.any(lower < -tol, axis=-1), "has a negative entry"),
+    ("upper", xp.any(upper > 1 + tol, axis=-1), "has an entry above 1"),
+    ("lower", xp.any(lower > upper + tol, axis=-1), "exceeds upper in an entry"),
+    ("lower", xp.sum(lower, axis=-1) > 1 + tol, "sums to more than 1: the box holds no kernel"),
+    ("upper", xp.sum(upper, axis=-1) < 1 - tol, "sums to less than 1: the box holds no kernel"),
+  ]
+  if next_states is not None:
+    faults += [
+      (
+        "next_states",
+        xp.any((next_states < -1) | (next_states >= num_states), axis=-1),
+        f"names a state outside [0, S) = [0, {num_states}) (-1 marks an empty slot)",
+      ),
+      ("next_states", _repeated(xp, next_states), "names a next state twice"),
+      (
+        "upper",
+        xp.any((next_states < 0) & (upper > tol), axis=-1),
+        "gives mass to an empty slot (next state -1)",
+      ),
+    ]
+  return faults
+
+
+def _row_detail(field: str, what: str, row, lower, upper, next_states) -> str:
+  """The numbers behind a fault of one row, for the host's message."""
+  pick = lambda x: x[(min(row[0], x.shape[0] - 1),) + tuple(row[1:])]
+  lo, up = pick(lower), pick(upper)
+  if "sums" in what:
+    return f" (sum(lower) = {lo.sum():.6g}, sum(upper) = {up.sum():.6g})"
+  if field == "next_states":
+    return f" (next states {pick(next_states).tolist()})"
+  if "exceeds" in what:
+    n = int(np.argmax(lo > up))
+    return f" (slot {n}: lower {lo[n]:.6g} > upper {up[n]:.6g})"
+  entries = lo if field == "lower" else up
+  if entries.size <= 8:
+    return f" ({field} [{', '.join(f'{v:.6g}' for v in entries.tolist())}])"
+  return ""
+
+
+def _static_box(lower, upper, next_states, where: str) -> int:
+  """Shapes and dtypes of a box (checked at trace time too); returns `S`."""
+  for name, x in (("lower", lower), ("upper", upper)):
+    shape, dtype = np.shape(x), jnp.result_type(x)
+    if len(shape) != 4:
+      raise ValueError(
+        f"{where}: {name}: expected a [H or 1, S, A, S' or N] array, got shape {shape}"
+      )
+    if not jnp.issubdtype(dtype, jnp.floating):
+      raise ValueError(f"{where}: {name}: expected a float array, got dtype {dtype}")
+  if np.shape(lower) != np.shape(upper):
+    raise ValueError(
+      f"{where}: upper: shape {np.shape(upper)} differs from lower's {np.shape(lower)}"
+    )
+  steps, num_states, num_actions, width = np.shape(lower)
+  if next_states is None:
+    if width != num_states:
+      raise ValueError(
+        f"{where}: lower: a dense box is [H or 1, S, A, S] (next states on the last axis),"
+        f" got shape {np.shape(lower)}; the sparse layout needs next_states"
+      )
+    return num_states
+  shape, dtype = np.shape(next_states), jnp.result_type(next_states)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise ValueError(f"{where}: next_states: expected an integer array, got dtype {dtype}")
+  if (
+    len(shape) != 4
+    or shape[1:] != (num_states, num_actions, width)
+    or (shape[0] != steps and 1 not in (shape[0], steps))
+  ):
+    raise ValueError(
+      f"{where}: next_states: expected shape [H or 1, {num_states}, {num_actions}, {width}]"
+      f" (the slots of lower and upper, {np.shape(lower)}), got {shape}"
+    )
+  return num_states
+
+
+def box(lower, upper, where: str, *, check: bool, rows: str = "(h, s, a)") -> None:
+  """`transition_set`'s checks of dense bounds (`rows=""`: bounds of any rank `[..., S']`,
+  whose shapes are not checked)."""
+  _box(lower, upper, None, where, check=check, rows=rows)
+
+
+def _box(lower, upper, next_states, where: str, *, check: bool, rows: str = "(h, s, a)") -> None:
+  """A box that holds a transition kernel in every row: float bounds, finite, `0 <= lower
+  <= upper <= 1`, `sum(lower) <= 1 <= sum(upper)`; in the sparse layout (`next_states`
+  given) next states in `[0, S)` or -1 (empty), none twice in a row, no mass on an empty
+  slot. Shapes and dtypes are checked always; the numbers when concrete (a `ValueError`
+  naming the field and the first bad row `(h, s, a)`), or through `checkify` with `check`.
+  """
+  num_states = _static_box(lower, upper, next_states, where) if rows else np.shape(lower)[-1]
+  is_concrete = concrete(lower, upper, next_states)
+  if not (is_concrete or check):
     return
   tol = _tolerance(jnp.result_type(lower))
-  _require(
-    (lower >= -tol) & (lower <= upper + tol) & (upper <= 1 + tol),
-    f"{where}: lower and upper must satisfy 0 <= lower <= upper <= 1",
-    check,
-  )
-  _require(
-    jnp.sum(lower, axis=-1) <= 1 + tol,
-    f"{where}: lower rows must sum to at most 1 (the box is empty)",
-    check,
-  )
-  _require(
-    jnp.sum(upper, axis=-1) >= 1 - tol,
-    f"{where}: upper rows must sum to at least 1 (the box is empty)",
-    check,
-  )
+  if is_concrete:
+    lower, upper = np.asarray(lower), np.asarray(upper)
+    ns = None if next_states is None else np.asarray(next_states)
+    for field, bad, what in _box_faults(np, lower, upper, ns, num_states, tol):
+      bad_rows = np.argwhere(bad)
+      if bad_rows.size:
+        row = tuple(int(i) for i in bad_rows[0])
+        more = f"; {len(bad_rows) - 1} more rows" if len(bad_rows) > 1 else ""
+        detail = _row_detail(field, what, row, lower, upper, ns)
+        label = f"row {rows} = {row}" if rows else f"row {row}"
+        raise ValueError(f"{where}: {field}: {label} {what}{detail}{more}")
+    return
+  for field, bad, what in _box_faults(jnp, lower, upper, next_states, num_states, tol):
+    first = jnp.unravel_index(jnp.argmax(bad.reshape(-1)), bad.shape)
+    checkify.check(
+      ~jnp.any(bad),
+      f"{where}: {field}: row {rows} = {{row}} {what}" if rows else f"{where}: {field}: {what}",
+      row=jnp.stack(first) if first else jnp.zeros((0,), jnp.int32),
+    )
+
+
+def transition_set(transitions, where: str, *, check: bool = False) -> None:
+  """`box` of a `TransitionSet` (its bounds and, sparse, its next states); a concrete set
+  that its constructor checked is not checked again."""
+  if getattr(transitions, "checked", False) and not check:
+    return
+  _box(transitions.lower, transitions.upper, transitions.next_states, where, check=check)
 
 
 def finite(
@@ -102,7 +220,7 @@ def finite(
   high=None,
 ) -> None:
   """Every entry of `x` is finite (and `>= low`, or `> low` when `low_open`; `<= high`)."""
-  if not (_concrete(x) or check):
+  if not (concrete(x) or check):
     return
   x = jnp.asarray(x)
   ok = jnp.isfinite(x)
@@ -119,7 +237,7 @@ def finite(
 
 def distribution(name: str, rows, where: str, *, check: bool) -> None:
   """Rows of `rows` are probability vectors."""
-  if not (_concrete(rows) or check):
+  if not (concrete(rows) or check):
     return
   tol = _tolerance(jnp.result_type(rows))
   _require(

@@ -209,11 +209,11 @@ def occupancy(
     `[H, S, A]` occupancy measure; each `q_h` sums to 1.
   """
   transitions, next_states = kernel.kernel, kernel.next_states
-  chex.assert_rank([transitions, policy], [4, 3])
+  checks.transition_set(kernel, "occupancy", check=check)
+  chex.assert_rank(policy, 3)
   horizon, num_states, num_actions = policy.shape
   chex.assert_shape(transitions, (None, num_states, num_actions, None))
   checks.initial_state(initial_state, num_states, "occupancy", check=check)
-  checks.distribution("transitions", transitions, "occupancy", check=check)
   checks.distribution("policy", policy, "occupancy", check=check)
   dtype = jnp.result_type(transitions.dtype, policy.dtype)
   d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
@@ -301,7 +301,11 @@ def _forward_deterministic(actions, greedy_transitions, initial_state, num_actio
 
 
 def extended_lmo(
-  reward: jax.Array, transitions: TransitionSet, initial_state: jax.typing.ArrayLike
+  reward: jax.Array,
+  transitions: TransitionSet,
+  initial_state: jax.typing.ArrayLike,
+  *,
+  check: bool = False,
 ) -> LMOSolution:
   """Linear minimisation over the occupancy measures of the box: one extended DP.
 
@@ -320,11 +324,14 @@ def extended_lmo(
       (`FILL_METHODS`); the sparse layout fills each row over its own `N` slots
       (`box.slot_fill`) whatever the fill is.
     initial_state: integer scalar.
+    check: also check a traced box through `checkify` (see `oj.checked`); a concrete box
+      is always checked (`TransitionSet`: a kernel in every row, next states in range).
 
   Returns:
     `LMOSolution(value, occupancy, actions, greedy_transitions, state_occupancy,
     greedy_next_states)`; `value == sum(reward * occupancy)` up to rounding.
   """
+  checks.transition_set(transitions, "extended_lmo", check=check)
   lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
   if next_states is not None:
     v1, actions, p_greedy, ns_greedy, next_values = _sparse_backward(
@@ -402,6 +409,8 @@ def policy_vertex(
   order_values: jax.Array,
   transitions: TransitionSet,
   initial_state: jax.typing.ArrayLike,
+  *,
+  check: bool = False,
 ) -> LMOSolution:
   """A vertex of the extended MDP named by its policy and its fill order, in a given box.
 
@@ -417,12 +426,13 @@ def policy_vertex(
     reward: `[H, S, A]` linear costs (for `value`).
     actions: `[H, S]` int, the policy's action at each step and state.
     order_values: `[H, S]` the keys of step `h`'s fill (`LMOSolution.next_values`).
-    transitions, initial_state: as in `extended_lmo`.
+    transitions, initial_state, check: as in `extended_lmo`.
 
   Returns:
     `LMOSolution` of the vertex (`value = reward . occupancy`; its `actions` and
     `next_values` are the given ones).
   """
+  checks.transition_set(transitions, "policy_vertex", check=check)
   p, ns = _ordered_fill(actions, order_values, transitions)
   if transitions.next_states is not None:
     q, d = _sparse_forward_deterministic(
@@ -468,12 +478,11 @@ def extended_value_iteration(
     sparse layout (slots of the set's `next_states`).
   """
   lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
-  chex.assert_rank([reward, lower, upper], [3, 4, 4])
-  chex.assert_equal_shape([lower, upper])
+  checks.transition_set(transitions, "extended_value_iteration", check=check)
+  chex.assert_rank(reward, 3)
   width = reward.shape[1] if next_states is None else next_states.shape[-1]
   chex.assert_shape(lower, (None,) + reward.shape[1:] + (width,))
   checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration", check=check)
-  checks.box(lower, upper, "extended_value_iteration", check=check)
   if next_states is not None:
     v1, actions, minimisers, _, _ = _sparse_backward(
       reward, lower, upper, next_states, full_transitions=True
@@ -487,7 +496,7 @@ def extended_value_iteration(
 
 
 def optimistic_policy_evaluation(
-  reward: jax.Array, policy: jax.Array, transitions: TransitionSet
+  reward: jax.Array, policy: jax.Array, transitions: TransitionSet, *, check: bool = False
 ) -> tuple[jax.Array, jax.Array]:
   """Optimistic evaluation of a FIXED policy: `min_{p' in box} V^pi(reward, p')`.
 
@@ -498,10 +507,12 @@ def optimistic_policy_evaluation(
     reward: `[H, S, A]` costs.
     policy: `[H, S, A]` policy.
     transitions: the box, a `TransitionSet` (as in `extended_lmo`).
+    check: as in `extended_lmo`.
 
   Returns:
     `(values [H, S], q_values [H, S, A])`; `values[0, s_1]` is the optimistic value.
   """
+  checks.transition_set(transitions, "optimistic_policy_evaluation", check=check)
   fill = transitions.fill
 
   def step(v_next, xs):
@@ -525,16 +536,18 @@ def optimistic_policy_evaluation(
   return values, q_values
 
 
-def optimal_policy(reward: jax.Array, kernel: TransitionSet) -> jax.Array:
+def optimal_policy(reward: jax.Array, kernel: TransitionSet, *, check: bool = False) -> jax.Array:
   """Deterministic policy minimising `V^pi(reward, kernel)` (plain backward induction).
 
   Args:
     reward: `[H, S, A]` costs.
     kernel: the known transitions, a point `TransitionSet` (as in `occupancy`).
+    check: as in `extended_lmo`.
 
   Returns:
     `[H, S, A]` one-hot policy; ties go to the lowest action index.
   """
+  checks.transition_set(kernel, "optimal_policy", check=check)
 
   def step(v_next, xs):
     r_h, p_h, ns_h = xs

@@ -86,6 +86,121 @@ def key(key, where: str, *, batched: bool = False) -> None:
   raise ValueError(f"{where}: key: expected {what}, got {shown}; make one with {make}")
 
 
+def _concrete_leaf(x) -> bool:
+  """A leaf whose values can be read here: not traced, and whole on this process."""
+  return not isinstance(x, jax.core.Tracer) and getattr(x, "is_fully_addressable", True)
+
+
+def _shown(x) -> str:
+  x = np.asarray(x)
+  return str(x.tolist()) if x.size <= 8 else f"an array of shape {x.shape}"
+
+
+def check_state(
+  agent, cmdp: CMDP, state, where: str, *, batched: bool = False, batched_cmdp: bool = False
+) -> None:
+  """Refuses a `state` that `agent` did not make for `cmdp` (`ValueError` naming the field).
+
+  A state carries what it was made for: its type and fields (the agent's kind and
+  configuration), the shapes of its counts (the sizes `H`, `S`, `A`, `I` and the setting's
+  layout) and its copies of the thresholds and the initial state, which the agent plans
+  with. Each is compared with the state `agent.init` makes for `cmdp`: types and shapes
+  always (they are static, also under `jit` and `vmap`), the thresholds and the initial
+  state when both sides are concrete. With `batched`, `state` has a leading seed axis (and
+  `cmdp` too when `batched_cmdp`). `None` (a fresh start) passes.
+
+  Resuming on a CMDP with other thresholds on purpose: replace them in the state first,
+  `state._replace(thresholds=cmdp.thresholds)`.
+  """
+  if state is None:
+    return
+  lead = 1 if batched else 0
+  if batched_cmdp:
+    expected = jax.eval_shape(jax.vmap(lambda c: _init_state(agent, c)), cmdp)
+  else:
+    expected = jax.eval_shape(lambda c: _init_state(agent, c), cmdp)
+  kind = f"{type(expected).__name__} of this agent"
+  if type(state) is not type(expected):
+    raise ValueError(
+      f"{where}: state: of type {type(state).__name__}, not the {kind}: a state resumes only the"
+      " agent (kind and configuration) that made it; start afresh with state=None"
+    )
+  got_leaves, got_tree = jax.tree_util.tree_flatten_with_path(state)
+  want_leaves, want_tree = jax.tree_util.tree_flatten_with_path(expected)
+  if str(got_tree) != str(want_tree):
+    got_paths = {jax.tree_util.keystr(p) for p, _ in got_leaves}
+    want_paths = {jax.tree_util.keystr(p) for p, _ in want_leaves}
+    differ = sorted(got_paths ^ want_paths) or ["(its structure)"]
+    raise ValueError(
+      f"{where}: state: its fields differ from the {kind} (first: state{differ[0]}): it was"
+      " made by another agent or another configuration (setting, inner solver, warm start);"
+      " start afresh with state=None"
+    )
+  for (path, got), (_, want) in zip(got_leaves, want_leaves):
+    shape = tuple(np.shape(got))
+    want_shape = tuple(want.shape)
+    if not batched_cmdp and lead:
+      shape = shape[1:]
+    dtype = np.dtype(getattr(got, "dtype", None) or np.result_type(got))
+    if shape != want_shape or dtype != want.dtype:
+      raise ValueError(
+        f"{where}: state{jax.tree_util.keystr(path)}: {dtype}{list(shape)} where"
+        f" this agent makes {want.dtype}{list(want_shape)} for this CMDP (H = {cmdp.horizon},"
+        f" S = {cmdp.num_states}, A = {cmdp.num_actions}, I = {cmdp.num_constraints}): the"
+        " state was made for another CMDP (sizes, support, dtype) or agent configuration"
+      )
+  for field in ("thresholds", "initial_state"):
+    mine, theirs = getattr(state, field), getattr(cmdp, field)
+    if not (_concrete_leaf(mine) and _concrete_leaf(theirs)):
+      continue
+    mine = np.asarray(mine)
+    theirs = np.broadcast_to(np.asarray(theirs).astype(mine.dtype), mine.shape)
+    if not np.array_equal(mine, theirs):
+      if lead:  # the first seed that differs
+        seed = int(np.argmax((mine != theirs).reshape(mine.shape[0], -1).any(axis=1)))
+        mine, theirs = mine[seed], theirs[seed]
+        field_at = f"{field} of seed {seed}"
+      else:
+        field_at = field
+      fix = (
+        "; to resume with other thresholds on purpose, pass"
+        " state=state._replace(thresholds=cmdp.thresholds)"
+        if field == "thresholds"
+        else ""
+      )
+      raise ValueError(
+        f"{where}: state.{field}: the state was made for {field_at} {_shown(mine)}, the CMDP has"
+        f" {_shown(theirs)}: the agent would keep planning for the old ones; a state resumes"
+        f" only the CMDP it was made for{fix}"
+      )
+
+
+def _init_state(agent, cmdp: CMDP):
+  return agent.init(
+    cmdp.thresholds,
+    cmdp.initial_state,
+    num_states=cmdp.num_states,
+    num_actions=cmdp.num_actions,
+    horizon=cmdp.horizon,
+  )
+
+
+def warn_past_horizon(agent, num_episodes: int, state, where: str) -> None:
+  """Warns when a run would go past the `K` the agent was built for (its radii use it)."""
+  assumptions = _assumptions(agent)
+  built_for = None if assumptions is None else assumptions.num_episodes
+  start = _first_episode(state)
+  if built_for is None or start is None or start + num_episodes <= built_for:
+    return
+  warnings.warn(
+    f"{where}: the run ends at episode {start + num_episodes}, past the num_episodes ="
+    f" {built_for} the agent was built for: its confidence radii use K = {built_for} (their"
+    " guarantee is for K episodes). Build the agent with num_episodes >= the run's length",
+    UserWarning,
+    stacklevel=3,
+  )
+
+
 def _assumptions(agent) -> Assumptions | None:
   return getattr(agent, "assumptions", None)
 

@@ -46,7 +46,9 @@ def episode_step(
   run_checks.run_length(1, state, where="episode_step")
   check_cmdp(cmdp, "episode_step")
   run_checks.key(key, "episode_step")
+  run_checks.check_state(agent, cmdp, state, "episode_step")
   run_checks.check_agent(agent, cmdp, "episode_step")
+  run_checks.warn_past_horizon(agent, 1, state, "episode_step")
   if check:
     run_checks.check_in_program(agent, cmdp, "episode_step")
   with checks.requesting(check):
@@ -200,7 +202,9 @@ def run(
   run_checks.run_length(num_episodes, state)
   check_cmdp(cmdp, "run")
   run_checks.key(key, "run")
+  run_checks.check_state(agent, cmdp, state, "run")
   run_checks.check_agent(agent, cmdp, "run")
+  run_checks.warn_past_horizon(agent, num_episodes, state, "run")
   if progress is not None:
     validation.check_int("progress", progress, low=1)
   try:
@@ -293,7 +297,9 @@ def run_sharded(
   run_checks.run_length(num_episodes, state, where="run_sharded")
   check_cmdp(cmdp, "run_sharded")
   run_checks.key(keys, "run_sharded", batched=True)
+  run_checks.check_state(agent, cmdp, state, "run_sharded", batched=True, batched_cmdp=batched_cmdp)
   run_checks.check_agent(agent, cmdp, "run_sharded", batched=batched_cmdp)
+  run_checks.warn_past_horizon(agent, num_episodes, state, "run_sharded")
   if mesh is None:
     mesh = jax.make_mesh(
       (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.typing import ArrayLike
 
-from . import box, planning
+from . import box, checks, planning
 
 
 @jax.tree_util.register_pytree_node_class
@@ -35,7 +35,7 @@ class TransitionSet:
   known kernel with `TransitionSet.point(kernel, next_states)`.
   """
 
-  __slots__ = ("lower", "upper", "next_states", "fill", "is_point")
+  __slots__ = ("lower", "upper", "next_states", "fill", "is_point", "checked")
 
   def __init__(
     self,
@@ -44,12 +44,19 @@ class TransitionSet:
     next_states: ArrayLike | None = None,
     fill: str = box.DEFAULT_FILL,
   ):
-    width = np.shape(lower if next_states is None else next_states)[-1]
     self.lower: Any = lower  # arrays (host arrays too, e.g. for the LP), or tracers
     self.upper: Any = upper
     self.next_states: Any = next_states
-    self.fill = box.resolve_fill(fill, width)
     self.is_point = False
+    # Shapes and dtypes always; the numbers when concrete (`checks.transition_set`): a
+    # ValueError naming the field and the first row that holds no kernel.
+    self.checked = False
+    checks.transition_set(self, "TransitionSet")
+    # Whether the numbers were checked here (a set rebuilt from its leaves, by `vmap`,
+    # `jax.tree.map` or `replace`, is checked by the kernels it is passed to).
+    self.checked = checks.concrete(lower, upper, next_states)
+    width = np.shape(lower if next_states is None else next_states)[-1]
+    self.fill = box.resolve_fill(fill, width)
 
   @classmethod
   def point(
@@ -71,6 +78,7 @@ class TransitionSet:
   def tree_unflatten(cls, aux, children):
     out = object.__new__(cls)  # no checks: the children may be tracers or placeholders
     out.fill, out.is_point = aux
+    out.checked = False
     if out.is_point:
       out.lower, out.next_states = children
       out.upper = out.lower
@@ -112,16 +120,22 @@ class TransitionSet:
 
   # --- what callers do with the set ---------------------------------------------------
 
-  def lmo(self, reward: jax.Array, initial_state) -> planning.LMOSolution:
+  def lmo(self, reward: jax.Array, initial_state, *, check: bool = False) -> planning.LMOSolution:
     """`min_{q in Q(set)} reward . q`: one extended DP (`planning.extended_lmo`)."""
-    return planning.extended_lmo(reward, self, initial_state)
+    return planning.extended_lmo(reward, self, initial_state, check=check)
 
   def vertex(
-    self, reward: jax.Array, actions: jax.Array, order_values: jax.Array, initial_state
+    self,
+    reward: jax.Array,
+    actions: jax.Array,
+    order_values: jax.Array,
+    initial_state,
+    *,
+    check: bool = False,
   ) -> planning.LMOSolution:
     """The vertex named by `actions` and its fill order, filled in this set
     (`planning.policy_vertex`)."""
-    return planning.policy_vertex(reward, actions, order_values, self, initial_state)
+    return planning.policy_vertex(reward, actions, order_values, self, initial_state, check=check)
 
   def value_iteration(
     self, reward: jax.Array, initial_state, *, check: bool = False
@@ -129,17 +143,19 @@ class TransitionSet:
     """Optimal policy and transitions in the set (`planning.extended_value_iteration`)."""
     return planning.extended_value_iteration(reward, self, initial_state, check=check)
 
-  def evaluate(self, reward: jax.Array, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
+  def evaluate(
+    self, reward: jax.Array, policy: jax.Array, *, check: bool = False
+  ) -> tuple[jax.Array, jax.Array]:
     """Optimistic evaluation of a fixed policy (`planning.optimistic_policy_evaluation`):
     `(values [H, S], q_values [H, S, A])`."""
-    return planning.optimistic_policy_evaluation(reward, policy, self)
+    return planning.optimistic_policy_evaluation(reward, policy, self, check=check)
 
   def occupancy(self, policy: jax.Array, initial_state, *, check: bool = False) -> jax.Array:
     """`[H, S, A]` occupancy of `policy` under the kernel of a point set
     (`planning.occupancy`)."""
     return planning.occupancy(self, policy, initial_state, check=check)
 
-  def optimal_policy(self, reward: jax.Array) -> jax.Array:
+  def optimal_policy(self, reward: jax.Array, *, check: bool = False) -> jax.Array:
     """`[H, S, A]` one-hot policy minimising `V^pi(reward)` under the kernel of a point set
     (`planning.optimal_policy`)."""
-    return planning.optimal_policy(reward, self)
+    return planning.optimal_policy(reward, self, check=check)

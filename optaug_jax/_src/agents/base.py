@@ -141,11 +141,14 @@ class Assumptions:
       not exceed the baseline's true slack `min_i (alpha_i - V^pi(d_i, p))`.
     setting: the `Setting` the agent was built with (`None`: the default, the paper's,
       which declares no next-state support).
+    num_episodes: the `K` the agent was built for (its confidence radii use it); the
+      runner warns when a run goes past it (`None`: not stated).
   """
 
   safe_policy: Any = None
   slack: Any = None
   setting: Any = None
+  num_episodes: int | None = None
 
 
 class Agent(NamedTuple):

@@ -273,5 +273,7 @@ def optaug(
     init=init,
     plan=plan,
     update=base.update_fn(setting),
-    assumptions=base.Assumptions(safe_policy=safe_policy, slack=slack, setting=setting),
+    assumptions=base.Assumptions(
+      num_episodes=num_episodes, safe_policy=safe_policy, slack=slack, setting=setting
+    ),
   )

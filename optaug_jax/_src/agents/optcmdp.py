@@ -120,5 +120,5 @@ def optcmdp(
     init=base.init_fn(setting),
     plan=plan,
     update=base.update_fn(setting),
-    assumptions=base.Assumptions(setting=setting),
+    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
   )

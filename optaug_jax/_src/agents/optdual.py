@@ -168,7 +168,7 @@ def optdual(
     init=init,
     plan=plan,
     update=base.update_fn(setting),
-    assumptions=base.Assumptions(setting=setting),
+    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
   )
 
 

@@ -124,5 +124,5 @@ def optprimaldual(
     init=init,
     plan=plan,
     update=base.update_fn(setting),
-    assumptions=base.Assumptions(setting=setting),
+    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
   )

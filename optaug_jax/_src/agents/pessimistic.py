@@ -272,7 +272,9 @@ def dope(
     init=base.init_fn(setting),
     plan=plan,
     update=base.update_fn(setting),
-    assumptions=base.Assumptions(safe_policy=safe_policy, slack=slack, setting=setting),
+    assumptions=base.Assumptions(
+      num_episodes=num_episodes, safe_policy=safe_policy, slack=slack, setting=setting
+    ),
   )
 
 
@@ -384,5 +386,7 @@ def optpess_lp(
     init=base.init_fn(setting),
     plan=plan,
     update=base.update_fn(setting),
-    assumptions=base.Assumptions(safe_policy=safe_policy, slack=slack, setting=setting),
+    assumptions=base.Assumptions(
+      num_episodes=num_episodes, safe_policy=safe_policy, slack=slack, setting=setting
+    ),
   )

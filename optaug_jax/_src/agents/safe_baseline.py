@@ -61,5 +61,7 @@ def safe_baseline(
     init=base.init_fn(setting),
     plan=plan,
     update=base.update_fn(setting),
-    assumptions=base.Assumptions(safe_policy=safe_policy, setting=setting),
+    assumptions=base.Assumptions(
+      num_episodes=num_episodes, safe_policy=safe_policy, setting=setting
+    ),
   )

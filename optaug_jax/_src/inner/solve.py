@@ -144,7 +144,7 @@ def solve_inner(
     checks.finite(name, x, "solve_inner", check=check, low=0.0)
   checks.finite("thresholds", thresholds, "solve_inner", check=check)
   checks.finite("eta", eta, "solve_inner", check=check, low=0.0, low_open=True)
-  checks.box(lower, upper, "solve_inner", check=check)
+  checks.transition_set(problem.transitions, "solve_inner", check=check)
   if gradient == "unrolled":
     inputs = (problem, multipliers, eta)
   else:
