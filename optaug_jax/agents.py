@@ -38,6 +38,7 @@ from optaug_jax._src.agents.registry import (
   AgentSpec,
   agent_options,
   make_agent,
+  make_agents,
   register_agent,
 )
 from optaug_jax._src.agents.safe_baseline import safe_baseline
@@ -64,6 +65,7 @@ __all__ = (
   "dope_pretrain_episodes",
   "init_state",
   "make_agent",
+  "make_agents",
   "model_fn",
   "nupi",
   "optcmdp",

@@ -1,4 +1,5 @@
-"""Analysis tools: the outer methods on a known CMDP, and sensitivities of the inner optimum."""
+"""Analysis tools: the outer methods on a known CMDP, sensitivities of the inner optimum, and
+the outlook before a long run (whether and when OptAug's per-episode advantage shows)."""
 
 from optaug_jax._src.known_model import (
   KnownModelLog,
@@ -6,9 +7,37 @@ from optaug_jax._src.known_model import (
   dual_descent_known_model,
   optimal_value_estimate,
 )
+from optaug_jax._src.outlook import (
+  LAGRANGIAN,
+  BiasFit,
+  Outlook,
+  PerfectModelLog,
+  Pilot,
+  Prediction,
+  exact_counts,
+  fit_bias,
+  measured_separation,
+  outlook,
+  perfect_model_run,
+  pilot_run,
+  predict,
+)
 from optaug_jax._src.sensitivity import InnerSensitivities, inner_sensitivities
 
 __all__ = (
+  "LAGRANGIAN",
+  "BiasFit",
+  "Outlook",
+  "PerfectModelLog",
+  "Pilot",
+  "Prediction",
+  "exact_counts",
+  "fit_bias",
+  "measured_separation",
+  "outlook",
+  "perfect_model_run",
+  "pilot_run",
+  "predict",
   "InnerSensitivities",
   "KnownModelLog",
   "alm_known_model",

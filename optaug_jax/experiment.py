@@ -24,6 +24,8 @@ Modules (each documented in its own docstring):
 - `headline`, `cancellation`: the two learning-run experiments themselves (`main(argv)`,
   `parse_args`, `summarise`, `plot`), whose command lines are `experiments/headline.py`
   and `experiments/cancellation.py`; `headline.main([])` is the README's main experiment.
+- `outlook`: the outlook before a long run (`experiments/outlook.py`, over
+  `oj.analysis.outlook`).
 
     from optaug_jax.experiment import result_files, runs
 """
@@ -36,6 +38,7 @@ from optaug_jax._src.experiment import (
   figures,
   headline,
   numpy_reference,
+  outlook,
   problems,
   processes,
   reductions,
@@ -51,6 +54,7 @@ __all__ = (
   "figures",
   "headline",
   "numpy_reference",
+  "outlook",
   "problems",
   "processes",
   "reductions",

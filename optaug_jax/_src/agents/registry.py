@@ -9,7 +9,7 @@ build agents through `make_agent(name, benchmark, num_episodes=K, **options)`.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .. import cmdp as cmdp_lib
@@ -99,3 +99,23 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
   if isinstance(kwargs.get("setting"), str):
     kwargs["setting"] = setting_lib.named_setting(kwargs["setting"], benchmark.cmdp)
   return spec.factory(num_episodes=num_episodes, **kwargs)
+
+
+def make_agents(names, benchmark, *, num_episodes: int, options: Mapping[str, Any]) -> dict:
+  """`{name: make_agent(name, ...)}`; each agent takes the options its factory accepts.
+
+  `options` maps an option name to a value for every agent that accepts it, or to a dict
+  `{agent name: value}` for agent-specific values.
+  """
+  agents = {}
+  for name in names:
+    accepted = agent_options(name)
+    mine = {}
+    for key, value in options.items():
+      if isinstance(value, dict):
+        if name in value:
+          mine[key] = value[name]
+      elif key in accepted:
+        mine[key] = value
+    agents[name] = make_agent(name, benchmark, num_episodes=num_episodes, **mine)
+  return agents

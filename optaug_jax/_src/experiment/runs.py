@@ -31,23 +31,9 @@ from optaug_jax._src.experiment import (
 
 
 def make_agents(names, benchmark, *, num_episodes: int, options: dict) -> dict:
-  """`{name: agent}` from the registry; each agent takes the options its factory accepts.
-
-  `options` maps an option name to a value for every agent that accepts it, or to a dict
-  `{agent name: value}` for agent-specific values.
-  """
-  agents = {}
-  for name in names:
-    accepted = oj.agents.agent_options(name)
-    mine = {}
-    for key, value in options.items():
-      if isinstance(value, dict):
-        if name in value:
-          mine[key] = value[name]
-      elif key in accepted:
-        mine[key] = value
-    agents[name] = oj.agents.make_agent(name, benchmark, num_episodes=num_episodes, **mine)
-  return agents
+  """`oj.agents.make_agents` (the registry's): `{name: agent}`, each agent taking the
+  options its factory accepts."""
+  return oj.agents.make_agents(names, benchmark, num_episodes=num_episodes, options=options)
 
 
 def final_regrets(log, lp_value, thresholds) -> dict:

@@ -1,0 +1,252 @@
+"""The outlook before a long run: whether, and when, OptAug separates from a Lagrangian agent.
+
+Takes headline.py's flags (the planned run: --benchmark, your own MODULE:FUNCTION included,
+--agents, --episodes, --seeds, --setting, --bonus-scale, --eta, --dual-eta, ...) and, in a
+minute or two, measures on the CMDP as given (its true model is known in simulation) and
+the agents as configured (`oj.analysis.outlook`):
+
+- the swing each Lagrangian agent keeps with a perfect model: the agent at its own step,
+  planning on the exact model (no sampling), episode after episode: the quantiles of its
+  per-episode violation, the share above --threshold, the mean positive violation;
+- OptAug's estimation bias as the run goes on: a pilot run (--pilot-episodes x
+  --pilot-seeds, vmapped), its positive violation after pre-training fitted as
+  beta / sqrt(k) on the pilot's last third, extrapolated;
+- each agent's cost per seed-episode in its pilot, and so the wall time of the planned run
+  here;
+- the episode from which OptAug's mean positive violation is at most half the Lagrangian
+  agent's, and its share of violating episodes 0.1 below, or "not within --up-to".
+
+Writes DIR/outlook.json, DIR/outlook.md and DIR/outlook.png (the bias, its fit, the
+Lagrangian swings and the predicted episodes) and prints the verdicts.
+
+--like RUN_DIR takes the flags of a finished headline.py run (its config.json; flags given
+here override) and puts that run's measured separation episodes (the same two criteria on
+its summary.json windows) beside the prediction: docs/results/outlook/ validates the
+outlook this way.
+
+  python experiments/outlook.py --benchmark gridworld --grid-size 11 --setting bura2022 \\
+      --bonus-scale 0.1 --episodes 30000 --seeds 16 --out results/outlook_g11
+  python experiments/outlook.py --like docs/results/separation/g11_b0.1 --out results/o
+  python experiments/outlook.py --benchmark my_cmdps.py:robot --episodes 20000
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import jax
+import numpy as np
+
+import optaug_jax as oj
+
+from . import arguments, cli, problems, runs
+
+OUTPUTS = ("config.json", "outlook.json", "outlook.md", "outlook.png")
+# The run flags `--like` takes from a config.json (the rest describe the run's files).
+_LIKE_SKIP = {"chunk", "trace_points", "tail", "problem_digest", "x64", "seed"}
+
+
+def _like_flags(run_dir: pathlib.Path) -> list[str]:
+  """headline.py's flags of the finished run in `run_dir`, from its config.json."""
+  path = run_dir / "config.json"
+  if not path.is_file():
+    raise cli.UsageError(f"--like {run_dir}: no config.json there (a headline.py run's directory)")
+  config = json.loads(path.read_text())
+  flags = []
+  for key, value in config["arguments"].items():
+    if key in _LIKE_SKIP or value is None or value is False:
+      continue
+    if key == "inner" and value == "auto":  # runs before --inner exact|frank_wolfe: the dual
+      value = "exact"  # ("auto" chose the exact dual method for every I and dtype)
+    flag = "--" + key.replace("_", "-")
+    flags += [flag] if value is True else [flag, str(value)]
+  if config["arguments"].get("x64"):
+    flags.append("--x64")
+  return flags
+
+
+def parse_args(argv=None):
+  argv = list(sys.argv[1:] if argv is None else argv)
+  p = arguments.build_parser(__doc__, "outlook.py")
+  p.set_defaults(
+    benchmark="factored",
+    agents=["optaug", "optdual"],
+    seeds=32,
+    episodes=100_000,
+    bonus_scale=1.0,
+    out="results/outlook",
+  )
+  p.add_argument("--like", metavar="RUN_DIR", help="take the flags of a finished headline.py run")
+  p.add_argument("--pilot-episodes", type=cli.positive_int, default=2000, help="pilot length")
+  p.add_argument("--pilot-seeds", type=cli.positive_int, default=4, help="pilot seeds (vmapped)")
+  p.add_argument(
+    "--perfect-episodes",
+    type=cli.positive_int,
+    default=None,
+    help="episodes of the perfect-model runs (default min(--episodes, 10^4))",
+  )
+  p.add_argument(
+    "--threshold", type=float, default=0.05, help="the violation that counts an episode"
+  )
+  p.add_argument(
+    "--up-to", type=cli.positive_int, default=10**6, help="the last episode a prediction considers"
+  )
+  known, _ = p.parse_known_args(argv)
+  if known.like:
+    argv = _like_flags(pathlib.Path(known.like)) + argv
+  args, _ = arguments.parse(p, argv)
+  args.chunk = min(250, args.pilot_episodes)
+  return args
+
+
+def _check_like_problem(like: str, bench, record) -> None:
+  """Refuses a `--like` run whose problem is not the one built here. Its digest covers the
+  baseline's slack too, whose float32 evaluation may round differently under another
+  version; then the sizes, thresholds and LP value must agree (to 1e-6)."""
+  config = json.loads((pathlib.Path(like) / "config.json").read_text())
+  digest = config["arguments"].get("problem_digest")
+  if digest is None or digest == problems.problem_digest(bench):
+    return
+  theirs, mine = config.get("problem", {}), record["problem"]
+  same = all(theirs.get(k) == mine[k] for k in ("states", "actions", "horizon", "constraints"))
+  same = same and np.allclose(theirs.get("thresholds"), mine["thresholds"], rtol=1e-6)
+  same = same and np.isclose(theirs.get("lp_value"), mine["lp_value"], rtol=1e-6)
+  if not same:
+    raise cli.UsageError(f"--like {like}: its problem differs from the one built here")
+  print(
+    f"--like {like}: the same CMDP (sizes, thresholds, LP value); its digest differs in the"
+    f" baseline's slack (recorded {theirs.get('safe_policy_slack')}, here"
+    f" {mine['safe_policy_slack']}: float32 rounding)"
+  )
+
+
+def _measured(like: str | None, predictions) -> dict:
+  if not like:
+    return {}
+  path = pathlib.Path(like) / "summary.json"
+  if not path.is_file():
+    return {}
+  agents = json.loads(path.read_text())["agents"]
+  return {
+    name: oj.analysis.measured_separation(agents, "optaug", name)
+    for name in predictions
+    if name in agents and "optaug" in agents
+  }
+
+
+def _fmt(k) -> str:
+  return "not within" if k is None else f"{k:,}"
+
+
+def report(out, args, measured) -> str:
+  """The outlook as a Markdown table and the verdicts."""
+  lines = [
+    f"Outlook: {arguments.run_title(args)}. Bias b(k) = {out.bias.beta:.3g} / sqrt(k) (pilot"
+    f" {args.pilot_episodes} episodes x {args.pilot_seeds} seeds, fit on its last third;"
+    f" a free power-law exponent there: {out.bias.exponent:.2f}).",
+    "",
+    "| agent | perfect-model swing (5%-95%) | share > thr | mean [v]+ | predicted: [v]+"
+    " separates | share separates | measured: [v]+ | share | s per seed-episode | planned run |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
+  for name, p in out.predictions.items():
+    m = measured.get(name, {})
+    wall = out.wall_seconds(name, args.episodes, args.seeds) + out.wall_seconds(
+      "optaug", args.episodes, args.seeds
+    )
+    lines.append(
+      f"| {name} | {p.swing_low:+.3g} to {p.swing_high:+.3g} | {p.swing_share:.2f} |"
+      f" {p.swing_positive:.3g} | {_fmt(p.positive_episode)} | {_fmt(p.share_episode)} |"
+      f" {_fmt(m.get('positive')) if m else '-'} | {_fmt(m.get('share')) if m else '-'} |"
+      f" {out.seconds_per_seed_episode[name]:.2e} | {wall / 60:.1f} min |"
+    )
+  lines.append("")
+  for name, p in out.predictions.items():
+    first = [k for k in (p.share_episode, p.positive_episode) if k is not None]
+    when = ""
+    if first:
+      k = min(first)
+      minutes = out.wall_seconds("optaug", k, args.seeds) + out.wall_seconds(name, k, args.seeds)
+      when = f" (episode {k:,}: about {minutes / 60:.1f} min here for {args.seeds} seeds of both)"
+    lines.append(f"- OptAug against {name}: {p.verdict}{when}.")
+  return "\n".join(lines)
+
+
+def plot(out, args, run_dir):
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.6))
+  b = out.bias
+  ax.plot(b.windows, b.positive, "o", color="C0", label="OptAug pilot: mean [v]+ per window")
+  k = np.geomspace(max(b.from_episode, 1), args.up_to, 200)
+  ax.plot(k, b.beta / np.sqrt(k), "--", color="C0", label=f"bias fit {b.beta:.3g}/sqrt(k)")
+  ax.axhline(args.threshold, color="k", lw=0.8, ls=":", label=f"threshold {args.threshold:g}")
+  for i, (name, p) in enumerate(out.predictions.items()):
+    color = f"C{i + 1}"
+    ax.axhline(p.swing_positive, color=color, lw=1, label=f"{name}: perfect-model mean [v]+")
+    for kk, style in ((p.positive_episode, "-."), (p.share_episode, "-")):
+      if kk is not None:
+        ax.axvline(kk, color=color, ls=style, lw=1)
+    swing = out.swings[name]
+    ax2.plot(np.arange(1, len(swing) + 1), swing, lw=0.6, color=color, label=name)
+  ax.axvspan(1, b.from_episode, color="0.9", label="pre-training")
+  ax.set_xscale("log")
+  ax.set_yscale("log")
+  ax.set_xlabel("episode k (vertical: predicted separation, dash-dot [v]+, solid share)")
+  ax.set_ylabel("positive violation")
+  ax.legend(fontsize=7)
+  ax2.axhline(args.threshold, color="k", lw=0.8, ls=":")
+  ax2.axhline(0, color="k", lw=0.5)
+  ax2.set_xscale("log")
+  ax2.set_xlabel("episode k (perfect model: no estimation error)")
+  ax2.set_ylabel("V(d) - alpha")
+  ax2.legend(fontsize=7)
+  fig.suptitle("Outlook: " + arguments.run_title(args))
+  fig.tight_layout()
+  run_dir.save_figure(fig, "outlook.png", dpi=110)
+  plt.close(fig)
+
+
+def main(argv=None):
+  args = arguments.resolve_defaults(parse_args(argv))
+  if "optaug" not in args.agents or not set(args.agents) & set(oj.analysis.LAGRANGIAN):
+    raise cli.UsageError(
+      f"--agents {','.join(args.agents)}: the outlook needs optaug and a Lagrangian agent"
+      f" ({', '.join(oj.analysis.LAGRANGIAN)})"
+    )
+  config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "outlook", OUTPUTS)
+  del keys, agents, lp
+  if args.like:
+    _check_like_problem(args.like, bench, record)
+  with run_dir.running():
+    run_dir.write_json("config.json", record)
+    out = oj.analysis.outlook(
+      bench,
+      tuple(args.agents),
+      key=jax.random.PRNGKey(args.seed),
+      num_episodes=args.episodes,
+      options=arguments.agent_options(args),
+      pilot_episodes=args.pilot_episodes,
+      pilot_seeds=args.pilot_seeds,
+      perfect_episodes=args.perfect_episodes,
+      threshold=args.threshold,
+      horizon=args.up_to,
+      chunk=args.chunk,
+      num_seeds=args.seeds,
+    )
+    measured = _measured(args.like, out.predictions)
+    summary = out.summary()
+    summary["measured"] = measured
+    summary["like"] = args.like
+    text = report(out, args, measured)
+    run_dir.write_json("outlook.json", summary)
+    run_dir.write_text("outlook.md", text + "\n")
+    plot(out, args, run_dir)
+    run_dir.complete()
+  print(text)
+  return out, measured

@@ -1,0 +1,486 @@
+"""An outlook before a long run: whether, and when, OptAug's per-episode advantage shows.
+
+OptAug-CMDP plays one mixed policy whose violation is the optimistic model's estimation
+bias; a Lagrangian agent alternates between deterministic best responses whose violations
+swing around that bias and cancel only on average. Two cheap measurements predict when the
+difference shows in a run:
+
+- **The swing** a Lagrangian agent keeps with a perfect model: the agent as configured (its
+  own step, schedule and multiplier update), built with `bonus_scale=0` and handed counts
+  that reproduce the true CMDP (`exact_counts`), planned episode after episode with no
+  sampling (`perfect_model_run`). Its per-episode violations `v_k` are the swing alone.
+- **The bias** of the optimistic model as the run goes on: from a short pilot run of OptAug
+  (its positive violation per window, after pre-training), fitted as `b(k) = beta /
+  sqrt(k)` on the last third of the pilot after pre-training (the radii shrink like
+  `1/sqrt(visits)`) and extrapolated.
+
+In a run, OptAug's violation at episode `k` is modelled as `b(k) z` (`z`: the pilot's late
+violations over their mean positive part, the spread over seeds and episodes) and a
+Lagrangian agent's as `v + b(k)` over its perfect-model swing `v` (its average violation is
+the same bias: measured in every run so far). The difference shows in
+
+- the mean positive violation once OptAug's is at most half the Lagrangian's (and the
+  Lagrangian's is at least `MIN_POSITIVE`), and
+- the share of episodes violating by more than `threshold` once OptAug's is at least
+  `SHARE_MARGIN` below the Lagrangian's,
+
+from the predicted episode on. `measured_separation` applies the same two criteria to the
+windows of a finished run (`headline.py`'s `summary.json`), for validation
+(docs/results/outlook/).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import planning
+from . import setting as setting_lib
+from .agents import registry
+from .agents.base import Agent
+from .cmdp import CMDP, to_dense
+from .estimates import Counts
+
+# The Lagrangian agents of the registry: their swing is measured on the exact model.
+LAGRANGIAN = ("optdual", "optdual_optimistic", "pid_lagrangian", "nupi_lagrangian", "optprimaldual")
+# A difference in the mean positive violation counts from this Lagrangian value on.
+MIN_POSITIVE = 0.01
+# ... and in the share of violating episodes when OptAug's is this much lower.
+SHARE_MARGIN = 0.1
+
+
+def _init(agent: Agent, cmdp: CMDP):
+  return agent.init(
+    cmdp.thresholds,
+    cmdp.initial_state,
+    num_states=cmdp.num_states,
+    num_actions=cmdp.num_actions,
+    horizon=cmdp.horizon,
+  )
+
+
+def exact_counts(agent: Agent, cmdp: CMDP) -> Counts:
+  """Counts in `agent`'s layout whose empirical means are `cmdp`'s model.
+
+  Every `(h, s, a)` has `m` visits (a power of two, so the cost sums `c m` are exact), and
+  each row's transition counts are `p m` (`p H m` when the setting pools over h) rounded,
+  with the remainder on the row's largest entry: `p_bar` equals `p` to `1 / (H m)` (float32
+  counts stay exact: `H m <= 2^24`). A pooled (stationary) setting gets `p` averaged over h,
+  a sparse support `p` at its slots.
+  """
+  counts = _init(agent, cmdp).counts
+  horizon = cmdp.horizon
+  steps = counts.transitions.shape[0]
+  pooled = steps == 1 and horizon > 1
+  m = 2 ** int(np.floor(np.log2(2**24 / horizon)))
+  total = m * (horizon if pooled else 1)
+  p = np.asarray(to_dense(cmdp).transitions, np.float64)  # [H, S, A, S]
+  if pooled:
+    p = p.mean(axis=0, keepdims=True)
+  setting = getattr(agent.assumptions, "setting", None)
+  next_states = setting_lib.resolve(setting).next_states()
+  if next_states is not None:
+    ns = np.broadcast_to(np.asarray(next_states), p.shape[:-1] + (next_states.shape[-1],))
+    p = np.where(ns >= 0, np.take_along_axis(p, np.maximum(ns, 0), axis=-1), 0.0)
+  n = np.floor(p * total).astype(np.int64)
+  rest = total - n.sum(-1)
+  np.put_along_axis(
+    n,
+    np.argmax(p, -1)[..., None],
+    np.take_along_axis(n, np.argmax(p, -1)[..., None], -1) + rest[..., None],
+    -1,
+  )
+  dtype = counts.cost_sums.dtype
+  zeros = lambda x: None if x is None else jnp.zeros_like(x)
+  return counts._replace(
+    visits=jnp.full(counts.visits.shape, m, jnp.int32),
+    transitions=jnp.asarray(n, jnp.int32),
+    cost_sums=jnp.asarray(np.asarray(cmdp.cost, np.float64) * m, dtype),
+    constraint_cost_sums=jnp.asarray(np.asarray(cmdp.constraint_costs, np.float64) * m, dtype),
+    cost_compensation=zeros(counts.cost_compensation),
+    constraint_cost_compensation=zeros(counts.constraint_cost_compensation),
+    off_support=zeros(counts.off_support),
+  )
+
+
+class PerfectModelLog(NamedTuple):
+  """Per episode of a perfect-model run (stacked over N)."""
+
+  violation: jax.Array  # [N] max_i V^{pi_k}(d_i) - alpha_i in the true CMDP
+  cost_value: jax.Array  # [N] V^{pi_k}(c)
+  multipliers: jax.Array  # [N, I] lambda after episode k's dual step
+
+
+def perfect_model_run(agent: Agent, cmdp: CMDP, num_episodes: int) -> PerfectModelLog:
+  """`agent` planning `num_episodes` episodes with the exact model: no sampling, no count
+  updates (`exact_counts`), the episode index advancing as in a run. Build the agent with
+  `bonus_scale=0` so that its model is the true CMDP (up to `1 / (H m)`)."""
+  state = _init(agent, cmdp)
+  state = state._replace(counts=exact_counts(agent, cmdp))
+
+  @jax.jit
+  def scan(state):
+    def step(st, _):
+      policy, st, _ = agent.plan(st)
+      cost_value, constraint_values = planning.policy_values(cmdp, policy)
+      st = st._replace(episode=st.episode + 1)
+      viol = jnp.max(constraint_values - cmdp.thresholds)
+      return st, PerfectModelLog(viol, cost_value, st.multipliers)
+
+    return lax.scan(step, state, None, length=num_episodes)[1]
+
+  return jax.device_get(scan(state))
+
+
+class Pilot(NamedTuple):
+  """A short run of one agent, vmapped over a few seeds."""
+
+  violations: np.ndarray  # [seeds, P] max_i V^{pi_k}(d_i) - alpha_i per episode
+  pretraining: np.ndarray  # [P] bool: every seed played its baseline
+  seconds_per_seed_episode: float  # the last chunk's wall time / (seeds x its episodes)
+  compile_seconds: float  # the first chunk's wall time less its share at that rate
+  state: Any  # the final states, [seeds, ...]
+
+
+def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chunk: int) -> Pilot:
+  """`agent` for `num_episodes` episodes over `keys` (vmapped), in jitted chunks of
+  `chunk` episodes (one compilation); timed per chunk."""
+  run = jax.jit(
+    jax.vmap(
+      lambda key, st: _run_chunk(agent, key, cmdp, st, chunk),
+      in_axes=(0, 0),
+    )
+  )
+  state = jax.vmap(lambda _: _init(agent, cmdp))(keys)
+  violations, pretraining, times = [], [], []
+  for _ in range(-(-num_episodes // chunk)):
+    start = time.perf_counter()
+    state, (viol, pre) = run(keys, state)
+    viol = np.asarray(viol)
+    times.append(time.perf_counter() - start)
+    violations.append(viol)
+    pretraining.append(np.asarray(pre).all(axis=0))
+  per = times[-1] / (keys.shape[0] * chunk)
+  return Pilot(
+    violations=np.concatenate(violations, 1)[:, :num_episodes],
+    pretraining=np.concatenate(pretraining)[:num_episodes],
+    seconds_per_seed_episode=float(per),
+    compile_seconds=float(max(times[0] - per * keys.shape[0] * chunk, 0.0)),
+    state=state,
+  )
+
+
+def seconds_per_seed_episode(
+  agent: Agent, cmdp: CMDP, pilot: Pilot, key: jax.Array, num_seeds: int, episodes: int = 20
+) -> float:
+  """The cost of one seed-episode in a batch of `num_seeds` vmapped seeds, from the pilot's
+  final states (repeated to fill the batch): the second of two calls of `episodes`
+  episodes (the first compiles), its wall time / (seeds x episodes)."""
+  reps = -(-num_seeds // pilot.violations.shape[0])
+  state = jax.tree.map(lambda x: jnp.concatenate([x] * reps)[:num_seeds], pilot.state)
+  keys = jax.random.split(key, num_seeds)
+  run = jax.jit(jax.vmap(lambda k, st: _run_chunk(agent, k, cmdp, st, episodes)))
+  state, out = run(keys, state)
+  jax.block_until_ready(out)
+  start = time.perf_counter()
+  jax.block_until_ready(run(keys, state))
+  return (time.perf_counter() - start) / (num_seeds * episodes)
+
+
+def _run_chunk(agent, key, cmdp, state, chunk):
+  from .runner import _run  # the runner's unjitted body (no host checks inside the vmap)
+
+  state, log = _run(agent, key, cmdp, state, 0.0, num_episodes=chunk, logs="full")
+  return state, (jnp.max(log.constraint_values - cmdp.thresholds, axis=-1), log.pretraining)
+
+
+class BiasFit(NamedTuple):
+  """OptAug's positive violation in a pilot, fitted as `beta / sqrt(k)`."""
+
+  beta: float  # b(k) = beta / sqrt(k), k the 1-based episode
+  exponent: float  # the exponent of a free power-law fit on the same windows (diagnostic)
+  windows: np.ndarray  # [W] window ends of the pilot after pre-training
+  positive: np.ndarray  # [W] mean positive violation over the seeds and the window
+  share: np.ndarray  # [W] share of (seed, episode) above the threshold
+  spread: np.ndarray  # [n] late violations / their mean positive part (the shape z)
+  from_episode: int  # first episode of the fit
+
+
+def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
+  edges = np.unique(np.round(np.geomspace(first, last, num)).astype(int))
+  return edges[edges > first] if len(edges) > 1 else np.array([last])
+
+
+def fit_bias(violations: np.ndarray, pretraining: np.ndarray, threshold: float) -> BiasFit:
+  """`BiasFit` of OptAug's pilot `violations [seeds, P]` (windows after pre-training; the
+  fit on the windows ending in the last third of them: the latest bias anchors the
+  extrapolation)."""
+  num_episodes = violations.shape[1]
+  first = int(np.argmin(pretraining)) if not pretraining.all() else num_episodes - 1
+  ends = _windows(first, num_episodes)
+  starts = np.concatenate([[first], ends[:-1]])
+  pos = np.array([np.maximum(violations[:, a:b], 0).mean() for a, b in zip(starts, ends)])
+  share = np.array([(violations[:, a:b] > threshold).mean() for a, b in zip(starts, ends)])
+  mid = np.sqrt((starts + 1.0) * ends)  # geometric centre of each window (1-based)
+  use = ends > first + 2 * (num_episodes - first) // 3
+  use = use if use.any() else np.ones_like(use)
+  beta = float(np.mean(pos[use] * np.sqrt(mid[use])))
+  good = use & (pos > 0)
+  exponent = (
+    float(np.polyfit(np.log(mid[good]), np.log(pos[good]), 1)[0]) if good.sum() >= 2 else np.nan
+  )
+  late = violations[:, first + 3 * (num_episodes - first) // 4 :].ravel()
+  scale = np.maximum(late, 0).mean()
+  spread = late / scale if scale > 0 else np.zeros_like(late)
+  return BiasFit(beta, exponent, ends, pos, share, spread, first + 1)
+
+
+class Prediction(NamedTuple):
+  """When one Lagrangian agent and OptAug separate, by each measure."""
+
+  agent: str
+  swing_low: float  # the perfect-model violations' 5% and 95% quantiles (late half)
+  swing_high: float
+  swing_share: float  # share of late perfect-model episodes above the threshold
+  swing_positive: float  # their mean positive violation
+  pilot_positive: float  # the agent's mean positive violation in its pilot's last third
+  pilot_share: float  # ... and its share above the threshold
+  positive_episode: int | None  # predicted separation in the mean positive violation
+  share_episode: int | None  # ... in the share of violating episodes (None: not within)
+  verdict: str
+
+
+def late_level(violations: np.ndarray, threshold: float, first: int = 0):
+  """`(mean positive violation, share above threshold, episode)` over the last third of a
+  pilot's `violations [seeds, P]` after episode `first` (0-based); `episode` is the
+  geometric centre of that range (1-based)."""
+  num_episodes = violations.shape[1]
+  lo = first + 2 * (num_episodes - first) // 3
+  late = violations[:, lo:]
+  return (
+    float(np.maximum(late, 0).mean()),
+    float((late > threshold).mean()),
+    float(np.sqrt((lo + 1.0) * num_episodes)),
+  )
+
+
+def predict(
+  name: str,
+  swing: np.ndarray,
+  bias: BiasFit,
+  pilot: np.ndarray,
+  *,
+  threshold: float,
+  horizon: int,
+) -> Prediction:
+  """When OptAug and the Lagrangian agent `name` separate (the criteria of the module
+  docstring), from its perfect-model violations `swing [N]`, OptAug's `bias` and the
+  agent's own pilot violations `pilot [seeds, P]`.
+
+  The Lagrangian agent's level (mean positive violation, share above `threshold`) is its
+  pilot's over the pilot's last third, at episode `k_p`; from there it moves to its
+  perfect-model level (the late half of `swing`) as the estimation error shrinks: `L(k) =
+  L_pm + (L_pilot - L_pm) sqrt(k_p / k)`. OptAug's violation is `b(k) z`. The predicted
+  episode is the first on a log grid (from the end of pre-training to `horizon`) from
+  which a criterion holds for the rest of the grid (`None`: not at `horizon`).
+  """
+  grid = np.unique(np.round(np.geomspace(max(bias.from_episode, 1), horizon, 400)).astype(int))
+  z = bias.spread if bias.spread.size else np.zeros(1)
+  late = swing[len(swing) // 2 :]
+  pos_pm, share_pm = float(np.maximum(late, 0).mean()), float((late > threshold).mean())
+  pos_p, share_p, k_p = late_level(pilot, threshold)
+  decay = np.minimum(1.0, np.sqrt(k_p / grid))
+  pos_l = pos_pm + (pos_p - pos_pm) * decay
+  share_l = share_pm + (share_p - share_pm) * decay
+  b = bias.beta / np.sqrt(grid)
+  pos_a = np.array([np.maximum(x * z, 0).mean() for x in b])
+  share_a = np.array([(x * z > threshold).mean() for x in b])
+  pos_ok = (pos_l >= MIN_POSITIVE) & (pos_a <= 0.5 * pos_l)
+  share_ok = share_a <= share_l - SHARE_MARGIN
+  low, high = (float(x) for x in np.quantile(late, [0.05, 0.95]))
+  pos_k, share_k = _holds_from(grid, pos_ok), _holds_from(grid, share_ok)
+  return Prediction(
+    name,
+    low,
+    high,
+    share_pm,
+    pos_pm,
+    pos_p,
+    share_p,
+    pos_k,
+    share_k,
+    _verdict(name, pos_k, share_k, share_pm, high, threshold, horizon),
+  )
+
+
+def _verdict(name, pos_k, share_k, swing_share, high, threshold, horizon) -> str:
+  if share_k is not None:
+    out = (
+      f"the share of episodes violating by more than {threshold:g} separates by about"
+      f" episode {share_k:,}"
+    )
+    if pos_k is not None and pos_k < share_k:
+      out += f" (the mean positive violation by about {pos_k:,})"
+    return out
+  if swing_share < SHARE_MARGIN:
+    out = (
+      f"{name}'s swing on the exact model stays below the threshold {threshold:g} in"
+      f" {1 - swing_share:.0%} of its episodes (95% quantile {high:+.3g}): the share of"
+      " violating episodes will not separate"
+    )
+  else:
+    out = f"the share of violating episodes does not separate within {horizon:,} episodes"
+  if pos_k is not None:
+    return out + f"; the mean positive violation will, by about episode {pos_k:,}"
+  return out + f"; the mean positive violation does not within {horizon:,} episodes at this bonus"
+
+
+class Outlook(NamedTuple):
+  """What `outlook` measured and predicts (see the module docstring)."""
+
+  bias: BiasFit
+  swings: dict[str, np.ndarray]  # per agent: perfect-model violations [N]
+  predictions: dict[str, Prediction]  # per Lagrangian agent
+  seconds_per_seed_episode: dict[str, float]  # per agent, late in its pilot (see `outlook`)
+  pilots: dict[str, Pilot]
+  config: dict[str, Any]
+
+  def wall_seconds(self, agent: str, episodes: int, seeds: int) -> float:
+    """Predicted wall time of `episodes` episodes of `seeds` seeds of `agent`, here (its
+    pilot's cost per seed-episode, which is late-run cost: OptAug's falls as it learns)."""
+    return self.seconds_per_seed_episode[agent] * episodes * seeds
+
+  def summary(self) -> dict:
+    """A JSON-ready summary."""
+    return {
+      "config": self.config,
+      "bias": {
+        "beta": self.bias.beta,
+        "free_exponent": self.bias.exponent,
+        "from_episode": self.bias.from_episode,
+        "windows": self.bias.windows.tolist(),
+        "positive": self.bias.positive.tolist(),
+        "share": self.bias.share.tolist(),
+      },
+      "predictions": {n: p._asdict() for n, p in self.predictions.items()},
+      "seconds_per_seed_episode": self.seconds_per_seed_episode,
+    }
+
+
+def outlook(
+  benchmark,
+  agents: Sequence[str] = ("optaug", "optdual"),
+  *,
+  key: jax.Array,
+  num_episodes: int,
+  options: Mapping[str, Any] | None = None,
+  pilot_episodes: int = 2000,
+  pilot_seeds: int = 4,
+  perfect_episodes: int | None = None,
+  threshold: float = 0.05,
+  horizon: int = 10**6,
+  chunk: int = 250,
+  num_seeds: int | None = None,
+) -> Outlook:
+  """Predicts whether, and when, OptAug and each Lagrangian agent separate on `benchmark`.
+
+  Args:
+    benchmark: a `Benchmark` (its CMDP's true model is read: this is simulation).
+    agents: registry names (`oj.agents.AGENTS`), OptAug among them; the Lagrangian ones
+      (`LAGRANGIAN`) get a prediction.
+    key: PRNG key of the pilot runs.
+    num_episodes: `K` of the planned run (the agents' radii and default steps use it).
+    options: agent options as `oj.experiment.runs.make_agents` takes them (a value for every
+      agent that accepts it, or `{agent: value}`), e.g. `{"setting": setting,
+      "bonus_scale": 0.1}`.
+    pilot_episodes, pilot_seeds: the pilot runs (every agent, vmapped over the seeds).
+    perfect_episodes: the perfect-model runs' length (default `min(K, 10^4)`).
+    threshold: the violation that counts an episode as violating.
+    horizon: the last episode a prediction looks at.
+    chunk: episodes per jitted call of the pilots.
+    num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed in a
+      batch of that many vmapped seeds (at most 256), from its pilot's final states; `None`:
+      the pilot's last chunk's cost.
+
+  Returns:
+    `Outlook`.
+  """
+  if "optaug" not in agents:
+    raise ValueError(f"agents: the outlook compares OptAug with Lagrangian agents; got {agents}")
+  lagrangian = [a for a in agents if a in LAGRANGIAN]
+  if not lagrangian:
+    raise ValueError(f"agents: no Lagrangian agent among {agents} (one of {LAGRANGIAN})")
+  cmdp = benchmark.cmdp
+  options = dict(options or {})
+  perfect_episodes = perfect_episodes or min(num_episodes, 10_000)
+  pilot_episodes = max(chunk, pilot_episodes // chunk * chunk)
+  built = registry.make_agents(agents, benchmark, num_episodes=num_episodes, options=options)
+  exact = registry.make_agents(
+    lagrangian, benchmark, num_episodes=num_episodes, options={**options, "bonus_scale": 0.0}
+  )
+  swings = {n: perfect_model_run(a, cmdp, perfect_episodes).violation for n, a in exact.items()}
+  keys = jax.random.split(key, pilot_seeds)
+  pilots = {n: pilot_run(a, cmdp, keys, pilot_episodes, chunk) for n, a in built.items()}
+  bias = fit_bias(pilots["optaug"].violations, pilots["optaug"].pretraining, threshold)
+  costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
+  if num_seeds is not None:
+    timing_key = jax.random.fold_in(key, 1)
+    costs = {
+      n: seconds_per_seed_episode(built[n], cmdp, pilots[n], timing_key, min(num_seeds, 256))
+      for n in pilots
+    }
+  predictions = {
+    n: predict(
+      n, np.asarray(swings[n]), bias, pilots[n].violations, threshold=threshold, horizon=horizon
+    )
+    for n in lagrangian
+  }
+  return Outlook(
+    bias=bias,
+    swings={n: np.asarray(v) for n, v in swings.items()},
+    predictions=predictions,
+    seconds_per_seed_episode=costs,
+    pilots=pilots,
+    config={
+      "agents": list(agents),
+      "num_episodes": num_episodes,
+      "pilot_episodes": pilot_episodes,
+      "pilot_seeds": pilot_seeds,
+      "perfect_episodes": perfect_episodes,
+      "threshold": threshold,
+      "horizon": horizon,
+      "timing_seeds": None if num_seeds is None else min(num_seeds, 256),
+    },
+  )
+
+
+def measured_separation(
+  summary: Mapping[str, Any], optaug: str, lagrangian: str, threshold: float = 0.05
+) -> dict[str, int | None]:
+  """The separation episodes of a finished run (a `headline.py` `summary.json`'s "agents"):
+  the first trace episode from which each criterion holds in every later window (`None`:
+  not by the run's end)."""
+  a, lag = summary[optaug], summary[lagrangian]
+  t = np.asarray(a["episodes"])
+  pos_a = np.asarray(a["window_positive_violation"]["mean"])
+  pos_l = np.asarray(lag["window_positive_violation"]["mean"])
+  share_a = np.asarray(a["window_unsafe"][str(threshold)])
+  share_l = np.asarray(lag["window_unsafe"][str(threshold)])
+  pos_ok = (pos_l >= MIN_POSITIVE) & (pos_a <= 0.5 * pos_l)
+  share_ok = share_a <= share_l - SHARE_MARGIN
+  return {"positive": _holds_from(t, pos_ok), "share": _holds_from(t, share_ok)}
+
+
+def _holds_from(episodes: np.ndarray, ok) -> int | None:
+  """The first of `episodes` from which `ok` holds to the end (`None`: not at the end)."""
+  ok = np.asarray(ok, bool)
+  if not ok[-1]:
+    return None
+  bad = np.nonzero(~ok)[0]
+  return int(episodes[0 if bad.size == 0 else bad[-1] + 1])
