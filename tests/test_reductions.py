@@ -17,6 +17,7 @@ def _logs(rng):
     cost_value=rng.uniform(0, 1, (SEEDS, EPISODES)),
     constraint_values=rng.uniform(0, 1, (SEEDS, EPISODES, CONSTRAINTS)),
     multipliers=rng.uniform(0, 5, (SEEDS, EPISODES, CONSTRAINTS)),
+    pretraining=np.arange(EPISODES)[None, :].repeat(SEEDS, 0) < 7,
   )
 
 
@@ -51,6 +52,7 @@ def test_long_run_matches_whole_log_sums(sizes):
     "strong_constraint": np.maximum(viol, 0),
     "worst_positive_violation": np.maximum(worst, 0)[..., None],
     "unsafe": np.stack([worst > e for e in reductions.EPSILONS], -1).astype(float),
+    "pretraining": log.pretraining[..., None].astype(float),
   }
   for name, per_episode in expected.items():
     running = np.cumsum(per_episode, axis=1)

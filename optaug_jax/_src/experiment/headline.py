@@ -57,8 +57,12 @@ COLUMNS = {
   " > eps, per eps",
   "late": "the same means over the last tenth of the episodes (9K/10, K]",
   "fit": "least-squares fit of the seed-mean cumulative regret R(t_j) = a + b sqrt(t) + c t"
-  " over the trace episodes t >= K/100; c95: 95% bootstrap interval of c over seeds"
-  " (1000 resamples); a linear regret has c > 0, a sublinear one c near 0",
+  " over the trace episodes t >= max(K/100, the end of pre-training + 1); c95: 95% bootstrap"
+  " interval of c over seeds (1000 resamples); verdict: 'linear' (c95 above 0 and c t at"
+  " least a quarter of the fitted growth), 'bending' (c95 below 0: still curving over),"
+  " 'sublinear' (c95 holds 0, or a small linear part) or 'undetermined' (the fit spans less"
+  " than MIN_FIT_SPAN = 20x in episodes: too short to tell a linear term from a bending"
+  " one); reading: the verdict in words",
   "final": "cumulative regrets at K: mean over seeds and 95% interval",
   "multipliers_median": "median over seeds of lambda_i at the trace episodes, per constraint",
   "seconds": "wall time of the agent's run (compile included)",
@@ -86,9 +90,16 @@ def windows(rec, trace, field, column=0):
   return np.diff(np.concatenate([np.zeros((cum.shape[0], 1)), cum], 1), axis=1) / lengths
 
 
-def fit_regret(curves, trace, num_episodes, rng):
-  """Least squares R(t) = a + b sqrt(t) + c t on the seed mean; bootstrap interval of c."""
-  use = trace >= max(1, num_episodes // 100)
+# A fit must span this factor in episodes (K over its first episode) to tell c t from b sqrt(t).
+MIN_FIT_SPAN = 20
+
+
+def fit_regret(curves, trace, num_episodes, rng, pretraining: int = 0):
+  """Least squares R(t) = a + b sqrt(t) + c t on the seed mean from the first trace episode
+  after `max(K/100, pretraining)`; bootstrap interval of c; a verdict (`fit_verdict`)."""
+  use = trace >= max(1, num_episodes // 100, pretraining + 1)
+  if use.sum() < 3:  # too few trace points after pre-training: the last three
+    use = np.arange(len(trace)) >= len(trace) - 3
   t = trace[use].astype(np.float64)
   basis = np.stack([np.ones_like(t), np.sqrt(t), t], 1)
 
@@ -99,13 +110,39 @@ def fit_regret(curves, trace, num_episodes, rng):
   boot = np.array(
     [fit(curves[rng.integers(0, len(curves), len(curves))][:, use].mean(0))[2] for _ in range(1000)]
   )
-  return {
+  out = {
     "a": float(coef[0]),
     "b": float(coef[1]),
     "c": float(coef[2]),
     "c95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
     "fit_from_episode": int(t[0]),
+    "pretraining_episodes": int(pretraining),
   }
+  out["verdict"], out["reading"] = fit_verdict(out, num_episodes)
+  return out
+
+
+def fit_verdict(fit: dict, num_episodes: int) -> tuple[str, str]:
+  """What a fit `a + b sqrt(t) + c t` says, in a word and a sentence (see COLUMNS["fit"])."""
+  first, (lo, hi), c = fit["fit_from_episode"], fit["c95"], fit["c"]
+  span = num_episodes / max(first, 1)
+  if span < MIN_FIT_SPAN:
+    return "undetermined", (
+      f"too short to tell: the fit spans episodes {first}..{num_episodes} ({span:.0f}x, less"
+      f" than {MIN_FIT_SPAN}x), where c t and b sqrt(t) cannot be told apart (c = {c:.3g})"
+    )
+  sqrt_part = fit["b"] * (np.sqrt(num_episodes) - np.sqrt(first))
+  linear_part = c * (num_episodes - first)
+  share = linear_part / max(abs(linear_part) + abs(sqrt_part), 1e-12)
+  if lo > 0 and share >= 0.25:
+    return "linear", f"grows linearly: c = {c:.3g} [{lo:.3g}, {hi:.3g}], {share:.0%} of the growth"
+  if hi < 0:
+    return "bending", (
+      f"still bending over (c = {c:.3g} < 0 is a transient of the fit, not a regret that shrinks)"
+    )
+  if lo > 0:
+    return "sublinear", f"mostly sublinear: a small linear part (c t is {share:.0%} of the growth)"
+  return "sublinear", f"sublinear: c = {c:.3g} [{lo:.3g}, {hi:.3g}] holds 0"
 
 
 def summarise(rec, trace, num_episodes, seconds):
@@ -138,8 +175,10 @@ def summarise(rec, trace, num_episodes, seconds):
     "cost_gap": late("weak_cost"),
     "unsafe": {str(e): late("unsafe", j)["mean"] for j, e in enumerate(reductions.EPSILONS)},
   }
+  pretraining = int(np.max(rec["total_pretraining"])) if "total_pretraining" in rec else 0
+  out["pretraining_episodes"] = pretraining
   out["fit"] = {
-    f: fit_regret(rec[f"trace_{f}"].max(-1), trace, num_episodes, rng)
+    f: fit_regret(rec[f"trace_{f}"].max(-1), trace, num_episodes, rng, pretraining)
     for f in ("strong_constraint", "strong_cost", "absolute_cost")
   }
   out["final"] = {
@@ -181,12 +220,15 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
     bands[axes[1, 1]].append(figures.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
     fit = s["fit"]["strong_constraint"]
     tt = t[t >= fit["fit_from_episode"]].astype(float)
+    verdict = fit.get("verdict", "")
     figures.fit_line(
       axes[1, 1],
       tt,
       fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt,
       color=c,
-      label=f"{name} fit, c = {fit['c']:.3g}",
+      label=f"{name} fit: too short to tell (c = {fit['c']:.2g})"
+      if verdict == "undetermined"
+      else f"{name} fit, c = {fit['c']:.3g} ({verdict})",
     )
     for i in range(num_constraints):
       med = np.median(records[name]["trace_multipliers"][..., i], 0)
@@ -197,6 +239,13 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
         ls=["-", ":", "-."][i % 3],
         label=name if num_constraints == 1 else f"{name}, lambda_{i + 1}",
       )
+  pretrained = {n: s.get("pretraining_episodes", 0) for n, s in summaries.items()}
+  pretraining = max(pretrained.values())
+  if pretraining:  # the phase in which the baseline is played, shaded in every panel
+    for ax in axes.ravel():
+      ax.axvspan(0.8, pretraining + 0.5, color="0.92", zorder=0)
+    who = ", ".join(n for n, k in pretrained.items() if k)
+    axes[0, 0].plot([], [], color="0.85", lw=6, label=f"pre-training of {who} (1..{pretraining})")
   ref_name = next(iter(summaries))
   pos = np.array(summaries[ref_name]["window_positive_violation"]["mean"])
   anchor = np.searchsorted(t, max(10, t[-1] // 100))
@@ -266,13 +315,20 @@ def print_table(summaries, args):
     f" {'c, strong constr':>26s} {'c, strong cost':>26s} {'time':>7s}"
   )
   f3 = lambda d: f"{d['mean']:8.4f} [{d['ci95'][0]:7.4f},{d['ci95'][1]:7.4f}]"
-  fc = lambda d: f"{d['c']:8.4f} [{d['c95'][0]:7.4f},{d['c95'][1]:7.4f}]"
+  fc = lambda d: (
+    f"{'too short to tell':>26s}"
+    if d.get("verdict") == "undetermined"
+    else f"{d['c']:8.4f} [{d['c95'][0]:7.4f},{d['c95'][1]:7.4f}]"
+  )
   for name, s in summaries.items():
     print(
       f"{name:20s} {f3(s['late']['violation']):>24s} {f3(s['late']['cost_gap']):>24s}"
       f" {s['late']['unsafe']['0.05']:10.3f} {fc(s['fit']['strong_constraint']):>26s}"
       f" {fc(s['fit']['strong_cost']):>26s} {s['seconds']:6.0f}s"
     )
+  print()
+  for name, s in summaries.items():
+    print(f"{name}: strong constraint regret {s['fit']['strong_constraint']['reading']}")
 
 
 def parse_args(argv=None):

@@ -164,12 +164,18 @@ def report(out, args, measured) -> str:
     )
   lines.append("")
   for name, p in out.predictions.items():
-    first = [k for k in (p.share_episode, p.positive_episode) if k is not None]
-    when = ""
-    if first:
-      k = min(first)
-      minutes = out.wall_seconds("optaug", k, args.seeds) + out.wall_seconds(name, k, args.seeds)
-      when = f" (episode {k:,}: about {minutes / 60:.1f} min here for {args.seeds} seeds of both)"
+    notes = []
+    for what, k in (("share", p.share_episode), ("[v]+", p.positive_episode)):
+      if k is None:
+        continue
+      minutes = (
+        out.wall_seconds("optaug", k, args.seeds) + out.wall_seconds(name, k, args.seeds)
+      ) / 60
+      past = f", past this run's {args.episodes:,} episodes" if k > args.episodes else ""
+      notes.append(
+        f"{what} by episode {k:,}: about {minutes:.1f} min here for {args.seeds} seeds{past}"
+      )
+    when = f" ({'; '.join(notes)})" if notes else ""
     lines.append(f"- OptAug against {name}: {p.verdict}{when}.")
   return "\n".join(lines)
 

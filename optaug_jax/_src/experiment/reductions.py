@@ -65,7 +65,8 @@ class LongRun:
   The regrets (`TOTALS`), with `gap = V(c) - V*` and `viol_i = V(d_i) - alpha_i`:
   strong and weak cost (`[gap]_+`, `gap`), absolute cost `|gap|`, strong and weak
   constraint (per constraint), the worst violation `max_i viol_i` and its positive part,
-  and the unsafe episodes (worst violation above each of `EPSILONS`)."""
+  the unsafe episodes (worst violation above each of `EPSILONS`), and the episodes played
+  in pre-training (the baseline)."""
 
   TOTALS = (
     "strong_cost",
@@ -76,6 +77,7 @@ class LongRun:
     "worst_violation",
     "worst_positive_violation",
     "unsafe",
+    "pretraining",
   )
   SCALARS = (
     "strong_cost",
@@ -83,6 +85,7 @@ class LongRun:
     "absolute_cost",
     "worst_violation",
     "worst_positive_violation",
+    "pretraining",
   )  # one column per seed
 
   def __init__(self, num_seeds, num_episodes, trace, tail, lp_value, thresholds):
@@ -124,6 +127,7 @@ class LongRun:
       "worst_violation": worst[..., None],
       "worst_positive_violation": np.maximum(worst, 0.0)[..., None],
       "unsafe": np.stack([worst > e for e in EPSILONS], -1).astype(np.float64),
+      "pretraining": np.asarray(log.pretraining, np.float64)[..., None],
     }
     n = cost.shape[1]
     in_chunk = (trace > done) & (trace <= done + n)

@@ -1,0 +1,47 @@
+"""The regret fits of `headline.py` and what they say (`fit_regret`, `fit_verdict`), on
+curves with known answers: a fit starts after pre-training, and a run too short to tell a
+linear term from a bending one says so instead of printing a c that reads as growth."""
+
+import numpy as np
+import pytest
+
+from optaug_jax.experiment import headline, reductions
+
+
+def _fit(curve, num_episodes, pretraining=0, seeds=4, noise=0.0):
+  trace = reductions.trace_episodes(num_episodes, 60)
+  rng = np.random.default_rng(0)
+  t = trace.astype(float)
+  curves = np.stack([curve(t) + noise * rng.normal(size=t.shape).cumsum() for _ in range(seeds)])
+  return headline.fit_regret(curves, trace, num_episodes, np.random.default_rng(1), pretraining)
+
+
+@pytest.mark.parametrize(
+  ("curve", "verdict"),
+  [
+    (lambda t: 0.3 * t + 2.0 * np.sqrt(t), "linear"),
+    (lambda t: 40.0 * np.sqrt(t), "sublinear"),
+    (lambda t: 60.0 * np.sqrt(t) - 0.05 * t, "bending"),
+  ],
+)
+def test_verdicts_on_curves_with_known_shape(curve, verdict):
+  fit = _fit(curve, 100_000, noise=1.0)
+  assert fit["verdict"] == verdict, fit["reading"]
+
+
+def test_a_short_run_after_pre_training_is_undetermined_not_linear():
+  """The issue's case: 2,000 episodes after 200 of pre-training (zero regret), then a
+  regret that grows like sqrt. Fitted from K/100, the kink read as a linear term."""
+  kinked = lambda t: np.where(t <= 200, 0.0, 30.0 * np.sqrt(np.maximum(t - 200, 0)))
+  old = _fit(kinked, 2000)  # pretraining unknown: the fit starts at K/100 = 20
+  assert old["fit_from_episode"] < 200 and old["verdict"] == "linear", old  # what misled
+  fit = _fit(kinked, 2000, pretraining=200)
+  assert fit["fit_from_episode"] > 200
+  assert fit["verdict"] == "undetermined"
+  assert "too short to tell" in fit["reading"]
+
+
+def test_the_fit_of_a_long_run_starts_after_pre_training():
+  fit = _fit(lambda t: 10.0 * np.sqrt(t), 100_000, pretraining=3000)
+  assert fit["fit_from_episode"] > 3000 and fit["pretraining_episodes"] == 3000
+  assert fit["verdict"] == "sublinear"
