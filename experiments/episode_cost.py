@@ -47,7 +47,16 @@ PROBLEMS = {
   "gridworld20_sparse": ("gridworld", {"size": 20}, "bura2022", 1.0),
   "queue": ("queue", {}, "bura2022", 1.0),
   "lost_sales": ("lost_sales", {}, "bura2022", 0.1),
+  # A CMDP written as a user would (S = 216, a battery): `--benchmark MODULE:FUNCTION` form.
+  "delivery": ("experiments/own_cmdp/delivery.py:delivery", {}, "bura2022", 0.1),
 }
+
+
+def _benchmark(name, kwargs):
+  """A registered benchmark, or a user's `path.py:FUNCTION` (as the scripts' --benchmark)."""
+  if ":" in name:
+    return oj.experiment.problems.load_benchmark(name)
+  return oj.benchmarks.make_benchmark(name, **kwargs)
 
 
 AGENTS = ("optaug", "optaug_cold", "optdual")  # optaug_cold: optaug(warm_start=False)
@@ -170,7 +179,7 @@ def _dp_stats(log):
 
 def measure(args, problem):
   bench_name, kwargs, setting_name, bonus = PROBLEMS[problem]
-  bench = oj.benchmarks.make_benchmark(bench_name, **kwargs)
+  bench = _benchmark(bench_name, kwargs)
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   total = args.chunk + max(args.early, args.late_after + args.window)
@@ -232,7 +241,7 @@ def measure_unroll(args, problem):
   same state and keys, the two compiled chunks timed in turns (`--reps` each); their logs
   compared."""
   bench_name, kwargs, setting_name, bonus = PROBLEMS[problem]
-  bench = oj.benchmarks.make_benchmark(bench_name, **kwargs)
+  bench = _benchmark(bench_name, kwargs)
   cmdp, setting = bench.cmdp, oj.named_setting(setting_name, bench.cmdp)
   names = [n for n in args.agents.split(",") if n != "optaug_cold"]
   agents = _agents(bench, setting, bonus, 10 * args.chunk, args.chunk, args.eta, names, 0.0)

@@ -23,11 +23,12 @@ import pathlib
 
 import jax
 
+import optaug_jax as oj
 from optaug_jax.experiment import cli, outlook, result_files
 
 RUNS = {
-  "factored (main)": "docs/results/main",
-  "factored, 6 agents": "docs/results/headline/factored_paper_radii",
+  "factored main": "docs/results/main",
+  "factored 6 agents": "docs/results/headline/factored_paper_radii",
   "media_streaming": "docs/results/headline/media_streaming",
   "gridworld 121, 0.1, 30k": "docs/results/size_claim",
   **{
@@ -103,8 +104,9 @@ def main(argv=None):
     out_dir = os.path.join(args.out, name.replace(" ", "_").replace(",", ""))
     saved = _outlook(args, run, out_dir)
     episodes = json.loads((pathlib.Path(run) / "config.json").read_text())["arguments"]["episodes"]
+    measured = json.loads((pathlib.Path(run) / "summary.json").read_text())["agents"]
     for agent, p in saved["predictions"].items():
-      m = saved["measured"].get(agent, {})
+      m = oj.analysis.measured_separation(measured, "optaug", agent) if agent in measured else {}
       predicted = {"positive": p["positive_episode"], "share": p["share_episode"]}
       rows.append(
         {

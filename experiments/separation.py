@@ -9,15 +9,18 @@ violation, the fitted linear coefficient c of the cumulative strong constraint r
 (`R = a + b sqrt(t) + c t`; c > 0: linear), and the share of violating episodes over the
 run's length (the trace windows ending near K/8, K/4, K/2 and K).
 
-Resumable as headline.py is: with `--resume`, a cell whose directory holds this cell's
-settings continues from its checkpoints (a finished cell only re-reads its files) and a
-cell of other settings is run afresh; without it every cell is run afresh (replacing its
-directory's previous outputs). The compiled programs are dropped between cells (long
-sweeps in one process otherwise reach the kernel's limit on memory mappings: README,
-"Large sweeps and several devices").
+DIR holds one sweep: DIR/manifest.json names this script, the sweep's settings and a
+status ("running", "incomplete", "complete"), as each cell's directory does for its run.
+With `--resume` the sweep continues: every cell from its checkpoints (a finished cell only
+re-reads its files); a sweep or a cell of other settings is refused, naming them, with
+nothing run or removed. A fresh sweep into DIR refuses a directory that holds another
+sweep; `--restart` removes that sweep's table, manifest and cell directories first (and
+says which). Ctrl-C ends the sweep with status 130 and "incomplete". The compiled programs
+are dropped between cells (long sweeps in one process otherwise reach the kernel's limit
+on memory mappings: README, "Large sweeps and several devices").
 
 Writes DIR/separation.json (the arguments, versions and the table) and DIR/separation.md
-(the table), and prints the table.
+(the table), and prints the table. Flag errors name this script's flags.
 
   python experiments/separation.py      # 3 sides x 3 bonus scales, 4 seeds x 8,000 episodes
   python experiments/separation.py --sides 11 --bonus-scales 0.1,0.01 --episodes 2000
@@ -26,8 +29,9 @@ Writes DIR/separation.json (the arguments, versions and the table) and DIR/separ
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import sys
+import shutil
 
 import jax
 
@@ -67,12 +71,38 @@ def parse_args(argv=None):
   p.add_argument("--episodes", type=cli.positive_int, default=8000)
   p.add_argument("--chunk", type=cli.positive_int, default=1000)
   p.add_argument("--eta", default="100.0", help="OptAug's eta (headline.py's --eta)")
+  p.add_argument(
+    "--pretrain", type=cli.positive_int, default=300, help="OptAug's pre-training episodes"
+  )
   p.add_argument("--tail", type=cli.positive_int, default=500, help="headline.py's --tail")
   p.add_argument("--out", default="results/separation", help="the sweep's directory (DIR)")
-  p.add_argument(
-    "--resume", action="store_true", help="continue each cell from its directory (above)"
+  again = p.add_mutually_exclusive_group()
+  again.add_argument(
+    "--resume", action="store_true", help="continue the sweep in DIR (same settings only)"
   )
-  return p.parse_args(argv)
+  again.add_argument(
+    "--restart",
+    action="store_true",
+    help="remove the sweep DIR holds (its table, manifest and cells) and start afresh",
+  )
+  args = p.parse_args(argv)
+  # The cells' flags, checked here in this script's words (headline.py would name its own).
+  for flag, value in (
+    ("--pretrain", args.pretrain),
+    ("--tail", args.tail),
+    ("30 trace points", 30),
+  ):
+    if value > args.episodes:
+      p.error(f"{flag} {value} must be at most --episodes {args.episodes}")
+  try:
+    cli.parse_eta(args.eta)
+  except argparse.ArgumentTypeError as e:
+    p.error(f"--eta {args.eta}: {e}")
+  try:
+    cli.agent_list(args.agents)
+  except argparse.ArgumentTypeError as e:
+    p.error(f"--agents {args.agents}: {e}")
+  return args
 
 
 def cell_argv(args, side: int, bonus: float) -> list[str]:
@@ -81,21 +111,75 @@ def cell_argv(args, side: int, bonus: float) -> list[str]:
     "--benchmark", "gridworld", "--grid-size", str(side), "--setting", "bura2022",
     "--bonus-scale", str(bonus), "--agents", args.agents, "--seeds", str(args.seeds),
     "--episodes", str(args.episodes), "--chunk", str(args.chunk), "--eta", args.eta,
-    "--trace-points", "30", "--tail", str(args.tail),
+    "--trace-points", "30", "--tail", str(args.tail), "--pretrain", str(args.pretrain),
     "--out", os.path.join(args.out, f"g{side}_b{bonus:g}"),
   ]  # fmt: skip
 
 
 def run_cell(argv: list[str], resume: bool) -> dict:
-  """The cell's summaries: continued from its directory when `resume` and that holds its
-  settings, else run afresh."""
+  """The cell's summaries: continued from its directory when `resume` (a cell of other
+  settings is refused there, by headline.py's own check), else run afresh."""
   out = argv[argv.index("--out") + 1]
   if resume and result_files.read_manifest(out) is not None:
-    try:
-      return headline.main([*argv, "--resume"])
-    except (cli.UsageError, result_files.ResultDirError) as e:
-      print(f"{out}: not this cell's run ({e}); running it afresh", file=sys.stderr)
+    return headline.main([*argv, "--resume"])
   return headline.main(argv)
+
+
+OUTPUTS = ("separation.json", "separation.md")
+# The flags that do not change a sweep's numbers.
+_NOT_SETTINGS = ("out", "resume", "restart")
+
+
+def _cells(arguments: dict) -> list[str]:
+  """The cell directories (names) of a sweep with `arguments`."""
+  return [
+    f"g{side}_b{bonus:g}" for side in arguments["sides"] for bonus in arguments["bonus_scales"]
+  ]
+
+
+def sweep_dir(args) -> result_files.ResultDir:
+  """DIR as this sweep's `ResultDir`, checked: another script's directory is refused; with
+  --resume, a sweep of other settings; without it, any other sweep unless --restart, which
+  removes it (its table, manifest and cells) first."""
+  arguments = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
+  run_dir = result_files.ResultDir(args.out, "separation", arguments, OUTPUTS, resume=False)
+  run_dir.check()  # another script's directory is refused (also with --resume)
+  run_dir.resume = args.resume
+  previous = run_dir.previous
+  table = os.path.join(args.out, "separation.json")
+  if previous is None and os.path.exists(table):  # a sweep written before manifests
+    with open(table, encoding="utf-8") as f:
+      previous = {"arguments": json.load(f).get("arguments", {}), "digest": None}
+    saved = {k: v for k, v in previous["arguments"].items() if k not in _NOT_SETTINGS}
+    if saved == arguments:
+      previous["digest"] = run_dir.digest
+  if previous is None or previous.get("digest") == run_dir.digest:
+    return run_dir
+  if args.resume:
+    saved = previous.get("arguments") or {}
+    differ = {k: (saved.get(k), arguments.get(k)) for k in sorted({*saved, *arguments})}
+    differ = {k: v for k, v in differ.items() if v[0] != v[1] and k not in _NOT_SETTINGS}
+    raise cli.UsageError(
+      f"--resume: {args.out} holds a sweep of other settings (saved, now: {differ or 'versions'});"
+      " --resume continues only the same settings: --restart replaces that sweep, or choose"
+      " another --out"
+    )
+  if not args.restart:
+    raise cli.UsageError(
+      f"{args.out}: holds another sweep (settings {previous.get('arguments')}); a sweep does"
+      " not mix its cells and table with another's: --restart removes that sweep first,"
+      " --resume continues a sweep of the same settings, or choose another --out"
+    )
+  old = [os.path.join(args.out, n) for n in _cells(previous.get("arguments") or {})]
+  old = [d for d in old if os.path.isdir(d)]
+  files = [os.path.join(args.out, n) for n in (*OUTPUTS, result_files.MANIFEST)]
+  files = [f for f in files if os.path.exists(f)]
+  print(f"--restart: removing the previous sweep in {args.out}: {', '.join(files + old)}")
+  for d in old:
+    shutil.rmtree(d)
+  for f in files:
+    os.remove(f)
+  return result_files.ResultDir(args.out, "separation", arguments, OUTPUTS).check()
 
 
 def _window_share(summary: dict, fraction: float, num_episodes: int) -> tuple[int, float]:
@@ -151,20 +235,23 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv=None):
   args = parse_args(argv)
-  os.makedirs(args.out, exist_ok=True)
+  run_dir = sweep_dir(args)
+  cli.RUN.start(args.out)
   cells = {}
-  for side in args.sides:
-    for bonus in args.bonus_scales:
-      summaries = run_cell(cell_argv(args, side, bonus), args.resume)
-      if summaries is None:  # interrupted (Ctrl-C): the cell printed how to continue
-        return None
-      cells[side, bonus] = summaries
-      jax.clear_caches()
-  rows = table_rows(args, cells)
-  record = {"arguments": vars(args), "versions": result_files.versions(), "rows": rows}
-  result_files.write_json(os.path.join(args.out, "separation.json"), record, indent=1)
-  text = markdown(rows)
-  result_files.write_text(os.path.join(args.out, "separation.md"), text)
+  with run_dir.running():
+    for side in args.sides:
+      for bonus in args.bonus_scales:
+        summaries = run_cell(cell_argv(args, side, bonus), args.resume)
+        if summaries is None:  # stopped early: the cell printed how to continue
+          return None
+        cells[side, bonus] = summaries
+        jax.clear_caches()
+    rows = table_rows(args, cells)
+    record = {"arguments": vars(args), "versions": result_files.versions(), "rows": rows}
+    run_dir.write_json("separation.json", record, indent=1)
+    text = markdown(rows)
+    run_dir.write_text("separation.md", text)
+    run_dir.complete()
   print(text)
   return rows
 

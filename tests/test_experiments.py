@@ -20,6 +20,18 @@ import optaug_jax as oj
 EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
 
 
+def _script_fails(name, *argv) -> str:
+  """Runs experiments/NAME as `_run_script` does, expecting exit status 2; its stderr."""
+  env = dict(os.environ)
+  root = str(pathlib.Path(oj.__file__).resolve().parent.parent)
+  env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+  done = subprocess.run(
+    [sys.executable, str(EXPERIMENTS / name), *argv], env=env, capture_output=True, text=True
+  )
+  assert done.returncode == 2, done.stderr
+  return done.stderr
+
+
 def _run_script(name, *argv):
   """Runs experiments/NAME as a command line (`python experiments/NAME ARGV`) with this
   environment; a failure shows the script's stderr. The script imports the optaug_jax that
@@ -37,6 +49,7 @@ def _run_script(name, *argv):
   assert done.returncode == 0, (
     f"{' '.join(command)} exited with status {done.returncode}; its stderr:\n{done.stderr}"
   )
+  return done
 
 
 def _read_json(path):
@@ -391,3 +404,19 @@ def test_separation_sweep_tabulates_its_cells_and_resumes(tmp_path):
   # --resume re-reads the finished cell: the same table.
   _run_script("separation.py", *argv, "--resume")
   assert _read_json(tmp_path / "separation.json")["rows"] == first["rows"]
+  assert _read_json(tmp_path / "manifest.json")["status"] == "complete"
+  # The issue's probes: a changed flag on --resume is refused (before, the finished cell
+  # was silently run again), and so is a fresh sweep of other settings into this folder
+  # (before, the old table stayed beside the new cells); --restart replaces it, saying so.
+  other = [argv[0], "4", *argv[2:]]  # --sides 4
+  refused = _script_fails("separation.py", *other, "--resume")
+  assert "--resume: " in refused and "'sides': ([3], [4])" in refused
+  assert "holds another sweep" in _script_fails("separation.py", *other)
+  assert (cell / "config.json").exists()  # nothing was removed by the refusals
+  done = _run_script("separation.py", *other, "--restart")
+  assert "--restart: removing the previous sweep" in done.stdout
+  assert not cell.exists() and (tmp_path / "g4_b0.1").is_dir()
+  # Its own flags in its errors (before: headline.py's, suggesting --pretrain).
+  assert "separation.py: error: --pretrain 300 must be at most --episodes 100" in (
+    _script_fails("separation.py", "--episodes", "100", "--out", str(tmp_path))
+  )

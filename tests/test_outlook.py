@@ -124,3 +124,18 @@ def test_outlook_script_writes_its_files_and_compares_with_a_run(tmp_path):
   assert saved["measured"] == measured and set(measured["optdual"]) == {"positive", "share"}
   assert (tmp_path / "o" / "outlook.png").stat().st_size > 10_000
   assert out.seconds_per_seed_episode["optaug"] > 0
+
+
+def test_a_separation_in_the_last_tenth_only_is_not_established():
+  t = [10, 20, 40, 80, 160, 320, 1000]
+  summary = _summary(
+    t,
+    pos_a=[0.5] * 6 + [0.0],
+    pos_l=[0.4] * 7,
+    share_a=[1.0] * 6 + [0.0],
+    share_l=[0.5] * 7,
+  )
+  assert oj.analysis.measured_separation(summary, "optaug", "optdual") == {
+    "positive": None,
+    "share": None,
+  }

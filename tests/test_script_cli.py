@@ -15,12 +15,13 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 import optaug_jax as oj
-from optaug_jax.experiment import cli, figures, problems, runs
+from optaug_jax.experiment import cli, figures, problems, result_files, runs
 
 ROOT = pathlib.Path(__file__).parent.parent
 EXPERIMENTS = ROOT / "experiments"
@@ -707,3 +708,36 @@ def test_headline_fits_are_drawn_above_the_data(scripts, tmp_path):
         assert any(
           lb.startswith(f"{name} (final ") and lb.endswith(", 95% CI)") for lb in labels
         ), labels
+
+
+def test_a_ctrl_c_that_python_drops_still_ends_the_run_with_130_and_incomplete(tmp_path):
+  """The issue's probe: Ctrl-C landing in XLA's garbage-collection callback was dropped
+  ("Exception ignored in _xla_gc_callback ... KeyboardInterrupt") and the run finished
+  with status 0. Here the interrupt is raised and swallowed the same way (inside a
+  callback-like `except`); the recorded Ctrl-C still ends the run: 130, "incomplete"."""
+  out = tmp_path / "run"
+
+  def main(argv):
+    run_dir = result_files.ResultDir(out, "cancellation", {"x": 1}, ("summary.json",)).check()
+    with run_dir.running():
+      try:  # what a finaliser does with an exception: drops it
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # the handler runs here, in this frame
+      except KeyboardInterrupt:
+        pass
+      run_dir.write_json("summary.json", {"done": True})
+      run_dir.complete()
+
+  assert cli.run_guarded("cancellation", main, []) == 130
+  assert json.loads((out / "manifest.json").read_text())["status"] == "incomplete"
+  # Without a Ctrl-C the same run completes (the record is cleared after each run).
+  out2 = tmp_path / "run2"
+
+  def quiet(argv):
+    run_dir = result_files.ResultDir(out2, "cancellation", {"x": 1}, ("summary.json",)).check()
+    with run_dir.running():
+      run_dir.write_json("summary.json", {"done": True})
+      run_dir.complete()
+
+  assert cli.run_guarded("cancellation", quiet, []) == 0
+  assert json.loads((out2 / "manifest.json").read_text())["status"] == "complete"

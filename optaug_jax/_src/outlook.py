@@ -465,7 +465,8 @@ def measured_separation(
 ) -> dict[str, int | None]:
   """The separation episodes of a finished run (a `headline.py` `summary.json`'s "agents"):
   the first trace episode from which each criterion holds in every later window (`None`:
-  not by the run's end)."""
+  not by the run's end, or only in its last tenth: too few episodes to tell it from
+  noise)."""
   a, lag = summary[optaug], summary[lagrangian]
   t = np.asarray(a["episodes"])
   pos_a = np.asarray(a["window_positive_violation"]["mean"])
@@ -474,7 +475,11 @@ def measured_separation(
   share_l = np.asarray(lag["window_unsafe"][str(threshold)])
   pos_ok = (pos_l >= MIN_POSITIVE) & (pos_a <= 0.5 * pos_l)
   share_ok = share_a <= share_l - SHARE_MARGIN
-  return {"positive": _holds_from(t, pos_ok), "share": _holds_from(t, share_ok)}
+  established = lambda k: None if k is None or k > 0.9 * t[-1] else k
+  return {
+    "positive": established(_holds_from(t, pos_ok)),
+    "share": established(_holds_from(t, share_ok)),
+  }
 
 
 def _holds_from(episodes: np.ndarray, ok) -> int | None:

@@ -97,6 +97,35 @@ CHECKPOINTS = "checkpoint_*.npz"
 STATUSES = ("running", "incomplete", "complete")
 
 
+class _Interrupt:
+  """Whether Ctrl-C was pressed during this script's run (set by the SIGINT handler of
+  `cli.run_guarded`). The handler also raises `KeyboardInterrupt`, but Python drops an
+  exception raised inside a garbage-collection callback ("Exception ignored in
+  `_xla_gc_callback`"): the run then went on and ended with status 0. The flag survives:
+  `raise_if_interrupted` (between chunks, and in `ResultDir.complete`) raises again."""
+
+  pending = False
+
+
+def note_interrupt() -> None:
+  """Records a Ctrl-C (the SIGINT handler's first step)."""
+  _Interrupt.pending = True
+
+
+def clear_interrupt() -> None:
+  _Interrupt.pending = False
+
+
+def interrupted() -> bool:
+  return _Interrupt.pending
+
+
+def raise_if_interrupted() -> None:
+  """`KeyboardInterrupt` if a Ctrl-C was recorded (one that Python may have dropped)."""
+  if _Interrupt.pending:
+    raise KeyboardInterrupt
+
+
 def _umask() -> int:
   mask = os.umask(0o022)
   os.umask(mask)
@@ -404,7 +433,9 @@ class ResultDir:
       save_figure(fig, path, **kwargs)
 
   def complete(self):
-    """Marks the run finished: every output written."""
+    """Marks the run finished: every output written. After a Ctrl-C (even one Python
+    dropped) it raises `KeyboardInterrupt` instead: the run ends "incomplete"."""
+    raise_if_interrupted()
     if not self.writer:
       return
     if self.manifest is None:

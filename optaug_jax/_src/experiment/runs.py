@@ -72,6 +72,7 @@ def run_chunks(
   started = time.perf_counter() - seconds
   chunks = 0
   while done < total:
+    result_files.raise_if_interrupted()  # a Ctrl-C that Python dropped in a callback
     if max_chunks is not None and chunks >= max_chunks:
       print(f"\n{name}: stopped after {chunks} chunks (--max-chunks); use --resume")
       return False, seconds
