@@ -114,7 +114,7 @@ def main(argv=None):
           "dir": run,
           "episodes": episodes,
           "agent": agent,
-          "bias_beta": saved["bias"]["beta"],
+          "bias": [saved["bias"]["a"], saved["bias"]["c"]],
           "swing": [p["swing_low"], p["swing_high"]],
           "swing_share": p["swing_share"],
           "predicted": predicted,

@@ -55,9 +55,8 @@ def test_perfect_model_optdual_is_the_known_model_dual_descent():
 
 def _bias(beta, start=300):
   z = np.ones(1)  # OptAug's violation is b(k) itself
-  return oj.analysis.BiasFit(
-    beta, -0.5, np.array([start]), np.array([0.0]), np.array([0.0]), z, start
-  )
+  windows, zero = np.array([start]), np.array([0.0])
+  return oj.analysis.BiasFit(beta, 0.0, windows, zero, zero, z, start)  # b = beta / sqrt(k)
 
 
 def test_prediction_of_the_positive_violation_in_closed_form():

@@ -10,9 +10,9 @@ difference shows in a run:
   that reproduce the true CMDP (`exact_counts`), planned episode after episode with no
   sampling (`perfect_model_run`). Its per-episode violations `v_k` are the swing alone.
 - **The bias** of the optimistic model as the run goes on: from a short pilot run of OptAug
-  (its positive violation per window, after pre-training), fitted as `b(k) = beta /
-  sqrt(k)` on the last third of the pilot after pre-training (the radii shrink like
-  `1/sqrt(visits)`) and extrapolated.
+  (its positive violation per window, after pre-training), fitted as `b(k) = a / sqrt(k)
+  + c / k` (`fit_bias`: the form of the Bernstein radii in the visits, on the pilot's
+  second half) and extrapolated.
 
 In a run, OptAug's violation at episode `k` is modelled as `b(k) z` (`z`: the pilot's late
 violations over their mean positive part, the spread over seeds and episodes) and a
@@ -201,15 +201,24 @@ def _run_chunk(agent, key, cmdp, state, chunk):
 
 
 class BiasFit(NamedTuple):
-  """OptAug's positive violation in a pilot, fitted as `beta / sqrt(k)`."""
+  """OptAug's positive violation in a pilot, fitted as `b(k) = a / sqrt(k) + c / k`."""
 
-  beta: float  # b(k) = beta / sqrt(k), k the 1-based episode
-  exponent: float  # the exponent of a free power-law fit on the same windows (diagnostic)
+  a: float  # the 1/sqrt(k) term's coefficient (k the 1-based episode)
+  c: float  # the 1/k term's
   windows: np.ndarray  # [W] window ends of the pilot after pre-training
   positive: np.ndarray  # [W] mean positive violation over the seeds and the window
   share: np.ndarray  # [W] share of (seed, episode) above the threshold
   spread: np.ndarray  # [n] late violations / their mean positive part (the shape z)
   from_episode: int  # first episode of the fit
+  free_exponent: float = float("nan")  # a free power-law fit on the same windows (diagnostic)
+
+  def at(self, k) -> np.ndarray:
+    """`b(k)`."""
+    k = np.asarray(k, np.float64)
+    return self.a / np.sqrt(k) + self.c / k
+
+  def describe(self) -> str:
+    return f"{self.a:.3g}/sqrt(k) + {self.c:.3g}/k"
 
 
 def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
@@ -218,9 +227,13 @@ def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
 
 
 def fit_bias(violations: np.ndarray, pretraining: np.ndarray, threshold: float) -> BiasFit:
-  """`BiasFit` of OptAug's pilot `violations [seeds, P]` (windows after pre-training; the
-  fit on the windows ending in the last third of them: the latest bias anchors the
-  extrapolation)."""
+  """`BiasFit` of OptAug's pilot `violations [seeds, P]`, over log-spaced windows after
+  pre-training: `b(k) = a / sqrt(k) + c / k` with `a, c >= 0`, the form of the Bernstein
+  radius `2 sqrt(p (1 - p) L / n) + 14 L / (3 n)` in the visits, by non-negative least
+  squares in relative error on the windows of the pilot's second half (the later the
+  window, the nearer the extrapolation's start)."""
+  from scipy.optimize import nnls
+
   num_episodes = violations.shape[1]
   first = int(np.argmin(pretraining)) if not pretraining.all() else num_episodes - 1
   ends = _windows(first, num_episodes)
@@ -228,17 +241,17 @@ def fit_bias(violations: np.ndarray, pretraining: np.ndarray, threshold: float) 
   pos = np.array([np.maximum(violations[:, a:b], 0).mean() for a, b in zip(starts, ends)])
   share = np.array([(violations[:, a:b] > threshold).mean() for a, b in zip(starts, ends)])
   mid = np.sqrt((starts + 1.0) * ends)  # geometric centre of each window (1-based)
-  use = ends > first + 2 * (num_episodes - first) // 3
-  use = use if use.any() else np.ones_like(use)
-  beta = float(np.mean(pos[use] * np.sqrt(mid[use])))
-  good = use & (pos > 0)
-  exponent = (
-    float(np.polyfit(np.log(mid[good]), np.log(pos[good]), 1)[0]) if good.sum() >= 2 else np.nan
-  )
+  use = (ends > first + (num_episodes - first) // 2) & (pos > 0)
+  if use.sum() >= 2:
+    basis = np.stack([mid[use] ** -0.5, 1.0 / mid[use]], 1) / pos[use, None]
+    (a, c), _ = nnls(basis, np.ones(use.sum()))
+    free = float(np.polyfit(np.log(mid[use]), np.log(pos[use]), 1)[0])
+  else:  # no violation late in the pilot: no bias left to extrapolate
+    a, c, free = 0.0, 0.0, float("nan")
   late = violations[:, first + 3 * (num_episodes - first) // 4 :].ravel()
   scale = np.maximum(late, 0).mean()
   spread = late / scale if scale > 0 else np.zeros_like(late)
-  return BiasFit(beta, exponent, ends, pos, share, spread, first + 1)
+  return BiasFit(float(a), float(c), ends, pos, share, spread, first + 1, free)
 
 
 class Prediction(NamedTuple):
@@ -298,7 +311,7 @@ def predict(
   decay = np.minimum(1.0, np.sqrt(k_p / grid))
   pos_l = pos_pm + (pos_p - pos_pm) * decay
   share_l = share_pm + (share_p - share_pm) * decay
-  b = bias.beta / np.sqrt(grid)
+  b = bias.at(grid)
   pos_a = np.array([np.maximum(x * z, 0).mean() for x in b])
   share_a = np.array([(x * z > threshold).mean() for x in b])
   pos_ok = (pos_l >= MIN_POSITIVE) & (pos_a <= 0.5 * pos_l)
@@ -361,8 +374,9 @@ class Outlook(NamedTuple):
     return {
       "config": self.config,
       "bias": {
-        "beta": self.bias.beta,
-        "free_exponent": self.bias.exponent,
+        "a": self.bias.a,
+        "c": self.bias.c,
+        "free_exponent": self.bias.free_exponent,
         "from_episode": self.bias.from_episode,
         "windows": self.bias.windows.tolist(),
         "positive": self.bias.positive.tolist(),

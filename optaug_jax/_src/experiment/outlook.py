@@ -10,7 +10,7 @@ the agents as configured (`oj.analysis.outlook`):
   per-episode violation, the share above --threshold, the mean positive violation;
 - OptAug's estimation bias as the run goes on: a pilot run (--pilot-episodes x
   --pilot-seeds, vmapped), its positive violation after pre-training fitted as
-  beta / sqrt(k) on the pilot's last third, extrapolated;
+  a / sqrt(k) + c / k (the Bernstein radii's form) on the pilot's second half, extrapolated;
 - each agent's cost per seed-episode in its pilot, and so the wall time of the planned run
   here;
 - the episode from which OptAug's mean positive violation is at most half the Lagrangian
@@ -143,9 +143,9 @@ def _fmt(k) -> str:
 def report(out, args, measured) -> str:
   """The outlook as a Markdown table and the verdicts."""
   lines = [
-    f"Outlook: {arguments.run_title(args)}. Bias b(k) = {out.bias.beta:.3g} / sqrt(k) (pilot"
-    f" {args.pilot_episodes} episodes x {args.pilot_seeds} seeds, fit on its last third;"
-    f" a free power-law exponent there: {out.bias.exponent:.2f}).",
+    f"Outlook: {arguments.run_title(args)}. Bias b(k) = {out.bias.describe()} (pilot"
+    f" {args.pilot_episodes} episodes x {args.pilot_seeds} seeds, fit on its second half; a"
+    f" free power law there: k^{out.bias.free_exponent:.2f}).",
     "",
     "| agent | perfect-model swing (5%-95%) | share > thr | mean [v]+ | predicted: [v]+"
     " separates | share separates | measured: [v]+ | share | s per seed-episode | planned run |",
@@ -190,7 +190,7 @@ def plot(out, args, run_dir):
   b = out.bias
   ax.plot(b.windows, b.positive, "o", color="C0", label="OptAug pilot: mean [v]+ per window")
   k = np.geomspace(max(b.from_episode, 1), args.up_to, 200)
-  ax.plot(k, b.beta / np.sqrt(k), "--", color="C0", label=f"bias fit {b.beta:.3g}/sqrt(k)")
+  ax.plot(k, b.at(k), "--", color="C0", label=f"bias fit {b.describe()}")
   ax.axhline(args.threshold, color="k", lw=0.8, ls=":", label=f"threshold {args.threshold:g}")
   for i, (name, p) in enumerate(out.predictions.items()):
     color = f"C{i + 1}"
