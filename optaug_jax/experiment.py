@@ -11,6 +11,8 @@ Modules (each documented in its own docstring):
 - `problems`: a registered benchmark with the size flags, or your own CMDP as
   `--benchmark MODULE:FUNCTION` (`load_benchmark`, `problem_digest`).
 - `figures`: the standard figure panels (mean curves with confidence bands, fits).
+- `fits`: the fits of a cumulative regret `a + b sqrt(t) + c t` and their verdicts in words
+  (after pre-training; "too short to tell" when the run is).
 - `result_files`: atomic writes, result directories with their manifest (`ResultDir`,
   `load_results`), and the record of what determined a run's numbers (`run_config`).
 - `checkpoints`: checkpoints that carry the run's identity and are verified when read
@@ -36,6 +38,7 @@ from optaug_jax._src.experiment import (
   checkpoints,
   cli,
   figures,
+  fits,
   headline,
   numpy_reference,
   outlook,
@@ -52,6 +55,7 @@ __all__ = (
   "checkpoints",
   "cli",
   "figures",
+  "fits",
   "headline",
   "numpy_reference",
   "outlook",

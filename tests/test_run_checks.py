@@ -291,13 +291,7 @@ def factored():
 
 
 def _fresh_state(agent, cmdp):
-  return agent.init(
-    cmdp.thresholds,
-    cmdp.initial_state,
-    num_states=cmdp.num_states,
-    num_actions=cmdp.num_actions,
-    horizon=cmdp.horizon,
-  )
+  return oj.agents.init_agent(agent, cmdp)
 
 
 @pytest.mark.parametrize("name", oj.agents.AGENTS)

@@ -27,6 +27,11 @@ the same bias: measured in every run so far). The difference shows in
 from the predicted episode on. `measured_separation` applies the same two criteria to the
 windows of a finished run (`headline.py`'s `summary.json`), for validation
 (docs/results/outlook/).
+
+Why one file: the perfect-model runs, the pilots, the bias fit, the prediction and the
+measured separation are the parts of one estimate, and the prediction and the measurement
+must apply the same two criteria (`MIN_POSITIVE`, `SHARE_MARGIN`, `_holds_from`); apart,
+a change of either would have to be made in two modules at once.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from jax import lax
 from . import planning
 from . import setting as setting_lib
 from .agents import registry
-from .agents.base import Agent
+from .agents.base import Agent, init_agent
 from .cmdp import CMDP, to_dense
 from .estimates import Counts
 
@@ -55,16 +60,6 @@ MIN_POSITIVE = 0.01
 SHARE_MARGIN = 0.1
 
 
-def _init(agent: Agent, cmdp: CMDP):
-  return agent.init(
-    cmdp.thresholds,
-    cmdp.initial_state,
-    num_states=cmdp.num_states,
-    num_actions=cmdp.num_actions,
-    horizon=cmdp.horizon,
-  )
-
-
 def exact_counts(agent: Agent, cmdp: CMDP) -> Counts:
   """Counts in `agent`'s layout whose empirical means are `cmdp`'s model.
 
@@ -74,7 +69,7 @@ def exact_counts(agent: Agent, cmdp: CMDP) -> Counts:
   counts stay exact: `H m <= 2^24`). A pooled (stationary) setting gets `p` averaged over h,
   a sparse support `p` at its slots.
   """
-  counts = _init(agent, cmdp).counts
+  counts = init_agent(agent, cmdp).counts
   horizon = cmdp.horizon
   steps = counts.transitions.shape[0]
   pooled = steps == 1 and horizon > 1
@@ -121,7 +116,7 @@ def perfect_model_run(agent: Agent, cmdp: CMDP, num_episodes: int) -> PerfectMod
   """`agent` planning `num_episodes` episodes with the exact model: no sampling, no count
   updates (`exact_counts`), the episode index advancing as in a run. Build the agent with
   `bonus_scale=0` so that its model is the true CMDP (up to `1 / (H m)`)."""
-  state = _init(agent, cmdp)
+  state = init_agent(agent, cmdp)
   state = state._replace(counts=exact_counts(agent, cmdp))
 
   @jax.jit
@@ -157,7 +152,7 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
       in_axes=(0, 0),
     )
   )
-  state = jax.vmap(lambda _: _init(agent, cmdp))(keys)
+  state = jax.vmap(lambda _: init_agent(agent, cmdp))(keys)
   violations, pretraining, times = [], [], []
   for _ in range(-(-num_episodes // chunk)):
     start = time.perf_counter()

@@ -19,7 +19,7 @@ import numpy as np
 from jax.experimental import checkify
 
 from . import checks, planning, validation
-from .agents.base import Assumptions
+from .agents.base import Assumptions, init_agent
 from .cmdp import CMDP, baseline_fault
 from .numerics import MAX_EPISODES
 
@@ -116,9 +116,9 @@ def check_state(
     return
   lead = 1 if batched else 0
   if batched_cmdp:
-    expected = jax.eval_shape(jax.vmap(lambda c: _init_state(agent, c)), cmdp)
+    expected = jax.eval_shape(jax.vmap(lambda c: init_agent(agent, c)), cmdp)
   else:
-    expected = jax.eval_shape(lambda c: _init_state(agent, c), cmdp)
+    expected = jax.eval_shape(lambda c: init_agent(agent, c), cmdp)
   kind = f"{type(expected).__name__} of this agent"
   if type(state) is not type(expected):
     raise ValueError(
@@ -173,16 +173,6 @@ def check_state(
         f" {_shown(theirs)}: the agent would keep planning for the old ones; a state resumes"
         f" only the CMDP it was made for{fix}"
       )
-
-
-def _init_state(agent, cmdp: CMDP):
-  return agent.init(
-    cmdp.thresholds,
-    cmdp.initial_state,
-    num_states=cmdp.num_states,
-    num_actions=cmdp.num_actions,
-    horizon=cmdp.horizon,
-  )
 
 
 def warn_past_horizon(agent, num_episodes: int, state, where: str) -> None:

@@ -9,23 +9,12 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import checks, planning, run_checks, validation
-from .agents.base import Agent, AgentState
+from .agents.base import Agent, AgentState, init_agent
 from .cmdp import CMDP, assert_cmdp_shapes, check_cmdp
 from .env import sample_episode
 from .metrics import EpisodeLog, RunSummary, summarize_episode
 
 _LOGS = ("full", "summary")
-
-
-def init_agent(agent: Agent, cmdp: CMDP) -> AgentState:
-  """The agent's initial state, from what it may know of `cmdp` (sizes, alpha, s_1)."""
-  return agent.init(
-    cmdp.thresholds,
-    cmdp.initial_state,
-    num_states=cmdp.num_states,
-    num_actions=cmdp.num_actions,
-    horizon=cmdp.horizon,
-  )
 
 
 def episode_step(

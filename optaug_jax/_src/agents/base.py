@@ -173,6 +173,18 @@ class Agent(NamedTuple):
 Schedule = jax.typing.ArrayLike | Callable[[jax.Array], jax.Array]
 
 
+def init_agent(agent: Agent, cmdp) -> Any:
+  """`agent.init` from what an agent may know of `cmdp` (sizes, alpha, s_1): the state a
+  run starts from."""
+  return agent.init(
+    cmdp.thresholds,
+    cmdp.initial_state,
+    num_states=cmdp.num_states,
+    num_actions=cmdp.num_actions,
+    horizon=cmdp.horizon,
+  )
+
+
 def init_state(
   thresholds,
   initial_state,

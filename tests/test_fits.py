@@ -1,11 +1,12 @@
-"""The regret fits of `headline.py` and what they say (`fit_regret`, `fit_verdict`), on
-curves with known answers: a fit starts after pre-training, and a run too short to tell a
-linear term from a bending one says so instead of printing a c that reads as growth."""
+"""The regret fits (`oj.experiment.fits`: `fit_regret`, `fit_verdict`, as `headline.py`
+uses them) on curves with known answers: a fit starts after pre-training, and a run too
+short to tell a linear term from a bending one says so instead of printing a c that reads
+as growth."""
 
 import numpy as np
 import pytest
 
-from optaug_jax.experiment import headline, reductions
+from optaug_jax.experiment import fits, reductions
 
 
 def _fit(curve, num_episodes, pretraining=0, seeds=4, noise=0.0):
@@ -13,7 +14,7 @@ def _fit(curve, num_episodes, pretraining=0, seeds=4, noise=0.0):
   rng = np.random.default_rng(0)
   t = trace.astype(float)
   curves = np.stack([curve(t) + noise * rng.normal(size=t.shape).cumsum() for _ in range(seeds)])
-  return headline.fit_regret(curves, trace, num_episodes, np.random.default_rng(1), pretraining)
+  return fits.fit_regret(curves, trace, num_episodes, np.random.default_rng(1), pretraining)
 
 
 @pytest.mark.parametrize(
