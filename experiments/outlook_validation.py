@@ -47,6 +47,7 @@ def parse_args(argv=None):
   p.add_argument("--out", default="results/outlook_validation", help="the table's directory")
   p.add_argument("--pilot-episodes", type=cli.positive_int, default=2000)
   p.add_argument("--pilot-seeds", type=cli.positive_int, default=4)
+  p.add_argument("--bias-form", default="sqrt", help="outlook.py's --bias-form")
   p.add_argument(
     "--reuse",
     action="store_true",
@@ -66,6 +67,7 @@ def _outlook(args, run: str, out_dir: str) -> dict:
     same = saved["config"]["pilot_episodes"] == args.pilot_episodes and (
       saved["config"]["pilot_seeds"] == args.pilot_seeds
     )
+    same = same and saved["config"].get("bias_form", "sqrt") == args.bias_form
     if done and same and saved.get("like") == run:
       return saved
   outlook.main(
@@ -78,6 +80,8 @@ def _outlook(args, run: str, out_dir: str) -> dict:
       str(args.pilot_episodes),
       "--pilot-seeds",
       str(args.pilot_seeds),
+      "--bias-form",
+      args.bias_form,
     ]
   )
   jax.clear_caches()

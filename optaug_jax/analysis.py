@@ -8,6 +8,7 @@ from optaug_jax._src.known_model import (
   optimal_value_estimate,
 )
 from optaug_jax._src.outlook import (
+  BIAS_FORMS,
   LAGRANGIAN,
   BiasFit,
   Outlook,
@@ -25,6 +26,7 @@ from optaug_jax._src.outlook import (
 from optaug_jax._src.sensitivity import InnerSensitivities, inner_sensitivities
 
 __all__ = (
+  "BIAS_FORMS",
   "LAGRANGIAN",
   "BiasFit",
   "Outlook",

@@ -138,3 +138,22 @@ def test_a_separation_in_the_last_tenth_only_is_not_established():
     "positive": None,
     "share": None,
   }
+
+
+@pytest.mark.parametrize(("form", "a", "c"), [("sqrt", 5.0, 0.0), ("bernstein", 5.0, 300.0)])
+def test_fit_bias_recovers_a_known_decay(form, a, c):
+  """Pilot violations that are exactly b(k) = a / sqrt(k) + c / k after 100 episodes of
+  pre-training (4 identical seeds): each form recovers its own coefficients."""
+  k = np.arange(1, 4001, dtype=np.float64)
+  b = a / np.sqrt(k) + c / k
+  pretraining = k <= 100
+  violations = np.tile(np.where(pretraining, -1.0, b), (4, 1))
+  fit = oj.analysis.fit_bias(violations, pretraining, 0.05, form=form)
+  assert fit.from_episode == 101
+  assert fit.a == pytest.approx(a, rel=0.05)
+  assert fit.c == pytest.approx(c, rel=0.1, abs=1e-9)
+  np.testing.assert_allclose(
+    fit.at([1e4, 1e6]), a / np.sqrt([1e4, 1e6]) + c / np.array([1e4, 1e6]), rtol=0.06
+  )
+  with pytest.raises(ValueError, match="form"):
+    oj.analysis.fit_bias(violations, pretraining, 0.05, form="power")

@@ -10,9 +10,9 @@ difference shows in a run:
   that reproduce the true CMDP (`exact_counts`), planned episode after episode with no
   sampling (`perfect_model_run`). Its per-episode violations `v_k` are the swing alone.
 - **The bias** of the optimistic model as the run goes on: from a short pilot run of OptAug
-  (its positive violation per window, after pre-training), fitted as `b(k) = a / sqrt(k)
-  + c / k` (`fit_bias`: the form of the Bernstein radii in the visits, on the pilot's
-  second half) and extrapolated.
+  (its positive violation per window, after pre-training), fitted as `b(k) = a / sqrt(k)`
+  on the pilot's last third (`fit_bias`; the radii shrink like `1/sqrt(visits)`) and
+  extrapolated.
 
 In a run, OptAug's violation at episode `k` is modelled as `b(k) z` (`z`: the pilot's late
 violations over their mean positive part, the spread over seeds and episodes) and a
@@ -196,7 +196,8 @@ def _run_chunk(agent, key, cmdp, state, chunk):
 
 
 class BiasFit(NamedTuple):
-  """OptAug's positive violation in a pilot, fitted as `b(k) = a / sqrt(k) + c / k`."""
+  """OptAug's positive violation in a pilot, fitted as `b(k) = a / sqrt(k) + c / k` (`c = 0`
+  in the default form, see `fit_bias`)."""
 
   a: float  # the 1/sqrt(k) term's coefficient (k the 1-based episode)
   c: float  # the 1/k term's
@@ -213,7 +214,7 @@ class BiasFit(NamedTuple):
     return self.a / np.sqrt(k) + self.c / k
 
   def describe(self) -> str:
-    return f"{self.a:.3g}/sqrt(k) + {self.c:.3g}/k"
+    return f"{self.a:.3g}/sqrt(k)" + (f" + {self.c:.3g}/k" if self.c else "")
 
 
 def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
@@ -221,14 +222,28 @@ def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
   return edges[edges > first] if len(edges) > 1 else np.array([last])
 
 
-def fit_bias(violations: np.ndarray, pretraining: np.ndarray, threshold: float) -> BiasFit:
+BIAS_FORMS = ("sqrt", "bernstein")
+
+
+def fit_bias(
+  violations: np.ndarray, pretraining: np.ndarray, threshold: float, form: str = "sqrt"
+) -> BiasFit:
   """`BiasFit` of OptAug's pilot `violations [seeds, P]`, over log-spaced windows after
-  pre-training: `b(k) = a / sqrt(k) + c / k` with `a, c >= 0`, the form of the Bernstein
-  radius `2 sqrt(p (1 - p) L / n) + 14 L / (3 n)` in the visits, by non-negative least
-  squares in relative error on the windows of the pilot's second half (the later the
-  window, the nearer the extrapolation's start)."""
+  pre-training.
+
+  `form="sqrt"` (default): `b(k) = a / sqrt(k)`, `a` the mean of `b sqrt(k)` over the
+  windows ending in the pilot's last third (the latest bias anchors the extrapolation).
+  `form="bernstein"`: `b(k) = a / sqrt(k) + c / k` with `a, c >= 0` (the form of the
+  Bernstein radius `2 sqrt(p (1 - p) L / n) + 14 L / (3 n)` in the visits), by
+  non-negative least squares in relative error on the windows of the pilot's second half.
+  Measured against recorded runs (docs/results/outlook/), the second predicted too early
+  wherever the pilot ends in a steep transient (it then fits `a = 0`, a bias falling like
+  `1/k` for good), and agreed with fewer runs: it is not the default.
+  """
   from scipy.optimize import nnls
 
+  if form not in BIAS_FORMS:
+    raise ValueError(f"form: expected one of {BIAS_FORMS}, got {form!r}")
   num_episodes = violations.shape[1]
   first = int(np.argmin(pretraining)) if not pretraining.all() else num_episodes - 1
   ends = _windows(first, num_episodes)
@@ -236,13 +251,21 @@ def fit_bias(violations: np.ndarray, pretraining: np.ndarray, threshold: float) 
   pos = np.array([np.maximum(violations[:, a:b], 0).mean() for a, b in zip(starts, ends)])
   share = np.array([(violations[:, a:b] > threshold).mean() for a, b in zip(starts, ends)])
   mid = np.sqrt((starts + 1.0) * ends)  # geometric centre of each window (1-based)
-  use = (ends > first + (num_episodes - first) // 2) & (pos > 0)
-  if use.sum() >= 2:
-    basis = np.stack([mid[use] ** -0.5, 1.0 / mid[use]], 1) / pos[use, None]
-    (a, c), _ = nnls(basis, np.ones(use.sum()))
-    free = float(np.polyfit(np.log(mid[use]), np.log(pos[use]), 1)[0])
-  else:  # no violation late in the pilot: no bias left to extrapolate
-    a, c, free = 0.0, 0.0, float("nan")
+  if form == "sqrt":
+    use = ends > first + 2 * (num_episodes - first) // 3
+    use = use if use.any() else np.ones_like(use)
+    a, c = float(np.mean(pos[use] * np.sqrt(mid[use]))), 0.0
+    good = use & (pos > 0)
+  else:
+    good = (ends > first + (num_episodes - first) // 2) & (pos > 0)
+    if good.sum() >= 2:
+      basis = np.stack([mid[good] ** -0.5, 1.0 / mid[good]], 1) / pos[good, None]
+      (a, c), _ = nnls(basis, np.ones(good.sum()))
+    else:  # no violation late in the pilot: no bias left to extrapolate
+      a, c = 0.0, 0.0
+  free = (
+    float(np.polyfit(np.log(mid[good]), np.log(pos[good]), 1)[0]) if good.sum() >= 2 else np.nan
+  )
   late = violations[:, first + 3 * (num_episodes - first) // 4 :].ravel()
   scale = np.maximum(late, 0).mean()
   spread = late / scale if scale > 0 else np.zeros_like(late)
@@ -396,6 +419,7 @@ def outlook(
   horizon: int = 10**6,
   chunk: int = 250,
   num_seeds: int | None = None,
+  bias_form: str = "sqrt",
 ) -> Outlook:
   """Predicts whether, and when, OptAug and each Lagrangian agent separate on `benchmark`.
 
@@ -413,6 +437,8 @@ def outlook(
     threshold: the violation that counts an episode as violating.
     horizon: the last episode a prediction looks at.
     chunk: episodes per jitted call of the pilots.
+    bias_form: the form of OptAug's bias fit (`fit_bias`): "sqrt" (default) or
+      "bernstein".
     num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed in a
       batch of that many vmapped seeds (at most 256), from its pilot's final states; `None`:
       the pilot's last chunk's cost.
@@ -436,7 +462,9 @@ def outlook(
   swings = {n: perfect_model_run(a, cmdp, perfect_episodes).violation for n, a in exact.items()}
   keys = jax.random.split(key, pilot_seeds)
   pilots = {n: pilot_run(a, cmdp, keys, pilot_episodes, chunk) for n, a in built.items()}
-  bias = fit_bias(pilots["optaug"].violations, pilots["optaug"].pretraining, threshold)
+  bias = fit_bias(
+    pilots["optaug"].violations, pilots["optaug"].pretraining, threshold, form=bias_form
+  )
   costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
   if num_seeds is not None:
     timing_key = jax.random.fold_in(key, 1)
@@ -465,6 +493,7 @@ def outlook(
       "threshold": threshold,
       "horizon": horizon,
       "timing_seeds": None if num_seeds is None else min(num_seeds, 256),
+      "bias_form": bias_form,
     },
   )
 
