@@ -51,6 +51,7 @@ from .agents import registry
 from .agents.base import Agent, init_agent
 from .cmdp import CMDP, to_dense
 from .estimates import Counts
+from .metrics import EpisodeLog
 
 # The Lagrangian agents of the registry: their swing is measured on the exact model.
 LAGRANGIAN = ("optdual", "optdual_optimistic", "pid_lagrangian", "nupi_lagrangian", "optprimaldual")
@@ -189,9 +190,10 @@ def seconds_per_seed_episode(
 
 
 def _run_chunk(agent, key, cmdp, state, chunk):
-  from .runner import _run  # the runner's unjitted body (no host checks inside the vmap)
+  from .runner import run  # below the runner in the package: imported when first run
 
-  state, log = _run(agent, key, cmdp, state, 0.0, num_episodes=chunk, logs="full")
+  state, log = run(agent, key, cmdp, num_episodes=chunk, state=state)  # logs="full"
+  assert isinstance(log, EpisodeLog)
   return state, (jnp.max(log.constraint_values - cmdp.thresholds, axis=-1), log.pretraining)
 
 
