@@ -207,3 +207,27 @@ def test_jitted_box_has_exact_zero_lower_ends_where_the_radius_is_capped():
   assert radius_capped
   np.testing.assert_array_equal(np.asarray(jitted.lower), 0.0)
   chex.assert_trees_all_equal(eager, jitted)
+
+
+def test_radius_is_finite_when_the_division_rounds_a_full_row_above_one(monkeypatch):
+  """On XLA:GPU in float32, `n / n` can round to 1 + ulp: `p (1 - p)` is then negative and
+  its square root a NaN box (OptDual's multipliers NaN from episode 63 on the delivery
+  robot, an H200). The radius at such a p is the one at p = 1 (its variance term is 0)."""
+  from optaug_jax._src import estimates
+
+  visits = jnp.full((2, 3, 2), 7.0, jnp.float32)
+  trans = jnp.zeros((2, 3, 2, 3), jnp.float32).at[..., 1].set(7.0)  # every row: all mass on 1
+  counts = oj.Counts(visits, trans, 0.5 * visits, 0.25 * visits[None])
+  exact = oj.optimistic_model(counts, num_episodes=50, bonus_scale=1.0)
+  means = estimates.empirical_means
+
+  def rounded_up(c):  # the device's rounding: every full row's mean one ulp above 1
+    cost, constraint, p = means(c)
+    return cost, constraint, jnp.where(p == 1.0, jnp.nextafter(p, 2.0), p)
+
+  monkeypatch.setattr(estimates, "empirical_means", rounded_up)
+  model = oj.optimistic_model(counts, num_episodes=50, bonus_scale=1.0)
+  for name in ("lower", "upper"):
+    got = np.asarray(getattr(model, name))
+    assert np.all(np.isfinite(got)), name
+    np.testing.assert_allclose(got, np.asarray(getattr(exact, name)), atol=1e-6, err_msg=name)

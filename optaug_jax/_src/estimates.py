@@ -321,9 +321,10 @@ def empirical_model(
   c_bar, d_bar, p_bar = empirical_means(counts)
   beta_c = bonus_scale * jnp.sqrt(log_c / n)
   n4 = n[:steps, ..., None]  # the transition counts' n ([1, S, A, 1] when pooled)
-  beta_p = bonus_scale * (
-    2.0 * jnp.sqrt(p_bar * (1.0 - p_bar) * log_p / n4) + 14.0 * log_p / (3.0 * n4)
-  )
+  # p(1 - p) at 0 from below: a device whose division rounds n/n above 1 (XLA:GPU in
+  # float32) would otherwise take the square root of a negative number (a NaN box).
+  variance = jnp.maximum(p_bar * (1.0 - p_bar), 0.0)
+  beta_p = bonus_scale * (2.0 * jnp.sqrt(variance * log_p / n4) + 14.0 * log_p / (3.0 * n4))
   visited = (counts.visits[:steps] > 0)[..., None]
   beta_p = jnp.where(visited, jnp.minimum(beta_p, 1.0), 1.0)
   dtype = p_bar.dtype
