@@ -237,6 +237,37 @@ def test_float32_several_constraints_are_accurate(num_constraints):
     assert abs(value - optimum) <= 1e-5 * max(1.0, abs(optimum)), (eta, value - optimum)
 
 
+def test_float32_five_constraints_stop_when_certified():
+  """float32, I = 5, `tol=0.0`: the loop stops on its proof (it ran its whole budget, 54 DPs
+  on every solve, while float64 took 26; `experiments/inner_exactness.py --table larger
+  --constraints 5`), every solve certified and within its certificate of cvxpy's optimum."""
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  rng = np.random.default_rng(55)
+  solve = jax.jit(
+    lambda c, d, lo, up, al, lam, eta: oj.solve_inner(
+      oj.inner.InnerProblem(c, d, al, oj.TransitionSet(lo, up), 0), lam, eta
+    )
+  )
+  budget = 50 + 4  # the float32 default of `oj.inner.exact` (50 planes) and its 4 other DPs
+  for _ in range(4):
+    c, d, lower, upper, _, alpha, lam = ref.random_inner_instance(
+      rng, 5, radius=0.2, lam_scale=1.0, horizon=3, num_states=4, num_actions=2
+    )
+    # Exactly representable data: float32 and float64 then pose the same problem.
+    c, d, lower, upper, alpha, lam = (
+      np.asarray(f32(x), np.float64) for x in (c, d, lower, upper, alpha, lam)
+    )
+    eta = 100.0
+    optimum, _ = ref.inner_cvxpy(c, d, lower, upper, 0, alpha, lam, eta)
+    sol = solve(*(f32(x) for x in (c, d, lower, upper, alpha, lam)), jnp.float32(eta))
+    assert bool(sol.certified)
+    assert int(sol.dp_calls) < budget - 10, int(sol.dp_calls)
+    value = float(
+      oj.augmented_lagrangian(jnp.asarray(sol.occupancy, jnp.float64), c, d, alpha, lam, eta)
+    )
+    assert abs(value - optimum) <= 1e-4 * (1.0 + abs(optimum)), value - optimum
+
+
 @pytest.mark.parametrize("num_constraints", [1, pytest.param(2, marks=pytest.mark.slow)])  # 21 s
 def test_policy_and_transitions_reproduce_the_occupancy(num_constraints):
   m, lower, upper = _instance(num_constraints)
