@@ -312,21 +312,37 @@ def run_sharded(
 
   batched = jax.tree.map(pad, (keys, optimal_value) + ((cmdp,) if batched_cmdp else ()))
   shared = () if batched_cmdp else (cmdp,)
-  fn = _sharded_fn(
+  fn = _device_fn(
     agent,
     num_episodes,
     logs,
-    mesh,
     batched_cmdp,
     None if batch_size is None else min(int(batch_size), per_device),
     donate_state,
   )
   on_seeds = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seeds"))
   everywhere = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  out = fn(
-    jax.device_put(batched, on_seeds),
-    jax.device_put(jax.tree.map(pad, state), on_seeds),
-    jax.device_put(shared, everywhere),
+  # One program per device, the same whatever the mesh: each device of this process runs
+  # `fn` on its own seeds (dispatched asynchronously, so the devices run together), and the
+  # outputs are assembled into arrays sharded over the mesh. A `shard_map` over the mesh
+  # compiled another program per device count, which rounded differently (OptDual's
+  # multipliers 1e-8 apart on 1 device and on 2; OptAug's exact search then took another
+  # path): here a seed's numbers are those of `jax.jit(jax.vmap(run))` over the seeds
+  # beside it on its device.
+  position = {d: i for i, d in enumerate(mesh.devices.reshape(-1))}
+  devices = [d for d in position if d.process_index == jax.process_index()]
+  seeds_of = lambda tree: _per_device(tree, devices, position, per_device, on_seeds)
+  inputs = (
+    seeds_of(batched),
+    seeds_of(jax.tree.map(pad, state)),
+    _per_device(shared, devices, None, per_device, everywhere),
+  )
+  parts = [fn(*(x[d] for x in inputs)) for d in devices]
+  out = jax.tree.map(
+    lambda *xs: jax.make_array_from_single_device_arrays(
+      (padded,) + xs[0].shape[1:], on_seeds, list(xs)
+    ),
+    *parts,
   )
   if padded != num_seeds:
     if jax.sharding.AxisType.Explicit in mesh.axis_types:
@@ -337,11 +353,29 @@ def run_sharded(
   return out
 
 
+def _per_device(tree, devices, position, per_device, sharding) -> dict:
+  """`{device: its part of tree}` for `devices` (this process's): the seeds
+  `[i * per_device, (i + 1) * per_device)` of the device at mesh position `i`, or, with
+  `position=None`, the whole tree (shared). A global array that this process cannot read
+  whole (a multi-host run's state) gives its shards."""
+
+  def part(x, d):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      x = jax.device_put(x, sharding)
+      return next(s.data for s in x.addressable_shards if s.device == d)
+    if position is None:
+      return jax.device_put(x, d)
+    i = position[d]
+    return jax.device_put(x[i * per_device : (i + 1) * per_device], d)
+
+  return {d: jax.tree.map(lambda x, d=d: part(x, d), tree) for d in devices}
+
+
 @functools.lru_cache(maxsize=64)
-def _sharded_fn(agent, num_episodes, logs, mesh, batched_cmdp, batch_size, donate):
-  """The jitted, sharded function of `run_sharded` (cached per static configuration)."""
-  seeds = jax.sharding.PartitionSpec("seeds")
-  replicated = jax.sharding.PartitionSpec()
+def _device_fn(agent, num_episodes, logs, batched_cmdp, batch_size, donate):
+  """The jitted per-device function of `run_sharded` (cached per static configuration):
+  `jax.vmap(run)` over the device's seeds, or `lax.map` over vmapped chunks of
+  `batch_size`."""
 
   def one(args, shared):
     (key, optimal_value, *maybe_cmdp), state = args
@@ -354,11 +388,4 @@ def _sharded_fn(agent, num_episodes, logs, mesh, batched_cmdp, batch_size, donat
       return jax.vmap(fn)((batched, state))
     return lax.map(fn, (batched, state), batch_size=batch_size)  # vmapped chunks
 
-  sharded = jax.shard_map(
-    local, mesh=mesh, in_specs=(seeds, seeds, replicated), out_specs=seeds, check_vma=False
-  )  # no collectives inside
-  return jax.jit(
-    sharded,
-    out_shardings=jax.sharding.NamedSharding(mesh, seeds),
-    donate_argnums=(1,) if donate else (),
-  )
+  return jax.jit(local, donate_argnums=(1,) if donate else ())
