@@ -22,7 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import optaug_jax as oj  # noqa: E402
-from optaug_jax.experiment import cli, result_files  # noqa: E402
+from optaug_jax.experiment import cli, problems, result_files  # noqa: E402
 
 OUTPUTS = ("known_model.json", "known_model.png")
 
@@ -56,9 +56,9 @@ def main(argv=None):
   p.add_argument(
     "--benchmark",
     default="random",
-    choices=["random"] + sorted(oj.benchmarks.BENCHMARKS),
-    help="'random' (the default): a fixed 5-state random CMDP (oj.random_cmdp);"
-    " else a registered benchmark",
+    help="'random' (the default): a fixed 5-state random CMDP (oj.random_cmdp); a"
+    f" registered benchmark ({', '.join(sorted(oj.benchmarks.BENCHMARKS))}); or your own,"
+    " MODULE:FUNCTION or path/to/file.py:FUNCTION (as the other scripts' --benchmark)",
   )
   p.add_argument("--iters", type=int, default=200)
   p.add_argument(
@@ -71,11 +71,25 @@ def main(argv=None):
   p.add_argument("--dual-etas", default="0.1,0.5,2")
   p.add_argument("--out", default="results/known_model")
   args = p.parse_args(argv)
+  spec = problems.is_benchmark_spec(args.benchmark)
+  if args.benchmark != "random" and not spec and args.benchmark not in oj.benchmarks.BENCHMARKS:
+    p.error(
+      f"--benchmark: {args.benchmark!r} is not 'random', a registered benchmark"
+      f" ({', '.join(sorted(oj.benchmarks.BENCHMARKS))}) or MODULE:FUNCTION"
+    )
   run_dir = result_files.result_dir(args, "known_model", OUTPUTS)
 
   if args.benchmark == "random":
     cmdp = oj.random_cmdp(
       jax.random.PRNGKey(2), num_states=5, num_actions=3, horizon=5, dtype=jnp.float64
+    )
+  elif spec:  # your own CMDP, in float64 as the rest of this script
+    cmdp = problems.load_benchmark(args.benchmark).cmdp
+    cmdp = jax.tree.map(
+      lambda x: (
+        jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x
+      ),
+      cmdp,
     )
   else:
     cmdp = oj.benchmarks.make_benchmark(args.benchmark, dtype=jnp.float64).cmdp

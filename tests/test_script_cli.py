@@ -742,3 +742,49 @@ def test_a_ctrl_c_that_python_drops_still_ends_the_run_with_130_and_incomplete(t
 
   assert cli.run_guarded("cancellation", quiet, []) == 0
   assert json.loads((out2 / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_known_model_runs_your_own_cmdp(tmp_path):
+  """`experiments/known_model.py --benchmark PATH:FUNCTION`, as the other scripts; its LP
+  value is the factored benchmark's (4), whatever the file's dtype (run in float64)."""
+  path = _module(tmp_path)
+  root = pathlib.Path(__file__).parent.parent
+  out = tmp_path / "known"
+  done = subprocess.run(
+    [
+      sys.executable,
+      str(root / "experiments" / "known_model.py"),
+      "--benchmark",
+      f"{path}:factored",
+      "--iters",
+      "4",
+      "--inner-iters",
+      "30",
+      "--alm-etas",
+      "10",
+      "--dual-etas",
+      "0.5",
+      "--out",
+      str(out),
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert done.returncode == 0, done.stderr[-2000:]
+  result = json.loads((out / "known_model.json").read_text())
+  assert result["lp_value"] == pytest.approx(4.0)
+  bad = subprocess.run(
+    [
+      sys.executable,
+      str(root / "experiments" / "known_model.py"),
+      "--benchmark",
+      "nope",
+      "--out",
+      str(tmp_path / "x"),
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert bad.returncode == 2 and "--benchmark: 'nope' is not" in bad.stderr
