@@ -35,29 +35,60 @@ def test_every_public_name_has_one_home():
   assert not hasattr(oj, "types")
 
 
-def test_long_source_files_say_why_at_their_top():
-  """No file of `optaug_jax/_src` over 400 lines without the reason at its top."""
-  for path in sorted((ROOT / "optaug_jax" / "_src").rglob("*.py")):
-    text = path.read_text()
-    if text.count("\n") > 400:
-      docstring = text.split('"""')[1]
-      assert "Why one file" in docstring, path
+# The modules of `optaug_jax/_src` over 400 lines, each at most this long: a file that grows
+# past its line here, or a new long one, is a decision to make in review (split it, or
+# raise its line here), not a drift.
+LONG_MODULES = {
+  "benchmarks.py": 780,
+  "cmdp.py": 560,
+  "estimates.py": 530,
+  "experiment/result_files.py": 520,
+  "outlook.py": 540,
+  "planning.py": 590,
+}
 
 
-def test_the_readme_names_a_file_for_every_step_of_the_paper():
-  readme = (ROOT / "README.md").read_text()
-  table = readme[readme.index("| paper | file |") :]
-  table = table[: table.index("\n\n")]
-  files = set(re.findall(r"`([\w/]+\.py)`", table))
-  assert {
-    "agents/optaug.py",
-    "inner/frank_wolfe.py",
-    "inner/dual_search.py",
-    "inner/cutting_planes.py",
-    "multiplier_updates.py",
-  } <= files
-  for name in files:
-    assert (ROOT / "optaug_jax" / "_src" / name).is_file(), name
+def test_long_source_files_are_the_listed_ones():
+  src = ROOT / "optaug_jax" / "_src"
+  for path in sorted(src.rglob("*.py")):
+    lines = path.read_text().count("\n")
+    name = path.relative_to(src).as_posix()
+    assert lines <= LONG_MODULES.get(name, 400), (name, lines)
+
+
+# Each step of the paper and the module that holds it (the README's "What is where" table
+# names the same files).
+PAPER_STEPS = {
+  "OptAug-CMDP (Algorithm 1)": ("agents/optaug.py", "optaug"),
+  "Algorithm InnerOpt-FW": ("inner/frank_wolfe.py", "frank_wolfe"),
+  "the exact inner solve, I = 1": ("inner/dual_search.py", "two_cut_search"),
+  "the exact inner solve, I >= 2": ("inner/cutting_planes.py", "cutting_planes"),
+  "the dual step, eq. (dual-step)": ("multiplier_updates.py", "dual_step"),
+  "the optimistic model, eq. (opt-c)": ("estimates.py", "optimistic_model"),
+  "extended backward induction, eq. (bw-ind)": ("planning.py", "extended_value_iteration"),
+}
+
+
+def test_the_api_page_is_generated_from_the_package():
+  """docs/api.md lists every public name (`python docs/make_api.py` writes it)."""
+  out = subprocess.run(
+    [sys.executable, str(ROOT / "docs" / "make_api.py"), "--check"],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert out.returncode == 0, out.stderr
+  page = (ROOT / "docs" / "api.md").read_text()
+  for name in oj.__all__:
+    assert f"| `{name}` |" in page, name
+
+
+def test_every_step_of_the_paper_has_its_module():
+  for step, (name, function) in PAPER_STEPS.items():
+    path = ROOT / "optaug_jax" / "_src" / name
+    tree = ast.parse(path.read_text())
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert function in defined, (step, name, function)
 
 
 # The functions of the package that take the sparse layout (`next_states`) or the fill

@@ -1,6 +1,6 @@
 """Benchmark CMDPs with a known strictly feasible baseline. Host side, never jitted.
 
-Why one file of about 800 lines: seven constructors of 60-120 lines each, their registry and
+Why one file: seven constructors of 60-120 lines each, their registry and
 two shared helpers (the float64 NumPy model for the LP reference, and the conversion that
 checks the baseline's slack); each constructor reads on its own.
 

@@ -1,6 +1,6 @@
 """Finite-horizon constrained MDPs: the container, host-side validation, random instances.
 
-Why one file of about 450 lines: `validate_cmdp` is most of it (one named check per fault
+Why one file: `validate_cmdp` is most of it (one named check per fault
 of every field, in both layouts), and it belongs next to the container whose contract it
 states; the conversions between layouts and the safest policy use both.
 """

@@ -8,7 +8,7 @@ empirical Bernstein for transitions, Hoeffding for costs, with
 A `Setting` (see `setting.py`) changes what is learned: known costs, counts pooled over h,
 a known next-state support, and the log factors of Bura et al. (2022).
 
-Why one file of about 550 lines: the counts, the compensated sums that keep them exact at
+Why one file: the counts, the compensated sums that keep them exact at
 any length, the empirical model and the optimistic model are one data flow (counts ->
 means and radii -> the box of eq. (opt-c)) whose layouts (dense, sparse slots, pooled
 over h) must agree at every stage; splitting it would put each layout rule in several

@@ -4,7 +4,7 @@ Every function here is written for ONE problem; callers `jax.vmap`. Array axes f
 `[H, S, A, S']` (horizon, states, actions, next states). The greedy fill of a transition
 box, which the extended DP calls at every step, is in `box.py`.
 
-Why one file of about 560 lines: every pass (backward induction, the forward occupancy, the
+Why one file: every pass (backward induction, the forward occupancy, the
 policy evaluations) exists in the dense and in the sparse layout, and the two variants sit
 next to each other so that a reader can check, pass by pass, that they compute the same
 numbers (tests/test_sparse.py checks it); they share the horizon scans and their
@@ -241,7 +241,9 @@ def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   """
   q = occupancy(cmdp.transition_set(), policy, cmdp.initial_state)
   cost_value = jnp.sum(cmdp.cost * q)
-  constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
+  # A sum of products, as `cost_value`: the contraction (`einsum`) was compiled to other
+  # code for a batch of one than under `vmap` (a few ulps apart; the reduction is not).
+  constraint_values = jnp.sum(cmdp.constraint_costs * q, axis=(1, 2, 3))
   return cost_value, constraint_values
 
 
