@@ -372,7 +372,7 @@ def check_cmdp(cmdp: CMDP, where: str) -> None:
   if not isinstance(cmdp, CMDP):
     raise ValueError(f"{where}: cmdp: expected an optaug_jax.CMDP, got {type(cmdp).__name__}")
   leaves = jax.tree.leaves(cmdp)
-  if any(isinstance(x, jax.core.Tracer) for x in leaves):
+  if validation.traced(leaves):
     return
   try:
     validate_cmdp(cmdp)

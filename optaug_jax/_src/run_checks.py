@@ -31,7 +31,7 @@ def _first_episode(state) -> int | None:
   if state is None:
     return 0
   episode = getattr(state, "episode", None)
-  if episode is None or isinstance(episode, jax.core.Tracer):
+  if episode is None or validation.traced(episode):
     return None
   if not getattr(episode, "is_fully_addressable", True):  # multi-host: not readable here
     return None
@@ -65,7 +65,7 @@ def run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
 def key(key, where: str, *, batched: bool = False) -> None:
   """A PRNG key (`jax.random.key(seed)`, or the raw `uint32[2]` of `jax.random.PRNGKey`);
   with `batched`, a leading axis of them."""
-  if isinstance(key, jax.core.Tracer):
+  if validation.traced(key):
     return
   lead = 1 if batched else 0
   what = "an [N] array of PRNG keys" if batched else "a PRNG key"
@@ -88,7 +88,7 @@ def key(key, where: str, *, batched: bool = False) -> None:
 
 def _concrete_leaf(x) -> bool:
   """A leaf whose values can be read here: not traced, and whole on this process."""
-  return not isinstance(x, jax.core.Tracer) and getattr(x, "is_fully_addressable", True)
+  return not validation.traced(x) and getattr(x, "is_fully_addressable", True)
 
 
 def _shown(x) -> str:
@@ -195,10 +195,6 @@ def _assumptions(agent) -> Assumptions | None:
   return getattr(agent, "assumptions", None)
 
 
-def _traced(*trees) -> bool:
-  return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees))
-
-
 def check_agent(agent, cmdp: CMDP, where: str, *, batched: bool = False) -> None:
   """Host checks of `agent.assumptions` against `cmdp` (a batch of CMDPs with one leading
   axis if `batched`). Skipped for what is traced (use `check=True` there)."""
@@ -206,7 +202,9 @@ def check_agent(agent, cmdp: CMDP, where: str, *, batched: bool = False) -> None
   if assumptions is None:
     return
   _warn_dense_agent(assumptions.setting, cmdp, where)
-  if assumptions.safe_policy is None or _traced(cmdp, assumptions.safe_policy, assumptions.slack):
+  if assumptions.safe_policy is None or validation.traced(
+    cmdp, assumptions.safe_policy, assumptions.slack
+  ):
     return
   policy = np.asarray(assumptions.safe_policy)
   expected = tuple(cmdp.transitions.shape[-4:-1])

@@ -241,26 +241,21 @@ def run_sharded(
   """`run` for a batch of seeds, sharded over devices, in bounded memory.
 
   Equivalent to `jax.vmap(lambda k: run(agent, k, cmdp, ...))(keys)`, but the seeds are
-  split over the devices of a 1-D mesh (`jax.shard_map` with
-  `NamedSharding` along the axis `"seeds"`; no communication between devices) and each
-  device processes its seeds `batch_size` at a time (`lax.map`), so the memory of the
-  intermediates is that of `batch_size` seeds. With `logs="summary"` the outputs are
-  `O(num seeds)`, so 10,000 seeds and long runs fit in a few MiB. When the number of
-  seeds is not a multiple of the device count, the batch is padded (by repeating the last
-  seed) and the padding is dropped from the results, which then come back replicated on
-  every device (pass a multiple of the device count to keep them sharded).
+  split over the devices of a 1-D mesh (outputs sharded with `NamedSharding` along the
+  axis `"seeds"`; no communication between devices), each device runs the same
+  single-device program on its seeds, `batch_size` at a time (`lax.map` over vmapped
+  chunks), so the memory of the intermediates is that of `batch_size` seeds. With
+  `logs="summary"` the outputs are `O(num seeds)`, so 10,000 seeds and long runs fit in a
+  few MiB. When the number of seeds is not a multiple of the device count, the batch is
+  padded (by repeating the last seed) and the padding is dropped from the results, which
+  then come back replicated on every device (pass a multiple of the device count to keep
+  them sharded).
 
-  What is the same, whatever the seeds per device and `batch_size`: every final state and
-  every field of the log that the agent produces (multipliers, optimistic values, inner
-  certificates, sampled costs, ...) bit for bit. The exact evaluations of the played
-  policies in the true CMDP (`EpisodeLog.cost_value`, `constraint_values`, and the
-  summaries' regrets built from them) are for the log only and agree to floating-point
-  rounding (a few ulps: XLA:CPU chooses the code of their contractions by the batch shape
-  and the device, e.g. one seed at a time or 4 host devices); the agents never read them.
-  Checked on the problems of tests/test_runner.py; not everywhere: OptAug on `lost_sales`
-  (sparse, float32, 8 seeds, 60 episodes) with `batch_size=1` against `jax.vmap` gave
-  multipliers 3e-5 apart and optimistic values that moved (the exact search took another
-  path after a rounding difference), so treat the equality as one to check on your problem.
+  What is the same, whatever the seeds beside a seed, `batch_size`, the number of devices
+  and of processes: every final state and every field of its log, bit for bit (the
+  README's "Reproducibility"; `tests/test_layouts.py`, `tests/test_processes.py`). One
+  program compiled for the whole mesh (`shard_map`) rounded otherwise on 2 devices than
+  on 1, so each device gets the single-device one.
 
   Multi-host: call `jax.distributed.initialize()` on every process first; the default
   mesh then spans every device of every host (`jax.devices()`), and `keys` must be the

@@ -107,7 +107,7 @@ class Setting:
         "constraint_costs: expected [I, H, S, A] or [I, S, A], got shape"
         f" {np.shape(self.constraint_costs)}"
       )
-    if self.support is not None and not isinstance(self.support, jax.core.Tracer):
+    if self.support is not None and not validation.traced(self.support):
       support = np.asarray(self.support)
       if support.dtype != bool and not np.issubdtype(support.dtype, np.integer):
         raise ValueError(

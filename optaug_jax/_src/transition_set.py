@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.typing import ArrayLike
 
-from . import box, checks, planning
+from . import box, checks, planning, validation
 
 
 @jax.tree_util.register_pytree_node_class
@@ -54,7 +54,7 @@ class TransitionSet:
     checks.transition_set(self, "TransitionSet")
     # Whether the numbers were checked here (a set rebuilt from its leaves, by `vmap`,
     # `jax.tree.map` or `replace`, is checked by the kernels it is passed to).
-    self.checked = checks.concrete(lower, upper, next_states)
+    self.checked = not validation.traced(lower, upper, next_states)
     width = np.shape(lower if next_states is None else next_states)[-1]
     self.fill = box.resolve_fill(fill, width)
 

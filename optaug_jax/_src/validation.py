@@ -17,8 +17,10 @@ import numpy as np
 _TINY = float(np.finfo(np.float32).tiny)
 
 
-def is_traced(value) -> bool:
-  return isinstance(value, jax.core.Tracer)
+def traced(*trees) -> bool:
+  """Whether any leaf of `trees` is traced (its numbers cannot be read now): the package's
+  one test of it."""
+  return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(trees))
 
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
@@ -53,7 +55,7 @@ def check_real(
     if allow_none:
       return None
     raise ValueError(f"{name}: required, got None")
-  if is_traced(value):
+  if traced(value):
     return value
   arr = np.asarray(value)
   if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
@@ -69,7 +71,7 @@ def check_real(
 
 def check_positive(name: str, value, *, allow_none: bool = True):
   """A positive finite number (skipped for traced values and callables)."""
-  if callable(value) or (value is None and allow_none) or is_traced(value):
+  if callable(value) or (value is None and allow_none) or traced(value):
     return value
   arr = np.asarray(value) if value is not None else np.asarray(np.nan)
   if (
@@ -142,7 +144,7 @@ def policy_fault(name: str, policy, shape: tuple[int, ...] | None = None, *, ato
 
 def check_policy(name: str, policy) -> None:
   """An `[H, S, A]` array of probability rows (skipped when traced)."""
-  if is_traced(policy):
+  if traced(policy):
     return
   fault = policy_fault(name, policy)
   if fault is not None:

@@ -105,10 +105,10 @@ def _host_lp(fn, skip, out_like, *args):
 def _check_baseline(cmdp, safe_policy, slack) -> None:
   """`check_safe_policy` on the host when the CMDP is given and the arguments concrete."""
   if cmdp is None or any(
-    validation.is_traced(x) for x in jax.tree_util.tree_leaves((cmdp, safe_policy))
+    validation.traced(x) for x in jax.tree_util.tree_leaves((cmdp, safe_policy))
   ):
     return
-  checked_slack = None if validation.is_traced(slack) else slack
+  checked_slack = None if validation.traced(slack) else slack
   cmdp_lib.check_safe_policy(cmdp, safe_policy, checked_slack)
 
 
