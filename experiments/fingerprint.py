@@ -15,11 +15,17 @@ state) on two small benchmarks (one constraint, and two constraints), for a few 
 known-model augmented Lagrangian method; and the inner solve (the exact method, stopping on
 its proof) on a few random inner problems. The comparison is exact (`np.array_equal`,
 NaNs equal): any difference is printed with its largest size.
+
+Two machines: `python experiments/fingerprint.py` prints one line, `fingerprint <sha256>`,
+a digest of every array; the same digest on both means the same numbers bit for bit
+(expect it only with the same jax and jaxlib versions and the same kind of device: other
+compiled code rounds otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import time
 
@@ -166,9 +172,20 @@ def compare(before_path: str, after_path: str) -> int:
   return 0 if not (differ or missing) else 1
 
 
+def digest(arrays: dict[str, np.ndarray]) -> str:
+  """SHA-256 of every array (name, dtype, shape and bytes, in name order): one line to
+  compare between machines."""
+  h = hashlib.sha256()
+  for name in sorted(arrays):
+    a = np.ascontiguousarray(arrays[name])
+    h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+    h.update(a.tobytes())
+  return h.hexdigest()
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  p.add_argument("--out", help="write the fingerprint to this .npz")
+  p.add_argument("--out", help="also write the fingerprint's arrays to this .npz")
   p.add_argument(
     "--compare",
     nargs=2,
@@ -180,8 +197,6 @@ def main(argv=None) -> int:
   args = p.parse_args(argv)
   if args.compare:
     return compare(*args.compare)
-  if not args.out:
-    p.error("give --out FILE or --compare BEFORE AFTER")
   import jax
 
   jax.config.update("jax_enable_x64", True)
@@ -189,8 +204,14 @@ def main(argv=None) -> int:
 
   start = time.time()
   out = fingerprint(episodes=args.episodes, seeds=args.seeds)
-  np.savez(args.out, **out)
-  print(f"{len(out)} arrays from {oj.__file__} in {time.time() - start:.0f} s -> {args.out}")
+  if args.out:
+    np.savez(args.out, **out)
+  where = f" -> {args.out}" if args.out else ""
+  print(f"{len(out)} arrays from {oj.__file__} in {time.time() - start:.0f} s{where}")
+  print(
+    f"fingerprint {digest(out)} (jax {jax.__version__}, {jax.devices()[0].platform},"
+    f" {args.episodes} episodes, {args.seeds} seeds)"
+  )
   return 0
 
 

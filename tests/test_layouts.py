@@ -1,0 +1,46 @@
+"""A seed's numbers do not depend on how it is run (the README's "Reproducibility").
+
+Every state leaf and every logged field of each seed, bit for bit, against
+`jax.jit(jax.vmap(run))` over the seeds: the seed alone (a batch of one), beside other
+seeds, `run_sharded` with `batch_size` 1 and 2, and `run_sharded` over 2 CPU devices (a
+subprocess). Every registered agent but OptCMDP (the LP solver's numbers, on the host) on
+`factored`; OptAug and OptDual on every registered benchmark. Two processes against one:
+`tests/test_processes.py`. The tool: `experiments/layouts.py`.
+
+The one exception (README, "Reproducibility"): the exact evaluations of the played
+policies in the true CMDP, `EpisodeLog.cost_value` and `constraint_values`, which no agent
+reads, may differ by a few ulps between a batch of one and a vmapped batch (seen: OptAug
+and OptDual on `random_family` with 2 constraints, 1.2e-7).
+"""
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "experiments"))
+import layouts  # noqa: E402
+
+EVERY_AGENT = [(agent, "factored") for agent in layouts.DEFAULT_AGENTS]
+EVERY_BENCHMARK = [
+  (agent, bench)
+  for bench in layouts.BENCHMARKS
+  if bench != "factored"
+  for agent in ("optaug", "optdual")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent,bench", EVERY_AGENT + EVERY_BENCHMARK)
+def test_a_seed_is_the_same_in_every_layout(agent, bench, tmp_path):
+  many = ("alone", "neighbours", "sharded_b1", "sharded_b2", "devices")
+  chosen = many if bench == "factored" else ("alone", "sharded_b2", "devices")
+  result = layouts.compare(agent, bench, chosen, episodes=30, seeds=3, tmp=str(tmp_path))
+  for layout, diffs in result.items():
+    agents_numbers = {k: v for k, v in diffs.items() if k not in EVALUATIONS}
+    assert not agents_numbers, (layout, agents_numbers)
+    for k, v in diffs.items():  # the evaluations (at most H = 10 here): a few float32 ulps
+      assert v <= 1e-5, (layout, k, v)
+
+
+EVALUATIONS = ("[1].cost_value", "[1].constraint_values")
