@@ -245,3 +245,50 @@ def test_fingerprint_compare_finds_one_ulp_and_maps_renamed_fields(tmp_path):
   reshaped["float64/p/optaug/log.inner_gap"] = x[None]
   np.savez(tmp_path / "e.npz", **reshaped)
   assert compare(tmp_path / "a.npz", tmp_path / "e.npz") == 1
+
+
+def _runtime_imports() -> dict[str, set[str]]:
+  """`{module: the package modules it imports when it runs}` for `optaug_jax/_src` (imports
+  under `if TYPE_CHECKING:` are for the type checker only and left out)."""
+  src = ROOT / "optaug_jax" / "_src"
+  names = {}
+  for path in src.rglob("*.py"):
+    parts = path.relative_to(src).with_suffix("").parts
+    names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+  graph: dict[str, set[str]] = {name: set() for name in names}
+  for name, path in names.items():
+    tree = ast.parse(path.read_text())
+    hidden = {
+      id(n)
+      for node in ast.walk(tree)
+      if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+      for n in ast.walk(node)
+    }
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(tree):
+      if id(node) in hidden or not isinstance(node, ast.ImportFrom) or not node.level:
+        continue
+      base = package[: len(package) - (node.level - 1)] + ([node.module] if node.module else [])
+      for alias in node.names:
+        full = ".".join(base + [alias.name])
+        target = full if full in names else ".".join(base)
+        if target in names and target != name:
+          graph[name].add(target)
+  return graph
+
+
+def test_no_circle_among_the_modules():
+  graph = _runtime_imports()
+  assert graph["transition_set"] >= {"planning"} and "cmdp" in graph["runner"]  # it reads
+  done: set[str] = set()
+
+  def visit(module, path):
+    assert module not in path, " -> ".join(path[path.index(module) :] + [module])
+    if module in done:
+      return
+    for target in graph[module]:
+      visit(target, path + [module])
+    done.add(module)
+
+  for module in graph:
+    visit(module, [])
