@@ -44,3 +44,44 @@ def test_a_seed_is_the_same_in_every_layout(agent, bench, tmp_path):
 
 
 EVALUATIONS = ("[1].cost_value", "[1].constraint_values")
+
+
+_ONE_AGAINST_TWO_DEVICES = """
+import jax, numpy as np
+import optaug_jax as oj
+assert jax.device_count() == 2
+bench = oj.benchmarks.make_benchmark("media_streaming")
+agent = oj.agents.make_agent(
+  "optdual", bench, num_episodes=2000, setting="paper", bonus_scale=1.0, delta=0.1
+)
+keys = jax.random.split(jax.random.PRNGKey(0), 8)
+one = jax.make_mesh((1,), ("seeds",), devices=jax.devices()[:1],
+                    axis_types=(jax.sharding.AxisType.Auto,))
+a = oj.run_sharded(agent, keys, bench.cmdp, num_episodes=2000, batch_size=4, mesh=one)
+b = oj.run_sharded(agent, keys, bench.cmdp, num_episodes=2000, batch_size=4)
+jax.tree.map(np.testing.assert_array_equal, a[0], b[0])
+np.testing.assert_array_equal(a[1].multipliers, b[1].multipliers)
+print("same")
+"""
+
+
+@pytest.mark.slow
+def test_one_device_and_two_give_the_same_multipliers():
+  """The issue's probe (headline.py on media_streaming, 8 seeds, `--batch-size 4`, one
+  process against two): with one `shard_map` program for the mesh, OptDual's multipliers
+  were 9.3e-9 apart on 1 device and on 2 (and OptAug's trajectories diverged)."""
+  import os
+  import subprocess
+
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+  root = pathlib.Path(__file__).parent.parent
+  out = subprocess.run(
+    [sys.executable, "-c", _ONE_AGAINST_TWO_DEVICES],
+    env=env,
+    cwd=root,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "same" in out.stdout
