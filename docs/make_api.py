@@ -16,16 +16,6 @@ import sys
 import types
 
 PAGE = pathlib.Path(__file__).with_name("api.md")
-NAMESPACES = (
-  "agents",
-  "analysis",
-  "benchmarks",
-  "experiment",
-  "inner",
-  "kernels",
-  "lp",
-  "plotting",
-)
 
 
 def _line(obj) -> str:
@@ -68,9 +58,10 @@ def page() -> str:
     "",
   ]
   header = ["| name | kind | what it is | defined in |", "|---|---|---|---|"]
-  top = [n for n in oj.__all__ if n not in NAMESPACES]
+  namespaces = [n for n in oj.__all__ if isinstance(getattr(oj, n), types.ModuleType)]
+  top = [n for n in oj.__all__ if n not in namespaces]
   out += ["## `optaug_jax`", "", *header, *_rows(oj, top), ""]
-  for namespace in NAMESPACES:
+  for namespace in namespaces:
     module = getattr(oj, namespace)
     names = getattr(module, "__all__", None)
     if names is None:

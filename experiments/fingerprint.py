@@ -25,7 +25,6 @@ compiled code rounds otherwise).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import time
 
@@ -172,17 +171,6 @@ def compare(before_path: str, after_path: str) -> int:
   return 0 if not (differ or missing) else 1
 
 
-def digest(arrays: dict[str, np.ndarray]) -> str:
-  """SHA-256 of every array (name, dtype, shape and bytes, in name order): one line to
-  compare between machines."""
-  h = hashlib.sha256()
-  for name in sorted(arrays):
-    a = np.ascontiguousarray(arrays[name])
-    h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-    h.update(a.tobytes())
-  return h.hexdigest()
-
-
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--out", help="also write the fingerprint's arrays to this .npz")
@@ -201,6 +189,7 @@ def main(argv=None) -> int:
 
   jax.config.update("jax_enable_x64", True)
   import optaug_jax as oj
+  from optaug_jax.experiment import result_files
 
   start = time.time()
   out = fingerprint(episodes=args.episodes, seeds=args.seeds)
@@ -209,7 +198,7 @@ def main(argv=None) -> int:
   where = f" -> {args.out}" if args.out else ""
   print(f"{len(out)} arrays from {oj.__file__} in {time.time() - start:.0f} s{where}")
   print(
-    f"fingerprint {digest(out)} (jax {jax.__version__}, {jax.devices()[0].platform},"
+    f"fingerprint {result_files.digest(out)} (jax {jax.__version__}, {jax.devices()[0].platform},"
     f" {args.episodes} episodes, {args.seeds} seeds)"
   )
   return 0
