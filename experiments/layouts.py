@@ -87,7 +87,18 @@ def _keys(seeds, offset=0):
 
 
 def run_layout(agent_name, bench_name, layout, *, episodes, seeds, x64):
-  """The flattened `(state, log)` of the seeds in `layout` (`"vmap"`: the reference)."""
+  """The flattened `(state, log)` of the seeds in `layout` (`"vmap"`: the reference). x64
+  is set for the run and restored after it (the caller's process keeps its own)."""
+  import jax
+
+  previous = jax.config.jax_enable_x64
+  try:
+    return _run_layout(agent_name, bench_name, layout, episodes=episodes, seeds=seeds, x64=x64)
+  finally:
+    jax.config.update("jax_enable_x64", previous)
+
+
+def _run_layout(agent_name, bench_name, layout, *, episodes, seeds, x64):
   import jax
 
   oj, cmdp, agent = _setup(agent_name, bench_name, episodes, x64)
