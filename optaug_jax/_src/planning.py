@@ -241,10 +241,7 @@ def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   """
   q = occupancy(cmdp.transition_set(), policy, cmdp.initial_state)
   cost_value = jnp.sum(cmdp.cost * q)
-  # A sum of products, as `cost_value`: the contraction (`einsum`) was compiled to other
-  # code for a batch of one than under `vmap` (a few ulps apart); the reduction is so on
-  # most problems, not all (README, "Reproducibility").
-  constraint_values = jnp.sum(cmdp.constraint_costs * q, axis=(1, 2, 3))
+  constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
   return cost_value, constraint_values
 
 
