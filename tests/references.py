@@ -316,3 +316,28 @@ def random_inner_instance(
   alpha = share * horizon * d.reshape(num_constraints, -1).mean(axis=1)
   lam = rng.uniform(0, 2, size=num_constraints) * lam_scale
   return c, d, lower, upper, 0, alpha, lam
+
+
+def run_on_cpu_devices(code: str, num_devices: int, timeout: int = 900) -> str:
+  """Runs `code` in a fresh Python on `num_devices` host CPU devices (from the repository
+  root) and returns its stdout; a failure raises with the end of its stderr."""
+  import os
+  import pathlib
+  import subprocess
+  import sys
+
+  env = dict(
+    os.environ,
+    XLA_FLAGS=f"--xla_force_host_platform_device_count={num_devices}",
+    JAX_PLATFORMS="cpu",
+  )
+  out = subprocess.run(
+    [sys.executable, "-c", code],
+    env=env,
+    cwd=pathlib.Path(__file__).parent.parent,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  return out.stdout

@@ -70,18 +70,6 @@ def test_one_device_and_two_give_the_same_multipliers():
   """The issue's probe (headline.py on media_streaming, 8 seeds, `--batch-size 4`, one
   process against two): with one `shard_map` program for the mesh, OptDual's multipliers
   were 9.3e-9 apart on 1 device and on 2 (and OptAug's trajectories diverged)."""
-  import os
-  import subprocess
+  import references
 
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-  root = pathlib.Path(__file__).parent.parent
-  out = subprocess.run(
-    [sys.executable, "-c", _ONE_AGAINST_TWO_DEVICES],
-    env=env,
-    cwd=root,
-    capture_output=True,
-    text=True,
-    timeout=900,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert "same" in out.stdout
+  assert "same" in references.run_on_cpu_devices(_ONE_AGAINST_TWO_DEVICES, 2)

@@ -1,9 +1,5 @@
 """Summary logs and `run_sharded` (multi-device, batched)."""
 
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import chex
@@ -11,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import references as ref
 
 import optaug_jax as oj
 
@@ -176,18 +173,7 @@ _SUBPROCESS = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_run_sharded_on_4_cpu_devices_in_a_subprocess():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-  root = pathlib.Path(__file__).parent.parent
-  out = subprocess.run(
-    [sys.executable, "-c", _SUBPROCESS],
-    env=env,
-    cwd=root,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert "sharded ok" in out.stdout
+  assert "sharded ok" in ref.run_on_cpu_devices(_SUBPROCESS, 4, timeout=600)
 
 
 @pytest.mark.slow  # 12 s; slow suite (default suite under 10 minutes)
@@ -235,15 +221,4 @@ def test_run_sharded_plays_the_vmapped_run_bit_for_bit_on_4_cpu_devices():
   per device and `batch_size` (one seed per device, remainders): every state and the
   agent's whole log bit for bit; the exact evaluations of the played policies (for the log
   only) to float rounding (the README's one exception)."""
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-  root = pathlib.Path(__file__).parent.parent
-  out = subprocess.run(
-    [sys.executable, "-c", _SUBPROCESS_BITS],
-    env=env,
-    cwd=root,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert "bits ok" in out.stdout
+  assert "bits ok" in ref.run_on_cpu_devices(_SUBPROCESS_BITS, 4, timeout=600)
