@@ -138,6 +138,7 @@ def _identity(args, problem, name):
       "late_after": args.late_after,
       "chunk": args.chunk,
       "inner_tol": args.inner_tol,
+      "bonus": _bonus(args, problem),
       "batch_size": args.batch_size,  # another batch shape may round another way
       "x64": bool(jax.config.jax_enable_x64),
       "versions": [oj.__version__, jax.__version__],
@@ -149,7 +150,8 @@ def _identity(args, problem, name):
 
 def _cached_state(args, problem, name, fn, state):
   """The state after `--late-after` episodes, from the cache when it holds this run's."""
-  path = os.path.join(args.cache, f"{problem}_{name}_{args.late_after}.npz")
+  tag = "" if args.bonus is None else f"_bonus{args.bonus:g}"
+  path = os.path.join(args.cache, f"{problem}{tag}_{name}_{args.late_after}.npz")
   ident = _identity(args, problem, name)
   leaves, treedef = jax.tree.flatten(state)
   if os.path.exists(path):
@@ -177,8 +179,14 @@ def _dp_stats(log):
   }
 
 
+def _bonus(args, problem):
+  """The bonus scale of `problem`: its own (`PROBLEMS`), or `--bonus` for every problem."""
+  return PROBLEMS[problem][3] if args.bonus is None else args.bonus
+
+
 def measure(args, problem):
-  bench_name, kwargs, setting_name, bonus = PROBLEMS[problem]
+  bench_name, kwargs, setting_name, _ = PROBLEMS[problem]
+  bonus = _bonus(args, problem)
   bench = _benchmark(bench_name, kwargs)
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
@@ -240,7 +248,8 @@ def measure_unroll(args, problem):
   `planning.STATIONARY_ROLL_MIN_SLOTS` slots) against always unrolled, side by side: the
   same state and keys, the two compiled chunks timed in turns (`--reps` each); their logs
   compared."""
-  bench_name, kwargs, setting_name, bonus = PROBLEMS[problem]
+  bench_name, kwargs, setting_name, _ = PROBLEMS[problem]
+  bonus = _bonus(args, problem)
   bench = _benchmark(bench_name, kwargs)
   cmdp, setting = bench.cmdp, oj.named_setting(setting_name, bench.cmdp)
   names = [n for n in args.agents.split(",") if n != "optaug_cold"]
@@ -312,6 +321,12 @@ def main(argv=None):
   )
   p.add_argument("--eta", type=float, default=20.0, help="OptAug's constant eta")
   p.add_argument(
+    "--bonus",
+    type=float,
+    default=None,
+    help="the bonus scale of every problem's agents (default: each problem's own, 0.1 or 1)",
+  )
+  p.add_argument(
     "--inner-tol",
     type=float,
     default=0.0,
@@ -367,6 +382,8 @@ def main(argv=None):
   names = args.agents.split(",")
   if sorted(set(names) - set(AGENTS)) or "optdual" not in names:
     p.error(f"--agents: a subset of {', '.join(AGENTS)} that includes optdual, got {args.agents}")
+  if args.bonus is not None and not args.bonus > 0:
+    p.error(f"--bonus: must be > 0, got {args.bonus}")
   if 0 < args.late_after <= args.early:
     p.error(f"--late-after {args.late_after} must exceed --early {args.early} (or be 0)")
   if args.x64:

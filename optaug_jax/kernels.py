@@ -4,7 +4,7 @@ Every kernel is written for one problem; batch with `jax.vmap`. The inner solver
 `optaug_jax.inner`.
 """
 
-from optaug_jax._src.batching import batch_cond
+from optaug_jax._src.batching import batch_cond, for_active
 from optaug_jax._src.box import (
   AUTO_BLOCKED_MIN_STATES,
   DEFAULT_FILL,
@@ -30,6 +30,7 @@ __all__ = (
   "UNROLL_HORIZON",
   "UNROLL_MAX_ELEMENTS",
   "batch_cond",
+  "for_active",
   "box_minimize",
   "empirical_means",
   "optimal_policy",

@@ -133,3 +133,86 @@ def test_optaug_batch_split_between_phases_matches_single_runs():
     _, l1 = oj.run(agent, keys[j], m, num_episodes=5)
     chex.assert_trees_all_close(l1, jax.tree.map(lambda x: x[j], early), rtol=1e-6, atol=1e-7)
   assert bool(jnp.all(early.pretraining))
+
+
+for_active = oj.kernels.for_active
+
+
+def _counting_fn():
+  """A function of its operands that records, on the host, each member it computes (a
+  debug callback under `vmap` runs once per member of the batch it is in)."""
+  calls = []
+
+  def fn(x, w):
+    jax.debug.callback(lambda first: calls.append(first), x[0])
+    return {"y": jnp.sin(x)[:, None] * w, "total": jnp.sum(x)}
+
+  return calls, fn
+
+
+@pytest.mark.parametrize(
+  "active, computed",
+  [
+    ([0, 0, 0, 0, 1, 0, 0, 0], 1),  # one member: a batch of 1
+    ([0, 1, 0, 0, 1, 0, 0, 0], 2),
+    ([1, 0, 1, 0, 0, 0, 1, 0], 4),  # 3 members: the bucket of 4
+    ([1, 1, 1, 1, 1, 0, 0, 0], 8),  # 5 members: the whole batch
+    ([1] * 8, 8),
+  ],
+)
+def test_for_active_computes_the_active_members_alone(active, computed):
+  calls, fn = _counting_fn()
+  x = jnp.arange(24.0, dtype=jnp.float32).reshape(8, 3) / 7.0
+  w = jnp.array([[1.0, -2.0], [0.5, 3.0], [-1.5, 0.25]], jnp.float32)
+  active = jnp.array(active, bool)
+  out = jax.jit(jax.vmap(lambda a, v: for_active(a, fn, v, w)))(active, x)
+  jax.effects_barrier()
+  assert len(calls) == computed
+  alone = [jax.jit(fn)(x[i], w) for i in range(8)]  # each member unbatched
+  for i in np.flatnonzero(np.asarray(active)):
+    chex.assert_trees_all_equal(jax.tree.map(lambda t: t[i], out), alone[i])
+  # Plain vmap (what a batched loop body does) computes every member.
+  calls.clear()
+  jax.jit(jax.vmap(lambda v: fn(v, w)))(x)
+  jax.effects_barrier()
+  assert len(calls) == 8
+
+
+def test_for_active_unbatched_nested_vmap_and_loop():
+  fn = lambda x, w: jnp.cos(x) * w + x**2
+  x = jnp.linspace(-1.0, 2.0, 12, dtype=jnp.float32).reshape(3, 4)
+  w = jnp.float32(0.75)
+  # Unbatched: fn itself, active or not.
+  for i in range(3):
+    for a in (True, False):
+      got = jax.jit(lambda a, v: for_active(a, fn, v, w))(a, x[i, 0])
+      np.testing.assert_array_equal(got, jax.jit(fn)(x[i, 0], w))
+  # Nested vmap (outer members with different active sets): every active member's value.
+  active = jnp.array([[1, 0, 0, 1], [0, 0, 0, 0], [0, 1, 1, 1]], bool)
+  out = jax.jit(jax.vmap(jax.vmap(lambda a, v: for_active(a, fn, v, w))))(active, x)
+  ref = np.asarray(jax.vmap(jax.vmap(lambda v: fn(v, w)))(x))
+  np.testing.assert_array_equal(np.asarray(out)[np.asarray(active)], ref[np.asarray(active)])
+  # Unbatched active, batched operands: every member computed.
+  out = jax.jit(jax.vmap(lambda v: for_active(True, fn, v, w)))(x[0])
+  np.testing.assert_array_equal(out, ref[0])
+
+  # In the body of a batched while loop, where finished members are discarded: each member
+  # ends as its own unbatched loop does.
+  def doubling(n, y):
+    def body(c):
+      i, z = c
+      return i + 1, for_active(i < n, lambda t: 2.0 * t + 1.0, z)
+
+    return jax.lax.while_loop(lambda c: c[0] < n, body, (0, y))[1]
+
+  counts, start = jnp.array([1, 3, 0, 2, 5]), jnp.linspace(0.0, 1.0, 5)
+  out = jax.jit(jax.vmap(doubling))(counts, start)
+  for i in range(5):
+    assert float(out[i]) == float(jax.jit(doubling)(counts[i], start[i]))
+  assert batching_sizes(16) == (1, 2, 4, 8, 16) and batching_sizes(6) == (1, 2, 4, 6)
+
+
+def batching_sizes(n):
+  from optaug_jax._src import batching
+
+  return batching.bucket_sizes(n)

@@ -8,6 +8,10 @@ solve whose result is thrown away. `batch_cond` keeps the per-member semantics o
 when all members are on one side that branch runs alone (a real `lax.cond`); only a batch
 split between the phases (e.g. seeds resumed from different episodes) runs both and
 selects.
+
+`for_active` does the same for the body of a loop under `vmap`: a batched `while_loop`
+runs its body for every member until the slowest stops, and `for_active` computes the
+expensive call in it only for the members still running, gathered into a smaller batch.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def _over_the_batch(reduce):
 
 _every = _over_the_batch(jnp.all)  # pred; under vmap all(pred) over the batch
 _some = _over_the_batch(jnp.any)  # pred; under vmap any(pred) over the batch
+_largest = _over_the_batch(jnp.max)  # x; under vmap max(x) over the batch
 
 
 def batch_cond(pred, true_fun, false_fun, *operands):
@@ -68,3 +73,79 @@ def batch_cond(pred, true_fun, false_fun, *operands):
     return lax.cond(some, mixed, lambda: out)
 
   return lax.cond(every, true_fun, not_every, *operands)
+
+
+def bucket_sizes(axis_size: int) -> tuple[int, ...]:
+  """The batch sizes `for_active` compiles for a batch of `axis_size`: 1, 2, 4, ... below
+  it, and `axis_size` itself."""
+  sizes = [1]
+  while sizes[-1] * 2 < axis_size:
+    sizes.append(sizes[-1] * 2)
+  return tuple(sorted(set([*sizes, axis_size])))
+
+
+def for_active(active, fn, *operands):
+  """`fn(*operands)`, computed under `vmap` only for the members whose `active` is True.
+
+  For the expensive call in the body of a loop that runs under `vmap` (the exact search's
+  extended DP): a batched `lax.while_loop` runs its body for every member until the
+  slowest one stops, and selects. Here the active members are gathered (in their batch
+  order) into the smallest batch of `bucket_sizes(axis_size)` that holds them, `fn` runs
+  vmapped over that batch alone, and the results go back to their members' places: a
+  batch pays at most twice its active members' calls instead of one call per member.
+
+  Every active member gets `fn` of its own operands; an inactive member's output is
+  unspecified (zeros, or its own `fn` where it filled a bucket): use it only where the
+  caller discards it, as a batched loop does for a finished member. Unbatched it is
+  `fn(*operands)`. `fn` must be a function of `operands` alone (it may not close over
+  traced values: those would not be gathered). Nested `vmap`s gather over the innermost
+  batch axis, with one bucket for all outer members (the largest they need).
+
+  Each bucket size is a compiled copy of `fn` (5 for a batch of 16, 9 for 256).
+
+  Args:
+    active: boolean scalar.
+    fn: a function of `*operands` (pytrees of arrays).
+    *operands: passed to `fn`.
+
+  Returns:
+    `fn(*operands)` for an active member.
+  """
+
+  @jax.custom_batching.custom_vmap
+  def call(active, operands):
+    del active
+    return fn(*operands)
+
+  @call.def_vmap
+  def rule(axis_size, in_batched, active, operands):
+    active_batched, operands_batched = in_batched
+    if not active_batched:  # every member runs or none does: no gathering
+      axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
+      out = jax.vmap(lambda ops: fn(*ops), in_axes=(axes,), axis_size=axis_size)(operands)
+      return out, jax.tree.map(lambda _: True, out)
+    sizes = bucket_sizes(axis_size)
+    # The active members first, in batch order; the bucket that holds them all.
+    order = jnp.argsort(~active, stable=True)
+    count = _largest(jnp.sum(active, dtype=jnp.int32))
+    bucket = jnp.searchsorted(jnp.asarray(sizes, jnp.int32), count, side="left")
+
+    def gathered(size):
+      def branch(operands):
+        picked = order[:size]
+        take = lambda x, b: x[picked] if b else x
+        part = jax.tree.map(take, operands, operands_batched)
+        axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
+        out = jax.vmap(lambda ops: fn(*ops), in_axes=(axes,), axis_size=size)(part)
+        if size == axis_size:
+          return jax.tree.map(lambda y: jnp.zeros_like(y).at[picked].set(y), out)
+        return jax.tree.map(
+          lambda y: jnp.zeros((axis_size, *y.shape[1:]), y.dtype).at[picked].set(y), out
+        )
+
+      return branch
+
+    out = lax.switch(jnp.minimum(bucket, len(sizes) - 1), [gathered(n) for n in sizes], operands)
+    return out, jax.tree.map(lambda _: True, out)
+
+  return call(jnp.asarray(active, bool), operands)

@@ -80,6 +80,11 @@ class _SearchState(NamedTuple):
   v_last: planning.LMOSolution  # the extended DP at mu_last
 
 
+def _shifted_lmo(problem: problem_lib.InnerProblem, mu):
+  """The extended DP at the costs `c + mu D` of the one constraint (the search's oracle)."""
+  return problem.lmo(problem.cost + mu * problem.constraint_costs[0])
+
+
 def two_cut_search(
   problem: problem_lib.InnerProblem,
   multipliers,
@@ -100,7 +105,7 @@ def two_cut_search(
   tiny = 16 * jnp.finfo(dtype).eps
 
   def oracle(mu):
-    return problem.lmo(cost + mu * d)
+    return _shifted_lmo(problem, mu)
 
   def psi(mu, v):
     return dual_value(mu[None], v.value, thresholds, multipliers, eta)
@@ -179,6 +184,11 @@ def two_cut_search(
     lo, hi = jnp.where(on_model, m0, lo), jnp.where(on_model, m0, hi)
     solved = solved | on_model
 
+  early = tol is not None and not fixed_length
+
+  def running(s: _SearchState):
+    return (s.it < num_iters) & ~s.done
+
   def candidate(lo, hi, a_lo, y_lo, a_hi, y_hi):
     """The two-cut model's maximiser on [lo, hi] (`peak`)."""
     return jnp.clip(peak(a_lo, y_lo, a_hi, y_hi, 0.5 * (lo + hi)), lo, hi)
@@ -206,7 +216,10 @@ def two_cut_search(
     end_hi = jnp.where(s.probing, probe_hi, s.hi)
     end_lo = jnp.where(s.probing, probe_lo, s.lo)
     mu = jnp.where(need_hi, end_hi, jnp.where(need_lo, end_lo, searched))
-    v = oracle(mu)
+    if early:  # under vmap, the DP runs for the members still searching alone
+      v = batching.for_active(running(s), _shifted_lmo, problem, mu)
+    else:
+      v = oracle(mu)
     best_now = jnp.maximum(s.best, psi(mu, v))
     g, noise = slope(mu, v), slope_noise(mu, v)
     # A probe that did not pass mu* moves the queried end to it; the far end stays to be
@@ -254,7 +267,6 @@ def two_cut_search(
       v_last=v,
     )
 
-  early = tol is not None and not fixed_length
   start = _SearchState(
     it=jnp.zeros((), jnp.int32),
     done=solved,
@@ -271,9 +283,7 @@ def two_cut_search(
     mu_last=m0,
     v_last=v0,
   )
-  s = loops.iterate(
-    body, start, num_iters=num_iters, running=lambda s: (s.it < num_iters) & ~s.done, early=early
-  )
+  s = loops.iterate(body, start, num_iters=num_iters, running=running, early=early)
   v_lo, v_hi, best = s.v_lo, s.v_hi, s.best
   # Both bracketing vertices minimise the Lagrangian at mu*: the optimum lies on their
   # segment (the whole optimal face when the bracket holds a single kink of Phi). An end
