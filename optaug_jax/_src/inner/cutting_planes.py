@@ -16,7 +16,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import planning
+from .. import batching, planning
 from ..multiplier_updates import dual_step
 from . import loops, recovery, retrieve
 from . import master as master_lib
@@ -59,6 +59,11 @@ class _CutState(NamedTuple):
   best_mu: jax.Array  # [I] where it was queried
 
 
+def _lagrangian_lmo(problem: problem_lib.InnerProblem, mu):
+  """The extended DP at the Lagrangian costs `c + mu . D` (the cutting planes' oracle)."""
+  return problem.lmo(problem.cost + jnp.einsum("i,ihsa->hsa", mu, problem.constraint_costs))
+
+
 def cutting_planes(
   problem: problem_lib.InnerProblem,
   multipliers,
@@ -76,8 +81,7 @@ def cutting_planes(
   slots = num_iters + 1
 
   def oracle(mu):
-    reward = cost + jnp.einsum("i,ihsa->hsa", mu, constraint_costs)
-    return problem.lmo(reward)
+    return _lagrangian_lmo(problem, mu)
 
   def store(memory: VertexMemory, j, v) -> VertexMemory:
     a = jnp.sum(cost * v.occupancy)
@@ -118,13 +122,20 @@ def cutting_planes(
   best = dual_value(multipliers, v0.value, thresholds, multipliers, eta)
 
   floor = STOP_RTOL if jnp.finfo(dtype).bits >= 64 else FLOAT32_STOP_RTOL
+  early = tol is not None and not fixed_length
+
+  def running(s: _CutState):
+    return (s.it < num_iters) & ~s.done
 
   def body(s: _CutState) -> _CutState:
     m = s.memory
     mu, w = master_lib.master(
       m.values, m.images, m.mask, thresholds, multipliers, eta, num_steps=LOOP_MASTER_STEPS
     )
-    v = oracle(mu)
+    if early:  # under vmap, the DP runs for the members still cutting alone
+      v = batching.for_active(running(s), _lagrangian_lmo, problem, mu)
+    else:
+      v = oracle(mu)
     value = dual_value(mu, v.value, thresholds, multipliers, eta)
     best_now = jnp.maximum(s.best, value)
     # Stop on a proof only: the master's own primal point (its cut weights: a point of Z)
@@ -143,7 +154,6 @@ def cutting_planes(
       best_mu=jnp.where(better, mu, s.best_mu),
     )
 
-  early = tol is not None and not fixed_length
   start = _CutState(
     it=jnp.zeros((), jnp.int32),
     done=jnp.zeros((), bool),
@@ -151,13 +161,7 @@ def cutting_planes(
     best=best,
     best_mu=multipliers,
   )
-  s = loops.iterate(
-    body,
-    start,
-    num_iters=num_iters,
-    running=lambda s: (s.it < num_iters) & ~s.done,
-    early=early,
-  )
+  s = loops.iterate(body, start, num_iters=num_iters, running=running, early=early)
   m, best, best_mu = s.memory, s.best, s.best_mu
   values, images, occ = m.values, m.images, m.occupancy
   # The final master over distinct vertices only: repeated cuts (the LMO returning a known
