@@ -12,11 +12,13 @@ import numpy as np
 
 from ..cmdp import (
   CMDP,
-  check_safe_policy,
   merge_repeated_next_states,
   validate_cmdp,
 )
 from ..lp import solve_lp
+from ..policies import (
+  check_safe_policy,
+)
 from ..transition_set import TransitionSet
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import jax
 
 from ..cmdp import (
+  validate_cmdp,
+)
+from ..policies import (
   check_safe_policy,
   random_cmdp,
   safest_policy,
-  validate_cmdp,
 )
 from ._common import (
   Benchmark,
