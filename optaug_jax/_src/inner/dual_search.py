@@ -37,7 +37,7 @@ point's multiplier (to tighten its certificate).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -95,7 +95,7 @@ class _Dual(NamedTuple):
   eta: jax.Array  # []
   thresholds: jax.Array  # [1]
   multipliers: jax.Array  # [1]
-  tiny: jax.Array  # [] the rounding unit of the comparisons (16 eps)
+  tiny: Any  # the rounding unit of the comparisons (16 eps, a NumPy scalar of the dtype)
 
   @classmethod
   def of(cls, problem: problem_lib.InnerProblem, multipliers, eta) -> _Dual:
