@@ -27,10 +27,7 @@ from optaug_jax._src.agents.optdual import optdual
 from optaug_jax._src.checks import checked
 from optaug_jax._src.cmdp import (
   CMDP,
-  check_safe_policy,
   merge_repeated_next_states,
-  random_cmdp,
-  safest_policy,
   to_dense,
   to_sparse,
   validate_cmdp,
@@ -56,7 +53,12 @@ from optaug_jax._src.planning import (
   extended_value_iteration,
   occupancy,
   policy_from_occupancy,
+)
+from optaug_jax._src.policies import (
+  check_safe_policy,
   policy_values,
+  random_cmdp,
+  safest_policy,
 )
 from optaug_jax._src.runner import episode_step, run, run_sharded
 from optaug_jax._src.setting import SETTINGS, Setting, named_setting

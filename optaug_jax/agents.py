@@ -22,8 +22,10 @@ from optaug_jax._src.agents.base import (
   init_state,
   model_fn,
   plan_info,
-  replace_agent_state,
   update_state,
+)
+from optaug_jax._src.agents.base import (  # deprecated: state._replace; not in __all__
+  replace_agent_state as replace_agent_state,
 )
 from optaug_jax._src.agents.optaug import (
   OptAugState,
@@ -78,7 +80,6 @@ __all__ = (
   "plan_info",
   "pretrain_episodes_bound",
   "register_agent",
-  "replace_agent_state",
   "safe_baseline",
   "update_state",
 )

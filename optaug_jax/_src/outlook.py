@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import planning
+from . import policies
 from . import setting as setting_lib
 from .agents import registry
 from .agents.base import Agent, init_agent
@@ -124,7 +124,7 @@ def perfect_model_run(agent: Agent, cmdp: CMDP, num_episodes: int) -> PerfectMod
   def scan(state):
     def step(st, _):
       policy, st, _ = agent.plan(st)
-      cost_value, constraint_values = planning.policy_values(cmdp, policy)
+      cost_value, constraint_values = policies.policy_values(cmdp, policy)
       st = st._replace(episode=st.episode + 1)
       viol = jnp.max(constraint_values - cmdp.thresholds)
       return st, PerfectModelLog(viol, cost_value, st.multipliers)

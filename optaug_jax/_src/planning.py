@@ -62,7 +62,6 @@ def scan_horizon(f, init, xs, *, reverse=False, rolled=False):
 
 
 if TYPE_CHECKING:  # pragma: no cover
-  from .cmdp import CMDP
   from .transition_set import TransitionSet
 
 
@@ -227,22 +226,6 @@ def occupancy(
 
   _, q = _horizon_scan(step, d0, (transitions, policy, next_states), horizon)
   return q
-
-
-def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """Exact expected costs of `policy` in `cmdp`.
-
-  Args:
-    cmdp: an (unbatched) `CMDP`, dense or sparse.
-    policy: `[H, S, A]` policy.
-
-  Returns:
-    `(cost_value, constraint_values)`: `V^pi(c, p)` (scalar) and `V^pi(d_i, p)` `[I]`.
-  """
-  q = occupancy(cmdp.transition_set(), policy, cmdp.initial_state)
-  cost_value = jnp.sum(cmdp.cost * q)
-  constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
-  return cost_value, constraint_values
 
 
 def _backward(reward, lower, upper, *, method: str, full_transitions: bool = False):

@@ -18,12 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import checks, planning, validation
+from . import checks, policies, validation
 from .agents.base import Assumptions, init_agent
 from .cmdp import CMDP, baseline_fault
 from .numerics import MAX_EPISODES
 
-_policy_values = jax.jit(planning.policy_values)
+_policy_values = jax.jit(policies.policy_values)
 
 
 def _first_episode(state) -> int | None:
@@ -258,7 +258,7 @@ def check_in_program(agent, cmdp: CMDP, where: str) -> None:
   if assumptions is None or assumptions.safe_policy is None:
     return
   pi = jnp.asarray(assumptions.safe_policy, cmdp.transitions.dtype)
-  _, values = planning.policy_values(cmdp, pi)
+  _, values = policies.policy_values(cmdp, pi)
   true_slack = jnp.min(cmdp.thresholds - values)
   checkify.check(
     true_slack > 0,

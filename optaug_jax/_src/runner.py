@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import checks, planning, run_checks, validation
+from . import checks, policies, run_checks, validation
 from .agents.base import Agent, AgentState, init_agent
 from .cmdp import CMDP, assert_cmdp_shapes, check_cmdp
 from .env import sample_episode
@@ -49,7 +49,7 @@ def _episode(agent, cmdp, state, key):
   policy, state, info = agent.plan(state)
   trajectory = sample_episode(key, cmdp, policy)
   state = agent.update(state, trajectory)
-  cost_value, constraint_values = planning.policy_values(cmdp, policy)
+  cost_value, constraint_values = policies.policy_values(cmdp, policy)
   log = EpisodeLog(
     cost_value=cost_value,
     constraint_values=constraint_values,

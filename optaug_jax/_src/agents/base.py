@@ -9,6 +9,7 @@ steps taken so far (see `as_schedule`).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -71,8 +72,14 @@ class ComposedAgentState:
 
 
 def replace_agent_state(state, **changes):
-  """`state._replace(**changes)` of the `AgentState` fields, for an `AgentState` or a state
-  that composes one (`ComposedAgentState._replace` writes them through)."""
+  """Deprecated: `state._replace(**changes)`, which writes an `AgentState` field through a
+  composed state too (`ComposedAgentState._replace`); one door per operation."""
+  warnings.warn(
+    "replace_agent_state is deprecated: use state._replace(...), which writes the"
+    " AgentState fields through a composed state too",
+    DeprecationWarning,
+    stacklevel=2,
+  )
   return state._replace(**changes)
 
 
@@ -263,8 +270,8 @@ def update_state(
   next_states = setting_lib.resolve(setting).next_states()
   episode = jnp.asarray(state.episode)
   episode = episode + (episode < numerics.MAX_EPISODES).astype(episode.dtype)
-  return replace_agent_state(
-    state, counts=estimates.update_counts(state.counts, trajectory, next_states), episode=episode
+  return state._replace(
+    counts=estimates.update_counts(state.counts, trajectory, next_states), episode=episode
   )
 
 

@@ -253,7 +253,7 @@ def optaug(
       extras={"dp_calls": dp_calls},
       certified=certified,
     )
-    state = base.replace_agent_state(state, multipliers=multipliers)
+    state = state._replace(multipliers=multipliers)
     if warm_start:
       state = state._replace(warm=warm)
     return policy, state, info

@@ -127,8 +127,7 @@ def optdual(
     q = lmo.occupancy
     if dual_optimizer is None:
       eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
-      new_state = base.replace_agent_state(
-        state,
+      new_state = state._replace(
         multipliers=multiplier_updates.dual_step(
           q,
           model.constraint_costs,
@@ -146,9 +145,7 @@ def optdual(
       multipliers, dual_state = multiplier_updates.projected_dual_update(
         optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation
       )
-      new_state = base.replace_agent_state(state, multipliers=multipliers)._replace(
-        dual_state=dual_state
-      )
+      new_state = state._replace(multipliers=multipliers)._replace(dual_state=dual_state)
     info = base.plan_info(model, q, inner_gap=jnp.zeros((), dtype), pretraining=jnp.zeros((), bool))
     policy = jax.nn.one_hot(lmo.actions, q.shape[-1], dtype=dtype)
     return policy, new_state, info

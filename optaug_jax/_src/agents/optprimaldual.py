@@ -116,7 +116,7 @@ def optprimaldual(
     )
     return (
       policy,
-      base.replace_agent_state(state, multipliers=multipliers)._replace(policy=policy),
+      state._replace(multipliers=multipliers)._replace(policy=policy),
       info,
     )
 

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import batching, estimates, lp, numerics, planning, validation
+from .. import batching, estimates, lp, numerics, planning, policies, validation
 from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
 from ..transition_set import TransitionSet
@@ -109,7 +109,7 @@ def _check_baseline(cmdp, safe_policy, slack) -> None:
   ):
     return
   checked_slack = None if validation.traced(slack) else slack
-  cmdp_lib.check_safe_policy(cmdp, safe_policy, checked_slack)
+  policies.check_safe_policy(cmdp, safe_policy, checked_slack)
 
 
 def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int, slack: float) -> int:

@@ -42,57 +42,44 @@ def final_regrets(log, lp_value, thresholds) -> dict:
   return {field: float(np.mean(np.asarray(getattr(reg, field))[..., -1])) for field in reg._fields}
 
 
-def run_chunks(
-  name,
-  agent,
-  cmdp,
-  keys,
-  state,
-  *,
-  done,
-  total,
-  chunk,
-  max_chunks,
-  seconds,
-  consume,
-  save,
-  args,
-  setting=None,
-):
-  """Runs `agent` vmapped over `keys` from `state` (at episode `done`) to `total`, in
-  jitted chunks of `chunk` episodes (`processes.chunk_runner`: over every process's devices
-  with `oj.run_sharded` when `args` asks for it): after each, `consume(log, done_before)`
-  takes the chunk's host log (whole, on every process) and `save(done, state, seconds)`
-  checkpoints (process 0 only). Stops early after
-  `max_chunks` chunks (None: never). At the end, observed transitions that `setting`'s
-  declared support excludes are named in a warning (`oj.support_violations`). Returns
-  `(finished, seconds)`."""
+def run_chunks(name, agent, cmdp, keys, start: Started, args):
+  """Runs `agent` vmapped over `keys` from `start` (its state at episode `start.done`) to
+  `args.episodes`, in jitted chunks of `args.chunk` episodes (`processes.chunk_runner`: over
+  every process's devices with `oj.run_sharded` when `args` asks for it): after each, the
+  chunk's host log (whole, on every process) goes to `start.reduction` and process 0
+  checkpoints to `start.checkpoint`. Stops early after `args.max_chunks` chunks (None:
+  never). At the end, observed transitions that `--setting`'s declared support excludes
+  are named in a warning (`oj.support_violations`). Returns `(finished, seconds)`."""
+  reduce, total = start.reduction, args.episodes
+  done, state, seconds = start.done, start.state, start.seconds
   compiled = {}  # one compiled function per chunk length
   several = jax.process_count() > 1  # gathers are collectives: every process takes part
   started = time.perf_counter() - seconds
   chunks = 0
   while done < total:
     result_files.raise_if_interrupted()  # a Ctrl-C that Python dropped in a callback
-    if max_chunks is not None and chunks >= max_chunks:
+    if args.max_chunks is not None and chunks >= args.max_chunks:
       print(f"\n{name}: stopped after {chunks} chunks (--max-chunks); use --resume")
       return False, seconds
-    n = min(chunk, total - done)
+    n = min(args.chunk, total - done)
     if n not in compiled:
       compiled[n] = processes.chunk_runner(agent, cmdp, args, n)
     state, log = compiled[n](keys, state)
-    consume(processes.gather(log), done)
+    reduce.consume(processes.gather(log), done)
     done += n
     chunks += 1
     seconds = time.perf_counter() - started
     whole = processes.gather(state) if several else state
     if processes.writes():  # process 0 writes the checkpoints
-      save(done, whole, seconds)
+      checkpoints.save_checkpoint(
+        start.checkpoint, start.identity, done, whole, reduce.arrays(), seconds
+      )
     cli.RUN.checkpoint(name, done, total)  # for the line printed on Ctrl-C or a full disk
     cli.progress(name, done, total, started, keys.shape[0])
   sys.stdout.write("\n")
-  if setting is not None and state is not None:
+  if state is not None:
     counts = processes.gather(state.counts) if several else state.counts
-    oj.support_violations(counts, setting)  # warns, naming the pairs
+    oj.support_violations(counts, oj.named_setting(args.setting, cmdp))  # warns, naming pairs
   return True, seconds
 
 
@@ -233,25 +220,7 @@ def started_agents(args, config, record, agents, cmdp, keys, reduction) -> dict:
 
 def run_agent(name, agent, cmdp, keys, args, start: Started):
   """The agent's chunked vmapped run from `start`, each chunk fed to its reduction and
-  checkpointed; `(reduction.result(), seconds)`, or `(None, seconds)` when stopped by
-  --max-chunks."""
-  reduce = start.reduction
-  finished, seconds = run_chunks(
-    name,
-    agent,
-    cmdp,
-    keys,
-    start.state,
-    done=start.done,
-    total=args.episodes,
-    chunk=args.chunk,
-    max_chunks=args.max_chunks,
-    seconds=start.seconds,
-    consume=reduce.consume,
-    save=lambda done, state, seconds: checkpoints.save_checkpoint(
-      start.checkpoint, start.identity, done, state, reduce.arrays(), seconds
-    ),
-    args=args,
-    setting=oj.named_setting(args.setting, cmdp),
-  )
-  return (reduce.result() if finished else None), seconds
+  checkpointed (`run_chunks`); `(reduction.result(), seconds)`, or `(None, seconds)` when
+  stopped by --max-chunks."""
+  finished, seconds = run_chunks(name, agent, cmdp, keys, start, args)
+  return (start.reduction.result() if finished else None), seconds

@@ -33,28 +33,10 @@ STOP_RTOL = 1e-12
 FLOAT32_STOP_RTOL = 1e-5
 
 
-class VertexPaths(NamedTuple):
-  """What eq. (retrieve-p) needs of each collected vertex besides its occupancy."""
-
-  actions: jax.Array  # [slots, H, S] int
-  greedy_transitions: jax.Array  # [slots, H, S, S' or N]
-  state_occupancy: jax.Array  # [slots, H, S]
-
-
-class VertexMemory(NamedTuple):
-  """The vertices collected so far, one slot per DP call (`num_iters + 1` slots)."""
-
-  occupancy: jax.Array  # [slots, H, S, A] q_j
-  values: jax.Array  # [slots] c . q_j
-  images: jax.Array  # [slots, I] D q_j
-  mask: jax.Array  # [slots] bool, the slot holds a vertex
-  paths: VertexPaths | None  # kept when the transitions are asked for; else None
-
-
 class _CutState(NamedTuple):
   it: jax.Array  # [] int, cuts added
   done: jax.Array  # [] bool, the stop was proven
-  memory: VertexMemory
+  memory: recovery.VertexMemory
   best: jax.Array  # [] the best dual value psi queried
   best_mu: jax.Array  # [I] where it was queried
 
@@ -83,17 +65,17 @@ def cutting_planes(
   def oracle(mu):
     return _lagrangian_lmo(problem, mu)
 
-  def store(memory: VertexMemory, j, v) -> VertexMemory:
+  def store(memory: recovery.VertexMemory, j, v) -> recovery.VertexMemory:
     a = jnp.sum(cost * v.occupancy)
     y = jnp.einsum("ihsa,hsa->i", constraint_costs, v.occupancy)
     paths = memory.paths
     if paths is not None:
-      paths = VertexPaths(
+      paths = recovery.VertexPaths(
         actions=paths.actions.at[j].set(v.actions),
         greedy_transitions=paths.greedy_transitions.at[j].set(v.greedy_transitions),
         state_occupancy=paths.state_occupancy.at[j].set(v.state_occupancy),
       )
-    return VertexMemory(
+    return recovery.VertexMemory(
       occupancy=memory.occupancy.at[j].set(v.occupancy),
       values=memory.values.at[j].set(a),
       images=memory.images.at[j].set(y),
@@ -106,12 +88,12 @@ def cutting_planes(
   dtype = cost.dtype
   paths = None
   if with_transitions:
-    paths = VertexPaths(
+    paths = recovery.VertexPaths(
       actions=jnp.zeros((slots,) + v0.actions.shape, v0.actions.dtype),
       greedy_transitions=jnp.zeros((slots,) + v0.greedy_transitions.shape, dtype),
       state_occupancy=jnp.zeros((slots,) + v0.state_occupancy.shape, dtype),
     )
-  memory = VertexMemory(
+  memory = recovery.VertexMemory(
     occupancy=jnp.zeros((slots,) + shape, dtype),
     values=jnp.zeros((slots,), dtype),
     images=jnp.zeros((slots, num_constraints), dtype),
@@ -178,10 +160,9 @@ def cutting_planes(
   value = dual_value(mu_final, oracle(mu_final).value, thresholds, multipliers, eta)
   best_mu = jnp.where(value > best, mu_final, best_mu)
   best = jnp.maximum(best, value)
-  w = recovery.polish(values, images, mask, w, thresholds, multipliers, eta, num_steps=100)
-  w = recovery.recover(
-    values, images, mask, w, best_mu, thresholds, multipliers, eta, occ, cost, constraint_costs
-  )
+  distinct = m._replace(mask=mask)
+  w = recovery.polish(distinct, w, thresholds, multipliers, eta, num_steps=100)
+  w = recovery.recover(distinct, w, best_mu, problem, multipliers, eta)
   q = jnp.tensordot(w, occ, axes=1)
   mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)
   best = jnp.maximum(best, dual_value(mu_hat, oracle(mu_hat).value, thresholds, multipliers, eta))

@@ -15,12 +15,32 @@ candidate where `mu` is not accurate (float32 at large eta).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from . import problem as problem_lib
 from .line_search import exact_line_search
+
+
+class VertexPaths(NamedTuple):
+  """What eq. (retrieve-p) needs of each collected vertex besides its occupancy."""
+
+  actions: jax.Array  # [slots, H, S] int
+  greedy_transitions: jax.Array  # [slots, H, S, S' or N]
+  state_occupancy: jax.Array  # [slots, H, S]
+
+
+class VertexMemory(NamedTuple):
+  """The vertices collected so far, one slot per DP call (`num_iters + 1` slots)."""
+
+  occupancy: jax.Array  # [slots, H, S, A] q_j
+  values: jax.Array  # [slots] c . q_j
+  images: jax.Array  # [slots, I] D q_j
+  mask: jax.Array  # [slots] bool, the slot holds a vertex
+  paths: VertexPaths | None  # kept when the transitions are asked for; else None
 
 
 def restricted_objective(values, images, w, thresholds, multipliers, eta):
@@ -30,12 +50,13 @@ def restricted_objective(values, images, w, thresholds, multipliers, eta):
   return jnp.dot(values, w) + 0.5 * eta * jnp.sum(scaled**2)
 
 
-def polish(values, images, mask, w, thresholds, multipliers, eta, *, num_steps: int = 100):
+def polish(memory: VertexMemory, w, thresholds, multipliers, eta, *, num_steps: int = 100):
   """Pairwise Frank-Wolfe steps (exact line search) on the master's primal,
   `min_{w in simplex} values.w + (eta/2) ||[lambda/eta + images' w - alpha]_+||^2`, from the
   interior-point weights: cheap (no DP), a fallback candidate for `recover` where the best
   `mu` is not accurate (float32 at large eta). `num_steps`: see docs/design.md, "Tuned
-  constants"."""
+  constants". Over the vertices of `memory` that its `mask` keeps."""
+  values, images, mask = memory.values, memory.images, memory.mask
   base = multipliers / eta - thresholds
 
   def step(_, w):
@@ -117,17 +138,12 @@ def simplex_least_squares(c, allowed, *, num_iters: int):
 
 
 def recover(
-  values,
-  images,
-  mask,
+  memory: VertexMemory,
   w,
   mu,
-  thresholds,
+  problem: problem_lib.InnerProblem,
   multipliers,
   eta,
-  occ,
-  cost,
-  constraint_costs,
   *,
   num_candidates: int | None = None,
 ):
@@ -146,7 +162,11 @@ def recover(
     for three tolerances (relative `16 eps`, `sqrt(eps)`, `100 sqrt(eps)`) at once over the
     `num_candidates` (default `4 (I + 1)`) vertices of lowest Lagrangian, and the weights
     with the lowest primal objective win (`w` included).
+
+  Over the vertices of `memory` that its `mask` keeps; `w`: the master's weights.
   """
+  values, images, mask, occ = memory.values, memory.images, memory.mask, memory.occupancy
+  cost, constraint_costs, thresholds = problem.cost, problem.constraint_costs, problem.thresholds
   dtype = values.dtype
   eps = jnp.finfo(dtype).eps
   slots, num_constraints = images.shape
