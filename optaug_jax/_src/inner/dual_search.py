@@ -223,11 +223,12 @@ def _first_bracket(dual: _Dual, m0, v0, hint: _Hint | None) -> _SearchState:
   )
 
 
-def _next_query(dual: _Dual, m0, s: _SearchState):
+def _next_query(dual: _Dual, m0, s: _SearchState, lines):
   """Where the step queries: an end of the bracket not queried yet first (the probe near
   the first query while probing); then the model's maximiser (Kelley's finite end on the
-  kinks), or a safeguard step after stalled model steps. Also returns whether it bisects."""
-  (a_lo, y_lo), (a_hi, y_hi) = dual.lines(s.v_lo), dual.lines(s.v_hi)
+  kinks), or a safeguard step after stalled model steps. `lines`: the two vertices'
+  (`_Dual.lines`). Also returns whether it bisects."""
+  (a_lo, y_lo), (a_hi, y_hi) = lines
   model = dual.candidate(s.lo, s.hi, a_lo, y_lo, a_hi, y_hi)
   # The safeguard after stalled model steps: twice the last move from the end that moved,
   # or the midpoint if that is nearer (a far end may be a loose bound, and a midpoint there
@@ -248,11 +249,10 @@ def _next_query(dual: _Dual, m0, s: _SearchState):
   return jnp.where(~s.has_hi, end_hi, jnp.where(~s.has_lo, end_lo, searched)), bisect
 
 
-def _update(dual: _Dual, s: _SearchState, mu, v, bisect, tol) -> _SearchState:
-  """The state after the DP `v` at the query `mu`: the bracket's new ends and vertices,
-  and whether the dual is solved."""
+def _update(dual: _Dual, s: _SearchState, lines, mu, v, bisect, tol) -> _SearchState:
+  """The state after the DP `v` at `mu`: the bracket's new ends, its vertices, `done`."""
   need_hi, need_lo = ~s.has_hi, ~s.has_lo
-  (a_lo, y_lo), (a_hi, y_hi) = dual.lines(s.v_lo), dual.lines(s.v_hi)
+  (a_lo, y_lo), (a_hi, y_hi) = lines
   best_now = jnp.maximum(s.best, dual.psi(mu, v))
   g, noise = dual.slope(mu, v), dual.slope_noise(mu, v)
   # A probe that did not pass mu* moves the queried end to it; the far end stays to be
@@ -327,12 +327,13 @@ def two_cut_search(
     return (s.it < num_iters) & ~s.done
 
   def step(s: _SearchState) -> _SearchState:
-    mu, bisect = _next_query(dual, m0, s)
+    lines = dual.lines(s.v_lo), dual.lines(s.v_hi)
+    mu, bisect = _next_query(dual, m0, s, lines)
     if early:  # under vmap, the DP runs for the members still searching alone
       v = batching.for_active(running(s), _shifted_lmo, problem, mu)
     else:
       v = _shifted_lmo(problem, mu)
-    return _update(dual, s, mu, v, bisect, tol)
+    return _update(dual, s, lines, mu, v, bisect, tol)
 
   s = loops.iterate(step, start, num_iters=num_iters, running=running, early=early)
   return _primal_point(
