@@ -119,3 +119,17 @@ def sparse_rows(
   pad = [(0, 0)] * (targets.ndim - 1) + [(0, max(width - targets.shape[-1], 0))]
   next_states = np.pad(next_states, pad, constant_values=-1)[..., :width]
   return next_states, np.pad(merged, pad)[..., :width]
+
+
+def stationary_benchmark(p, cost, constraint, horizon: int, dtype) -> Benchmark:
+  """A benchmark whose rows `p [S, A, S']`, costs and constraint costs `[S, A]` are the same
+  at every one of the `horizon` steps, starting in state 0, with the budget `H / 2` and the
+  LP baseline (`media_streaming`, `factored`)."""
+  model = _numpy_cmdp(
+    TransitionSet.point(np.broadcast_to(p, (horizon,) + p.shape)),
+    np.broadcast_to(cost, (horizon,) + cost.shape),
+    np.broadcast_to(constraint, (horizon,) + constraint.shape),
+    horizon / 2.0,
+    0,
+  )
+  return _finish(model, _lp_baseline(model), dtype)

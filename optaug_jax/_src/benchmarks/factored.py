@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..transition_set import TransitionSet
 from ._common import (
   Benchmark,
-  _finish,
-  _lp_baseline,
-  _numpy_cmdp,
+  stationary_benchmark,
 )
 
 
@@ -47,14 +44,7 @@ def factored(*, horizon: int = 6, dtype=None) -> Benchmark:
     p[s, 1, (s + 1) % num_states] = 1.0
     cost[s] = [1.0, 1.0 - (s + 1) / num_states]
     constraint[s] = [0.0, 1.0]
-  model = _numpy_cmdp(
-    TransitionSet.point(np.broadcast_to(p, (horizon,) + p.shape)),
-    np.broadcast_to(cost, (horizon,) + cost.shape),
-    np.broadcast_to(constraint, (horizon,) + constraint.shape),
-    horizon / 2.0,
-    0,
-  )
-  return _finish(model, _lp_baseline(model), dtype)
+  return stationary_benchmark(p, cost, constraint, horizon, dtype)
 
 
 def factored_unconstrained_value(horizon: int) -> float:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..transition_set import TransitionSet
 from ._common import (
   Benchmark,
-  _finish,
-  _lp_baseline,
-  _numpy_cmdp,
+  stationary_benchmark,
 )
 
 
@@ -48,11 +45,4 @@ def media_streaming(*, horizon: int = 10, dtype=None) -> Benchmark:
   cost[0, :] = 1.0
   constraint = np.zeros((num_states, 2))
   constraint[:, 0] = 1.0
-  model = _numpy_cmdp(
-    TransitionSet.point(np.broadcast_to(p, (horizon,) + p.shape)),
-    np.broadcast_to(cost, (horizon,) + cost.shape),
-    np.broadcast_to(constraint, (horizon,) + constraint.shape),
-    horizon / 2.0,
-    0,
-  )
-  return _finish(model, _lp_baseline(model), dtype)
+  return stationary_benchmark(p, cost, constraint, horizon, dtype)
