@@ -1,6 +1,6 @@
 """Extended-LMO time against the model's size, for each way of writing the greedy fill.
 
-Times `oj.extended_lmo` on one problem (float32, dense random boxes: Dirichlet
+Times the extended DP (`TransitionSet.lmo`) on one problem (float32, dense random boxes: Dirichlet
 transitions, radius uniform in [0, 0.2] per entry, clipped to [0, 1]) for every fill in
 `oj.kernels.FILL_METHODS`, side by side: the calls of all fills are interleaved and each
 time is the minimum of --calls calls (the machines here are shared and noisy; compare

@@ -49,9 +49,6 @@ from optaug_jax._src.numerics import MAX_EPISODES
 from optaug_jax._src.planning import (
   ExtendedSolution,
   LMOSolution,
-  extended_lmo,
-  extended_value_iteration,
-  occupancy,
   policy_from_occupancy,
 )
 from optaug_jax._src.policies import (
@@ -97,12 +94,9 @@ __all__ = (
   "checked",
   "dual_step",
   "episode_step",
-  "extended_lmo",
-  "extended_value_iteration",
   "init_counts",
   "merge_repeated_next_states",
   "named_setting",
-  "occupancy",
   "optaug",
   "optdual",
   "optimistic_model",
@@ -122,3 +116,26 @@ __all__ = (
   "to_sparse",
   "validate_cmdp",
 )
+
+# One door per operation: the box's operations are `TransitionSet` methods. The free
+# functions that did the same are deprecated (CHANGELOG) and still answer, with a warning.
+_DEPRECATED = {
+  "extended_lmo": "transitions.lmo(reward, initial_state)",
+  "extended_value_iteration": "transitions.value_iteration(reward, initial_state)",
+  "occupancy": "kernel.occupancy(policy, initial_state)",
+}
+
+
+def __getattr__(name: str):
+  if name in _DEPRECATED:
+    import warnings
+
+    from optaug_jax._src import planning
+
+    warnings.warn(
+      f"oj.{name} is deprecated: use the TransitionSet method, {_DEPRECATED[name]}",
+      DeprecationWarning,
+      stacklevel=2,
+    )
+    return getattr(planning, name)
+  raise AttributeError(f"module 'optaug_jax' has no attribute {name!r}")

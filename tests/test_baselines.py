@@ -125,8 +125,8 @@ def test_solve_extended_lp_unconstrained_is_extended_value_iteration():
   lower, upper = ref.random_box(rng, p, 0.3)
   cost = rng.uniform(size=(3, 4, 2))
   q, feasible = oj.lp.solve_extended_lp(cost, np.zeros((1, 3, 4, 2)), lower, upper, 0, [3.0])
-  sol = oj.extended_value_iteration(
-    jnp.asarray(cost), oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)), 0
+  sol = oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)).value_iteration(
+    jnp.asarray(cost), 0
   )
   assert feasible
   assert np.sum(cost * q) == pytest.approx(float(sol.value), abs=1e-9)

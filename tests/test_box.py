@@ -129,8 +129,8 @@ def _dp_kernels(fill):
   def kernels(reward, lower, upper):
     pi = jax.nn.softmax(reward, axis=-1)
     return (
-      oj.extended_value_iteration(reward, oj.TransitionSet(lower, upper, fill=fill), 1),
-      oj.extended_lmo(reward, oj.TransitionSet(lower, upper, fill=fill), 1),
+      oj.TransitionSet(lower, upper, fill=fill).value_iteration(reward, 1),
+      oj.TransitionSet(lower, upper, fill=fill).lmo(reward, 1),
       oj.kernels.optimistic_policy_evaluation(
         reward, pi, oj.TransitionSet(lower, upper, fill=fill)
       ),
@@ -165,8 +165,8 @@ def test_blocked_kernels_under_jit_and_vmap_match_the_unbatched_call(block_size)
 
   def kernels(r, lo, up, po):
     return (
-      oj.extended_value_iteration(r, oj.TransitionSet(lo, up, fill="blocked"), 0),
-      oj.extended_lmo(r, oj.TransitionSet(lo, up, fill="blocked"), 2),
+      oj.TransitionSet(lo, up, fill="blocked").value_iteration(r, 0),
+      oj.TransitionSet(lo, up, fill="blocked").lmo(r, 2),
       oj.kernels.optimistic_policy_evaluation(r, po, oj.TransitionSet(lo, up, fill="blocked")),
       oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0], method="blocked"),
     )
@@ -191,7 +191,7 @@ def test_blocked_lmo_gradients_match_the_matmul_fill(block_size, rolled, monkeyp
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(21, 9))
   grad = lambda fill: jax.jit(
     jax.grad(
-      lambda r, lo, up: oj.extended_lmo(r, oj.TransitionSet(lo, up, fill=fill), 0).value,
+      lambda r, lo, up: oj.TransitionSet(lo, up, fill=fill).lmo(r, 0).value,
       argnums=(0, 1, 2),
     )
   )(reward, lower, upper)
@@ -283,10 +283,8 @@ def test_auto_resolves_by_the_number_of_next_states():
   with pytest.raises(ValueError, match="fill"):
     oj.kernels.resolve_fill("bubble", 3)
   with pytest.raises(ValueError, match="fill"):
-    oj.extended_lmo(
-      jnp.zeros((2, 3, 2)),
-      oj.TransitionSet(jnp.zeros((2, 3, 2, 3)), jnp.ones((2, 3, 2, 3)), fill="bubble"),
-      0,
+    oj.TransitionSet(jnp.zeros((2, 3, 2, 3)), jnp.ones((2, 3, 2, 3)), fill="bubble").lmo(
+      jnp.zeros((2, 3, 2)), 0
     )
 
 
@@ -295,11 +293,9 @@ def test_auto_is_the_fill_it_resolves_to(threshold, monkeypatch):
   monkeypatch.setattr(box, "AUTO_BLOCKED_MIN_STATES", threshold)
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(8, 6))
   want = "blocked" if threshold == 1 else "matmul"
-  got = jax.jit(lambda r, lo, up: oj.extended_lmo(r, oj.TransitionSet(lo, up), 0))(
-    reward, lower, upper
-  )
+  got = jax.jit(lambda r, lo, up: oj.TransitionSet(lo, up).lmo(r, 0))(reward, lower, upper)
   chex.assert_trees_all_close(
-    got, oj.extended_lmo(reward, oj.TransitionSet(lower, upper, fill=want), 0), atol=1e-12
+    got, oj.TransitionSet(lower, upper, fill=want).lmo(reward, 0), atol=1e-12
   )
 
 
@@ -310,8 +306,8 @@ def test_rolled_and_unrolled_horizon_scans_agree(monkeypatch):
   def lmos():  # a new function each time: jit traces it again
     return jax.jit(
       lambda r, lo, up: (
-        oj.extended_lmo(r, oj.TransitionSet(lo, up, fill="blocked"), 0),
-        oj.extended_lmo(r, oj.TransitionSet(lo, up, fill="matmul"), 0),
+        oj.TransitionSet(lo, up, fill="blocked").lmo(r, 0),
+        oj.TransitionSet(lo, up, fill="matmul").lmo(r, 0),
       )
     )
 

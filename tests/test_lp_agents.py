@@ -317,8 +317,8 @@ def test_a_failed_lp_makes_optcmdp_play_the_safest_occupancy_also_under_vmap(mon
   assert np.asarray(log.extras["lp_failed"]).all() and bool(info.extras["lp_failed"])
   assert not np.asarray(log.extras["lp_feasible"]).any()
   model = oj.optimistic_model(one.counts, num_episodes=8, delta=0.1, bonus_scale=0.5)
-  safest = oj.extended_value_iteration(
-    jnp.sum(model.constraint_costs, 0), oj.TransitionSet(model.lower, model.upper), 0
+  safest = oj.TransitionSet(model.lower, model.upper).value_iteration(
+    jnp.sum(model.constraint_costs, 0), 0
   )
   np.testing.assert_allclose(policy, safest.policy)
   assert float(jnp.sum(info.optimistic_constraint_values)) == pytest.approx(

@@ -199,6 +199,33 @@ def test_one_default_solver_everywhere():
     assert inspect.signature(fn).parameters[arg].default == default, fn.__name__
 
 
+@pytest.mark.parametrize(
+  "name, method",
+  [
+    ("extended_lmo", "lmo"),
+    ("extended_value_iteration", "value_iteration"),
+    ("occupancy", "occupancy"),
+  ],
+)
+def test_a_second_door_is_deprecated_and_still_answers(name, method):
+  """One door per operation: the box's operations are `TransitionSet` methods; the free
+  functions warn, are off the listed surface, and give the method's numbers."""
+  assert name not in oj.__all__ and hasattr(oj.TransitionSet, method)
+  with pytest.warns(DeprecationWarning, match=f"oj.{name} is deprecated"):
+    fn = getattr(oj, name)
+  box = oj.TransitionSet(jnp.full((2, 3, 2, 3), 0.2), jnp.full((2, 3, 2, 3), 0.5))
+  point = oj.TransitionSet.point(jnp.full((2, 3, 2, 3), 1.0 / 3.0))
+  reward = jnp.arange(12.0).reshape(2, 3, 2) / 12.0
+  if name == "occupancy":
+    policy = jnp.full((2, 3, 2), 0.5)
+    np.testing.assert_array_equal(fn(point, policy, 0), point.occupancy(policy, 0))
+  else:
+    want = getattr(box, method)(reward, 0)
+    jax.tree.map(np.testing.assert_array_equal, fn(reward, box, 0), want)
+  with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+    oj.no_such_name  # noqa: B018
+
+
 def test_composed_agent_states_read_through_and_write_through():
   state = oj.agents.init_state(jnp.ones(1), 0, num_states=2, num_actions=2, horizon=2)
   composed = oj.agents.PrimalDualState(agent=state, policy=jnp.zeros((2, 2, 2)))

@@ -23,7 +23,7 @@ def _problem(seed, s=4, a=3, h=4, radius=0.3):
 def test_occupancy_matches_loop_and_is_normalised():
   _, _, _, p, rng = _problem(0)
   pi = rng.dirichlet(np.ones(3), size=(4, 4))
-  q = oj.occupancy(oj.TransitionSet.point(jnp.asarray(p)), jnp.asarray(pi), 2)
+  q = oj.TransitionSet.point(jnp.asarray(p)).occupancy(jnp.asarray(pi), 2)
   np.testing.assert_allclose(q, ref.occupancy_loop(p, pi, 2), rtol=1e-12)
   np.testing.assert_allclose(q.sum((1, 2)), 1.0, rtol=1e-12)
 
@@ -51,8 +51,8 @@ def test_box_minimize_breaks_ties_by_index(method):
 @pytest.mark.parametrize("seed", range(6))
 def test_extended_value_iteration_matches_extended_lp(seed):
   reward, lower, upper, _, _ = _problem(seed)
-  sol = oj.extended_value_iteration(
-    jnp.asarray(reward), oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)), 1
+  sol = oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)).value_iteration(
+    jnp.asarray(reward), 1
   )
   lp = ref.extended_lp_value(reward, lower, upper, 1)
   assert float(sol.value) == pytest.approx(lp, abs=1e-8)
@@ -68,9 +68,7 @@ def test_extended_value_iteration_matches_extended_lp(seed):
 
 def test_extended_value_iteration_with_point_box_is_plain_dp():
   reward, _, _, p, _ = _problem(9)
-  sol = oj.extended_value_iteration(
-    jnp.asarray(reward), oj.TransitionSet(jnp.asarray(p), jnp.asarray(p)), 0
-  )
+  sol = oj.TransitionSet(jnp.asarray(p), jnp.asarray(p)).value_iteration(jnp.asarray(reward), 0)
   np.testing.assert_allclose(sol.transitions, p, atol=1e-12)
   lp = ref.extended_lp_value(reward, p, p, 0)
   assert float(sol.value) == pytest.approx(lp, abs=1e-8)
@@ -78,8 +76,8 @@ def test_extended_value_iteration_with_point_box_is_plain_dp():
 
 def test_zero_values_tie_break_gives_lowest_action():
   h, s, a = 3, 3, 4
-  sol = oj.extended_value_iteration(
-    jnp.zeros((h, s, a)), oj.TransitionSet(jnp.zeros((h, s, a, s)), jnp.ones((h, s, a, s))), 0
+  sol = oj.TransitionSet(jnp.zeros((h, s, a, s)), jnp.ones((h, s, a, s))).value_iteration(
+    jnp.zeros((h, s, a)), 0
   )
   np.testing.assert_array_equal(np.argmax(sol.policy, -1), 0)
   np.testing.assert_allclose(sol.transitions[..., 0], 1.0)
@@ -90,8 +88,8 @@ def test_kernels_jit_and_vmap_parity():
   reward, lower, upper, p = (jnp.asarray(np.stack([x[i] for x in problems])) for i in range(4))
   pi = jax.nn.softmax(reward, axis=-1)
   checks = [
-    (lambda r, lo, up, pp, po: oj.extended_value_iteration(r, oj.TransitionSet(lo, up), 0)),
-    (lambda r, lo, up, pp, po: oj.occupancy(oj.TransitionSet.point(pp), po, 0)),
+    (lambda r, lo, up, pp, po: oj.TransitionSet(lo, up).value_iteration(r, 0)),
+    (lambda r, lo, up, pp, po: oj.TransitionSet.point(pp).occupancy(po, 0)),
     (lambda r, lo, up, pp, po: oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0])),
     (lambda r, lo, up, pp, po: oj.kernels.optimal_policy(r, oj.TransitionSet.point(pp))),
   ]
@@ -107,11 +105,9 @@ def test_kernels_jit_and_vmap_parity():
 
 def test_float32_extended_value_iteration():
   reward, lower, upper, _, _ = _problem(4)
-  sol = oj.extended_value_iteration(
-    jnp.asarray(reward, jnp.float32),
-    oj.TransitionSet(jnp.asarray(lower, jnp.float32), jnp.asarray(upper, jnp.float32)),
-    1,
-  )
+  sol = oj.TransitionSet(
+    jnp.asarray(lower, jnp.float32), jnp.asarray(upper, jnp.float32)
+  ).value_iteration(jnp.asarray(reward, jnp.float32), 1)
   assert sol.value.dtype == jnp.float32
   assert float(sol.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 1), abs=1e-5)
 
@@ -148,13 +144,13 @@ def test_fill_methods_agree_in_extended_dp_under_jit_and_vmap(method):
   lower, upper = ref.random_box(rng, p, 0.3)
   reward = rng.uniform(-1, 1, size=(3, 4, 5, 2))
   fn = lambda r, lo, up: (
-    oj.extended_value_iteration(r, oj.TransitionSet(lo, up, fill=method), 1),
-    oj.extended_lmo(r, oj.TransitionSet(lo, up, fill=method), 1),
+    oj.TransitionSet(lo, up, fill=method).value_iteration(r, 1),
+    oj.TransitionSet(lo, up, fill=method).lmo(r, 1),
   )
   want = [
     (
-      oj.extended_value_iteration(reward[j], oj.TransitionSet(lower[j], upper[j]), 1),
-      oj.extended_lmo(reward[j], oj.TransitionSet(lower[j], upper[j]), 1),
+      oj.TransitionSet(lower[j], upper[j]).value_iteration(reward[j], 1),
+      oj.TransitionSet(lower[j], upper[j]).lmo(reward[j], 1),
     )
     for j in range(3)
   ]
@@ -196,20 +192,18 @@ def test_short_and_long_horizons_match_references(horizon):
   """Both code paths of the horizon scans (unrolled up to `UNROLL_HORIZON`, a rolled loop
   above) against the extended LP (scipy) and the NumPy occupancy loop, under jit and vmap."""
   reward, lower, upper, p, rng = _problem(11, s=3, a=2, h=horizon, radius=0.2)
-  lmo = oj.extended_lmo(
-    jnp.asarray(reward), oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)), 0
-  )
+  lmo = oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)).lmo(jnp.asarray(reward), 0)
   assert float(lmo.value) == pytest.approx(ref.extended_lp_value(reward, lower, upper, 0), abs=1e-8)
   assert float(jnp.sum(lmo.occupancy * reward)) == pytest.approx(float(lmo.value), abs=1e-10)
   pi = rng.dirichlet(np.ones(2), size=(horizon, 3))
   np.testing.assert_allclose(
-    oj.occupancy(oj.TransitionSet.point(jnp.asarray(p)), jnp.asarray(pi), 1),
+    oj.TransitionSet.point(jnp.asarray(p)).occupancy(jnp.asarray(pi), 1),
     ref.occupancy_loop(p, pi, 1),
     rtol=1e-12,
   )
   batched = jax.jit(
     jax.vmap(
-      lambda r, lo, up, s0: oj.extended_lmo(r, oj.TransitionSet(lo, up), s0),
+      lambda r, lo, up, s0: oj.TransitionSet(lo, up).lmo(r, s0),
       in_axes=(0, None, None, None),
     )
   )(
@@ -234,7 +228,7 @@ def test_sparse_dp_over_a_stationary_box_rolls_from_the_slot_limit(monkeypatch):
   slots = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), lower.shape)
 
   def lmo():  # a new function each time: jit traces it again
-    return jax.jit(lambda r, lo, up: oj.extended_lmo(r, oj.TransitionSet(lo, up, slots), 0))
+    return jax.jit(lambda r, lo, up: oj.TransitionSet(lo, up, slots).lmo(r, 0))
 
   rolled_fn = lmo()
   assert "while" in rolled_fn.lower(reward, lower, upper).as_text()
@@ -243,6 +237,6 @@ def test_sparse_dp_over_a_stationary_box_rolls_from_the_slot_limit(monkeypatch):
   unrolled_fn = lmo()
   assert "while" not in unrolled_fn.lower(reward, lower, upper).as_text()
   chex.assert_trees_all_close(rolled, unrolled_fn(reward, lower, upper), atol=1e-12)
-  dense = oj.extended_lmo(reward, oj.TransitionSet(lower, upper), 0)
+  dense = oj.TransitionSet(lower, upper).lmo(reward, 0)
   np.testing.assert_allclose(rolled.value, dense.value, atol=1e-12)
   np.testing.assert_allclose(rolled.occupancy, dense.occupancy, atol=1e-12)

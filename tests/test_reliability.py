@@ -234,7 +234,7 @@ def test_kernels_refuse_invalid_arguments(case):
     )
   if case != "thresholds_shape":
     with pytest.raises(ValueError, match=match):
-      oj.extended_value_iteration(m.cost, oj.TransitionSet(lower, upper), s1)
+      oj.TransitionSet(lower, upper).value_iteration(m.cost, s1)
 
 
 def test_checked_kernels_under_jit():

@@ -216,7 +216,7 @@ def test_an_invalid_solve_is_never_certified_without_check(problem):
 
 def test_dual_step_checks_its_inputs(problem):
   cmdp, safe, _, _ = problem
-  q = oj.occupancy(oj.TransitionSet.point(cmdp.transitions), jnp.asarray(safe), cmdp.initial_state)
+  q = oj.TransitionSet.point(cmdp.transitions).occupancy(jnp.asarray(safe), cmdp.initial_state)
   d, alpha = cmdp.constraint_costs, cmdp.thresholds
   np.testing.assert_allclose(
     oj.dual_step(q, d, alpha, jnp.zeros(1), 1.0),

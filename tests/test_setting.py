@@ -122,7 +122,7 @@ def test_support_makes_an_impossible_state_unreachable():
   setting = oj.Setting(support=np.asarray(cmdp.transitions) > 0, cost=np.asarray(cmdp.cost))
   for s, expect_reach in ((oj.Setting(cost=np.asarray(cmdp.cost)), True), (setting, False)):
     model = oj.optimistic_model(counts, num_episodes=10, setting=s)
-    lmo = oj.extended_lmo(model.cost, oj.TransitionSet(model.lower, model.upper), 0)
+    lmo = oj.TransitionSet(model.lower, model.upper).lmo(model.cost, 0)
     reach = float(lmo.occupancy[1:, 2].sum())
     lp_value = ref.extended_lp_value(
       np.asarray(model.cost), np.asarray(model.lower), np.asarray(model.upper), 0

@@ -131,8 +131,8 @@ def test_kernels_agree_with_dense(key):
   lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
   lower, upper = jnp.asarray(lower), jnp.asarray(upper)
 
-  a = oj.extended_lmo(reward, oj.TransitionSet(lower, upper), 0)
-  b = oj.extended_lmo(reward, oj.TransitionSet(lo_s, up_s, ns), 0)
+  a = oj.TransitionSet(lower, upper).lmo(reward, 0)
+  b = oj.TransitionSet(lo_s, up_s, ns).lmo(reward, 0)
   np.testing.assert_allclose(b.value, a.value, atol=1e-12)
   np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-12)
   np.testing.assert_array_equal(b.actions, a.actions)
@@ -144,8 +144,8 @@ def test_kernels_agree_with_dense(key):
   ).transitions[:, :, 0]
   np.testing.assert_allclose(greedy_dense, a.greedy_transitions, atol=1e-12)
 
-  ev_a = oj.extended_value_iteration(reward, oj.TransitionSet(lower, upper), 0)
-  ev_b = oj.extended_value_iteration(reward, oj.TransitionSet(lo_s, up_s, ns), 0)
+  ev_a = oj.TransitionSet(lower, upper).value_iteration(reward, 0)
+  ev_b = oj.TransitionSet(lo_s, up_s, ns).value_iteration(reward, 0)
   np.testing.assert_allclose(ev_b.value, ev_a.value, atol=1e-12)
   np.testing.assert_allclose(
     oj.to_dense(sparse._replace(transitions=ev_b.transitions)).transitions,
@@ -162,8 +162,8 @@ def test_kernels_agree_with_dense(key):
     oj.kernels.optimal_policy(reward, oj.TransitionSet.point(dense.transitions)),
   )
   np.testing.assert_allclose(
-    oj.occupancy(oj.TransitionSet.point(sparse.transitions, ns), policy, 0),
-    oj.occupancy(oj.TransitionSet.point(dense.transitions), policy, 0),
+    oj.TransitionSet.point(sparse.transitions, ns).occupancy(policy, 0),
+    oj.TransitionSet.point(dense.transitions).occupancy(policy, 0),
     atol=1e-12,
   )
   for x, y in zip(oj.policy_values(sparse, policy), oj.policy_values(dense, policy)):
@@ -176,10 +176,8 @@ def test_sparse_lmo_matches_the_highs_extended_lp():
   reward = rng.uniform(0, 1, size=dense.cost.shape)
   lower, upper = _box(dense, 0.2, 3)
   ns = sparse.next_states
-  b = oj.extended_lmo(
-    jnp.asarray(reward),
-    oj.TransitionSet(jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns)), ns),
-    0,
+  b = oj.TransitionSet(jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns)), ns).lmo(
+    jnp.asarray(reward), 0
   )
   # HiGHS on the extended LP with a constraint that cannot bind (zero constraint cost).
   q, feasible = oj_lp.solve_extended_lp(
@@ -198,10 +196,10 @@ def test_stationary_bounds_agree_with_tiled_ones():
   reward = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, size=dense.cost.shape))
   horizon = dense.horizon
   tile = lambda x: jnp.broadcast_to(x, (horizon,) + x.shape[1:])
-  a = oj.extended_lmo(reward, oj.TransitionSet(tile(lo_s), tile(up_s), tile(ns)), 0)
-  b = oj.extended_lmo(reward, oj.TransitionSet(lo_s, up_s, ns), 0)
+  a = oj.TransitionSet(tile(lo_s), tile(up_s), tile(ns)).lmo(reward, 0)
+  b = oj.TransitionSet(lo_s, up_s, ns).lmo(reward, 0)
   dense_box = oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper))  # dense, [1, ...]
-  c = oj.extended_lmo(reward, dense_box, 0)
+  c = dense_box.lmo(reward, 0)
   np.testing.assert_allclose(b.occupancy, a.occupancy, atol=1e-12)
   np.testing.assert_allclose(c.occupancy, a.occupancy, atol=1e-12)
 
@@ -212,7 +210,7 @@ def test_sparse_lmo_under_jit_and_vmap():
   lower, upper = _box(dense, 0.3, 5)
   lo_s, up_s = jnp.asarray(_slots(lower, ns)), jnp.asarray(_slots(upper, ns))
   rewards = jnp.asarray(np.random.default_rng(5).uniform(-1, 1, (4,) + dense.cost.shape))
-  fn = lambda r: oj.extended_lmo(r, oj.TransitionSet(lo_s, up_s, ns), 0).occupancy
+  fn = lambda r: oj.TransitionSet(lo_s, up_s, ns).lmo(r, 0).occupancy
   batched = jax.jit(jax.vmap(fn))(rewards)
   for i in range(4):
     np.testing.assert_allclose(batched[i], fn(rewards[i]), atol=1e-12)
@@ -354,7 +352,7 @@ def test_sparse_sampling_matches_occupancy():
     [np.bincount(states[:, h], minlength=sparse.num_states) / num for h in range(sparse.horizon)]
   )
   exact = np.asarray(
-    oj.occupancy(oj.TransitionSet.point(sparse.transitions, sparse.next_states), policy, 0)
+    oj.TransitionSet.point(sparse.transitions, sparse.next_states).occupancy(policy, 0)
   ).sum(-1)
   se = np.sqrt(exact * (1 - exact) / num) + 1e-12
   assert np.all(np.abs(freq - exact) <= 4.5 * se + 1e-9)

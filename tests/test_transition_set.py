@@ -139,7 +139,7 @@ def test_a_point_set_has_one_leaf_and_gives_the_occupancy_of_its_kernel():
   with pytest.raises(ValueError, match="known kernel"):
     box.occupancy(jnp.asarray(policy), 1)
   with pytest.raises(ValueError, match="known kernel"):
-    oj.occupancy(box, jnp.asarray(policy), 1)
+    box.occupancy(jnp.asarray(policy), 1)
 
 
 def test_point_set_optimal_policy_is_the_best_deterministic_policy():
@@ -230,7 +230,7 @@ def test_a_box_that_holds_no_kernel_is_refused_by_every_eager_door(fault):
   rebuilt = jax.tree.unflatten(jax.tree.structure(template), leaves)
   policy = jnp.full((H, S, A), 1.0 / A, jnp.float32)
   calls = {
-    "extended_lmo": lambda: oj.extended_lmo(reward, rebuilt, 0),
+    "extended_lmo": lambda: rebuilt.lmo(reward, 0),
     "extended_lmo ": lambda: rebuilt.lmo(reward, 0),
     "optimistic_policy_evaluation": lambda: rebuilt.evaluate(reward, policy),
     "extended_value_iteration": lambda: rebuilt.value_iteration(reward, 0),

@@ -24,7 +24,8 @@ class KernelVariantsTest(chex.TestCase):
   def test_occupancy(self, seed):
     rng, p, _, _ = _box(seed)
     pi = rng.dirichlet(np.ones(3), size=(4, 4))
-    q = self.variant(oj.occupancy)(oj.TransitionSet.point(jnp.asarray(p)), jnp.asarray(pi), 1)
+    occupancy = lambda ts, policy, s0: ts.occupancy(policy, s0)
+    q = self.variant(occupancy)(oj.TransitionSet.point(jnp.asarray(p)), jnp.asarray(pi), 1)
     np.testing.assert_allclose(q, ref.occupancy_loop(p, pi, 1), rtol=1e-12)
 
   @chex.variants(with_jit=True, without_jit=True)
@@ -32,7 +33,7 @@ class KernelVariantsTest(chex.TestCase):
   def test_extended_lmo_value_is_the_extended_lp(self, seed):
     rng, _, lower, upper = _box(seed)
     reward = rng.uniform(-1, 1, size=(4, 4, 3))
-    sol = self.variant(oj.extended_lmo)(
+    sol = self.variant(lambda r, ts, s0: ts.lmo(r, s0))(
       jnp.asarray(reward), oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)), 2
     )
     np.testing.assert_allclose(sol.value, ref.extended_lp_value(reward, lower, upper, 2), atol=1e-9)
@@ -68,9 +69,7 @@ def test_extended_lmo_and_solve_inner_vmap_match_unbatched_calls():
   lower = jnp.stack([b[2] for b in boxes])
   upper = jnp.stack([b[3] for b in boxes])
   reward = jnp.asarray(np.random.default_rng(9).uniform(-1, 1, size=(3, 4, 4, 3)))
-  batched = jax.vmap(lambda r, lo, up: oj.extended_lmo(r, oj.TransitionSet(lo, up), 0))(
-    reward, lower, upper
-  )
+  batched = jax.vmap(lambda r, lo, up: oj.TransitionSet(lo, up).lmo(r, 0))(reward, lower, upper)
   for j in range(3):
-    single = oj.extended_lmo(reward[j], oj.TransitionSet(lower[j], upper[j]), 0)
+    single = oj.TransitionSet(lower[j], upper[j]).lmo(reward[j], 0)
     chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], batched), single, atol=1e-12)

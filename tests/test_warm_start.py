@@ -59,7 +59,7 @@ def test_policy_vertex_is_the_dp_vertex_in_its_own_box(fill):
   DP's own: same occupancy, transitions and value (dense, every fill; sparse, full support)."""
   lower, upper, rng = _box(0)
   reward = jnp.asarray(rng.uniform(-1, 1, size=(H, S, A)))
-  lmo = oj.extended_lmo(reward, oj.TransitionSet(lower, upper, fill=fill), 1)
+  lmo = oj.TransitionSet(lower, upper, fill=fill).lmo(reward, 1)
   vertex = planning.policy_vertex(
     reward, lmo.actions, lmo.next_values, oj.TransitionSet(lower, upper, fill=fill), 1
   )
@@ -68,7 +68,7 @@ def test_policy_vertex_is_the_dp_vertex_in_its_own_box(fill):
       getattr(vertex, field), getattr(lmo, field), rtol=1e-12, atol=1e-12, err_msg=field
     )
   next_states = jnp.broadcast_to(jnp.arange(S, dtype=jnp.int32), (1, S, A, S))
-  sparse = oj.extended_lmo(reward, oj.TransitionSet(lower, upper, next_states), 1)
+  sparse = oj.TransitionSet(lower, upper, next_states).lmo(reward, 1)
   sparse_vertex = planning.policy_vertex(
     reward, sparse.actions, sparse.next_values, oj.TransitionSet(lower, upper, next_states), 1
   )
