@@ -137,8 +137,6 @@ def for_active(active, fn, *operands):
         part = jax.tree.map(take, operands, operands_batched)
         axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
         out = jax.vmap(lambda ops: fn(*ops), in_axes=(axes,), axis_size=size)(part)
-        if size == axis_size:
-          return jax.tree.map(lambda y: jnp.zeros_like(y).at[picked].set(y), out)
         return jax.tree.map(
           lambda y: jnp.zeros((axis_size, *y.shape[1:]), y.dtype).at[picked].set(y), out
         )
