@@ -366,23 +366,28 @@ def _ordered_fill(actions, order_values, transitions: TransitionSet):
 
   # Sparse: every step's rows at once, slot-major `[N, H, S]` (no scan: a step's rows are
   # `S N` entries, and a scan step per `h` costs more than its fill; a stationary `[1, ...]`
-  # array broadcasts). The rows are picked by a chain of selects over the `A` actions
-  # (exact, and vectorised where a gather inside a fused loop is not).
-  def pick(x):  # [H or 1, S, A, N] -> [N, H, S], the entries of the policy's rows
-    x = jnp.moveaxis(x, -1, 0)
-    out = x[..., 0]
-    for a in range(1, x.shape[-1]):
-      out = jnp.where(actions == a, x[..., a], out)
-    return jnp.broadcast_to(out, (x.shape[0],) + actions.shape)
-
-  ns = pick(next_states)
-  slots = box.slot_states(ns)  # [N, H, S]
+  # array broadcasts). The policy's rows are picked by a chain of selects over the `A`
+  # actions (exact, and vectorised where a gather is not) before the slot axis moves first,
+  # and the slot-major arrays come out of a `lax.map` over the slots, whose outputs are
+  # buffers (the barrier keeps XLA from forwarding its inputs past the loop): fused into
+  # the fill instead, the picks, the transposes and the gather of the keys
+  # `order_values[h, ns[h, s]]` are evaluated again for each of its `N` fusions (lost_sales,
+  # 13 slots: the re-fill 45% cheaper, the same bits).
   steps = jnp.arange(horizon)[:, None] * order_values.shape[-1]
   flat = order_values.reshape(-1)
-  # order_values[h, ns[n, h, s]], one slot at a time: a loop's output is a buffer, where a
-  # gather XLA fuses into the fill below is evaluated again for every slot it feeds.
-  keys = jax.lax.map(lambda slot: flat[slot + steps], slots)
-  _, p = box.slot_fill(keys, pick(lower), pick(upper))
+
+  def pick(x):  # [H or 1, S, A, N] -> [N, H, S], the entries of the policy's rows
+    out = x[:, :, 0]
+    for a in range(1, x.shape[2]):
+      out = jnp.where((actions == a)[..., None], x[:, :, a], out)
+    return jnp.moveaxis(jnp.broadcast_to(out, actions.shape + x.shape[-1:]), -1, 0)
+
+  def slot(rows):
+    lo, up, ns = jax.lax.optimization_barrier(rows)
+    return lo, up, ns, flat[box.slot_states(ns) + steps]
+
+  lo, up, ns, keys = jax.lax.map(slot, (pick(lower), pick(upper), pick(next_states)))
+  _, p = box.slot_fill(keys, lo, up)
   return jnp.moveaxis(p, 0, -1), jnp.moveaxis(ns, 0, -1)
 
 
