@@ -112,9 +112,10 @@ _COMPILED: set = set()  # (function, fresh start) pairs already compiled
 
 def _play(fn, state, seeds, episodes, chunk, stage):
   """`episodes` episodes in chunks of `chunk` (one compiled function): the state, the
-  seconds spent and the last chunk's log. The first chunk of a function (per start:
-  `state=None` is another program) is played twice: once to compile, once timed."""
-  seconds, log, done = 0.0, None, 0
+  seconds spent and the window's per-episode counts (`_Window`: every chunk's, so that the
+  DPs and the seconds describe the same episodes). The first chunk of a function (per
+  start: `state=None` is another program) is played twice: once to compile, once timed."""
+  seconds, window, done = 0.0, _Window(), 0
   while done < episodes:
     keys = _keys(seeds, stage + done)
     if (id(fn), state is None) not in _COMPILED:  # compile (and warm up) untimed
@@ -123,8 +124,22 @@ def _play(fn, state, seeds, episodes, chunk, stage):
     start = time.perf_counter()
     state, log = jax.block_until_ready(fn(keys, state))
     seconds += time.perf_counter() - start
+    window.add(log)
     done += chunk
-  return state, seconds, log
+  return state, seconds, window
+
+
+class _Window:
+  """OptAug's extended DPs and certificates of every episode of a window, `[seeds,
+  episodes]` (none for an agent that logs no `dp_calls`)."""
+
+  def __init__(self):
+    self.dp_calls, self.certified = [], []
+
+  def add(self, log):
+    if "dp_calls" in log.extras:
+      self.dp_calls.append(np.asarray(log.extras["dp_calls"]))
+      self.certified.append(np.asarray(log.certified))
 
 
 def _identity(args, problem, name):
@@ -169,13 +184,14 @@ def _cached_state(args, problem, name, fn, state):
   return state
 
 
-def _dp_stats(log):
-  dp = np.asarray(log.extras["dp_calls"])  # [seeds, episodes]
+def _dp_stats(window: _Window):
+  dp = np.concatenate(window.dp_calls, axis=1)  # [seeds, episodes], every chunk of the window
   return {
     "dp_mean": float(dp.mean()),
     "dp_vmapped_max_mean": float(dp.max(axis=0).mean()),
     "dp_max": int(dp.max()),
-    "certified": float(np.asarray(log.certified).mean()),
+    "certified": float(np.concatenate(window.certified, axis=1).mean()),
+    "episodes": int(dp.shape[1]),
   }
 
 

@@ -420,3 +420,19 @@ def test_separation_sweep_tabulates_its_cells_and_resumes(tmp_path):
   assert "separation.py: error: --pretrain 300 must be at most --episodes 100" in (
     _script_fails("separation.py", "--episodes", "100", "--out", str(tmp_path))
   )
+
+
+@pytest.mark.slow
+def test_episode_cost_counts_the_dps_of_every_timed_episode(tmp_path):
+  """The DP statistics describe the episodes the seconds do: every chunk of the window
+  (they once came from its last chunk alone, where the searches are shortest)."""
+  out = tmp_path / "cost.json"
+  _run_script(
+    "episode_cost.py",
+    *["--problems", "media_streaming", "--seeds", "2", "--chunk", "10", "--early", "30"],
+    *["--late-after", "0", "--agents", "optaug,optdual", "--out", str(out)],
+  )
+  (row,) = _read_json(out)["rows"]
+  assert row["early_episodes"] == 30
+  assert 1.0 <= row["early_dp_mean"] <= row["early_dp_vmapped_max_mean"] <= row["early_dp_max"]
+  assert row["early_certified"] == 1.0
