@@ -24,13 +24,13 @@ from optaug_jax import (
 from optaug_jax._src.agents.base import Agent, AgentState
 from optaug_jax._src.agents.optaug import optaug
 from optaug_jax._src.agents.optdual import optdual
-from optaug_jax._src.checks import checked
+from optaug_jax._src.checking.cmdps import validate_cmdp
+from optaug_jax._src.checking.kernels import checked
 from optaug_jax._src.cmdp import (
   CMDP,
   merge_repeated_next_states,
   to_dense,
   to_sparse,
-  validate_cmdp,
 )
 from optaug_jax._src.env import Trajectory, sample_episode
 from optaug_jax._src.estimates import (

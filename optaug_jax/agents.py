@@ -5,8 +5,9 @@ agents are built from.
 num_episodes=K, **options)` is how experiments, notebooks and tests build them. To add an
 agent, write one module in `optaug_jax/_src/agents/` whose factory is decorated with
 `@register_agent(...)` and list it in that package's `__init__.py` (your own script can
-call `register_agent` directly); the helpers below (`init_state`, `update_state`, `plan_info`,
-`as_schedule`, `model_fn`) and `optaug_jax._src.validation` are what the built-in agents use.
+call `register_agent` directly); the helpers below (`init_state`, `update_state`,
+`plan_info`, `as_schedule`, `model_fn`) and `optaug_jax._src.checking.arguments` are what
+the built-in agents use.
 """
 
 from optaug_jax._src.agents.base import (

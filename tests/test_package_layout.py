@@ -101,16 +101,16 @@ TAKE_NEXT_STATES = {
   "estimates.update_counts",  # the counts' layout (counts are not a set)
 }
 # ... and the layout's own host-side normalisers, whose subject is the index array itself.
-# The box checks (`checks.transition_set` and its helpers) read the index array too: slots
+# The box checks (`checking.kernels.transition_set` and its helpers) read the index array too: slots
 # out of range, repeated, or empty with mass.
 NORMALISE_NEXT_STATES = {
   "cmdp.merge_repeated_next_states",
-  "validation.repeated_next_state_row",
-  "checks._box",
-  "checks._box_faults",
-  "checks._repeated",
-  "checks._static_box",
-  "checks._row_detail",
+  "arguments.repeated_next_state_row",
+  "kernels._box",
+  "kernels._box_faults",
+  "kernels._repeated",
+  "kernels._static_box",
+  "kernels._row_detail",
 }
 TAKE_FILL = {
   "box.resolve_fill",  # the name's parser

@@ -1,4 +1,4 @@
-"""The runner's checks of an agent against the true CMDP (`run_checks.py`), the in-program
+"""The runner's checks of an agent against the true CMDP (`runs.py`), the in-program
 checks of `check=True`, and the argument checks of `run`, `regrets`, `dual_step` and
 `check_safe_policy`. The unsafe baselines are made independently of the code under test:
 the policy that always plays the action of largest constraint cost, evaluated by a NumPy
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
-from optaug_jax._src import run_checks
+from optaug_jax._src.checking import runs
 
 K = 30
 
@@ -317,7 +317,7 @@ def test_every_agent_refuses_to_resume_on_other_thresholds_or_initial_state(fact
   # On purpose: the state's copy replaced (written through a composed state).
   replaced = state._replace(thresholds=raised.thresholds)
   assert np.array_equal(np.asarray(replaced.thresholds), np.asarray(raised.thresholds))
-  run_checks.check_state(agent, raised, replaced, "run")  # accepted (the runner's check)
+  runs.check_state(agent, raised, replaced, "run")  # accepted (the runner's check)
 
 
 def test_another_agents_state_is_refused_naming_its_type(factored):

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import checks, validation
+from .checking import arguments, kernels
 
 # Full float32 accuracy for the small matmuls of the fill (TF32 on GPUs would break the
 # sum-to-one of the filled transition rows at ~1e-3).
@@ -95,7 +95,7 @@ AUTO_BLOCKED_MIN_STATES = 128
 def resolve_fill(fill: str, num_next_states: int) -> str:
   """The formulation `fill` stands for with `num_next_states` next states (trace time);
   `ValueError` if `fill` names none of `FILL_METHODS`."""
-  validation.check_choice("fill", fill, FILL_METHODS)
+  arguments.check_choice("fill", fill, FILL_METHODS)
   if fill == "auto":
     return "blocked" if num_next_states >= AUTO_BLOCKED_MIN_STATES else "matmul"
   return fill
@@ -270,8 +270,8 @@ def box_minimize(
   Returns:
     `(minimum [...], minimiser [..., S'])`.
   """
-  validation.check_choice("method", method, FILL_METHODS)
-  checks.box(lower, upper, "box_minimize", check=False, rows="")  # concrete rows only
+  arguments.check_choice("method", method, FILL_METHODS)
+  kernels.box(lower, upper, "box_minimize", check=False, rows="")  # concrete rows only
   method = resolve_fill(method, values.shape[-1])
   if method == "blocked":
     fill = blocked_fill(values, lower, upper)

@@ -24,8 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import box, validation
+from . import box
 from . import setting as setting_lib
+from .checking import arguments
 from .env import Trajectory
 from .numerics import MAX_EPISODES, compensated_add
 from .transition_set import TransitionSet
@@ -458,7 +459,7 @@ def support_violations(
   Returns:
     `SupportViolations(indices [M, 4], counts [M])`, empty when the data agree.
   """
-  validation.check_choice("on_violation", on_violation, _ON_VIOLATION)
+  arguments.check_choice("on_violation", on_violation, _ON_VIOLATION)
   setting = setting_lib.resolve(setting)
   if setting.sparse:
     # The sparse layout has no slot for an observed s' outside the support: only the

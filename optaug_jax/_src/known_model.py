@@ -19,8 +19,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import inner as inner_lib
-from . import validation
 from .agents import base
+from .checking import arguments
 from .cmdp import CMDP
 from .inner.exact import exact
 from .multiplier_updates import dual_step
@@ -67,7 +67,7 @@ def alm_known_model(
   Returns:
     `KnownModelLog`.
   """
-  validation.check_inner_solver("inner", inner)
+  arguments.check_inner_solver("inner", inner)
   eta_fn = base.as_schedule(eta)
   problem = inner_lib.InnerProblem.of_cmdp(cmdp)
   dtype = cmdp.cost.dtype

@@ -8,7 +8,8 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from .cmdp import CMDP, validate_cmdp
+from .checking.cmdps import validate_cmdp
+from .cmdp import CMDP
 from .transition_set import TransitionSet
 
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import validation
+from .checking import arguments
 from .numerics import MAX_EPISODES, compensated_add
 
 
@@ -99,7 +99,7 @@ class RunSummary(NamedTuple):
     (outside `jit`), a total beyond `MAX_EPISODES` raises `ValueError`: the summaries of one
     run's chunks never get there (`run` refuses), others should not be merged.
     """
-    if not validation.traced(self.episodes, later.episodes):
+    if not arguments.traced(self.episodes, later.episodes):
       total = np.asarray(self.episodes, np.int64) + np.asarray(later.episodes, np.int64)
       if np.any(total > MAX_EPISODES):
         raise ValueError(

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from . import checks, validation
+from .checking import arguments, kernels
 from .numerics import compensated_add
 
 
@@ -61,11 +61,11 @@ def dual_step(
       are negative or not finite, an `eta` that is not positive and finite, or an
       occupancy, costs or thresholds that are not finite.
   """
-  checks.finite("multipliers", multipliers, "dual_step", check=check, low=0.0)
-  checks.finite("eta", eta, "dual_step", check=check, low=0.0, low_open=True)
-  checks.finite("occupancy", occupancy, "dual_step", check=check)
-  checks.finite("constraint_costs", constraint_costs, "dual_step", check=check)
-  checks.finite("thresholds", thresholds, "dual_step", check=check)
+  kernels.finite("multipliers", multipliers, "dual_step", check=check, low=0.0)
+  kernels.finite("eta", eta, "dual_step", check=check, low=0.0, low_open=True)
+  kernels.finite("occupancy", occupancy, "dual_step", check=check)
+  kernels.finite("constraint_costs", constraint_costs, "dual_step", check=check)
+  kernels.finite("thresholds", thresholds, "dual_step", check=check)
   violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
   return jnp.maximum(multipliers + eta * violation, 0.0)
 
@@ -95,9 +95,9 @@ def nupi(
   Returns:
     An `optax.GradientTransformation`.
   """
-  validation.check_real("nu", nu, low=0.0, high=1.0, high_open=True)
-  validation.check_real("kp", kp, low=0.0)
-  validation.check_real("ki", ki, low=0.0)
+  arguments.check_real("nu", nu, low=0.0, high=1.0, high_open=True)
+  arguments.check_real("kp", kp, low=0.0)
+  arguments.check_real("ki", ki, low=0.0)
 
   def init(params):
     return NuPIState(xi=jax.tree.map(jnp.zeros_like, params))
@@ -156,7 +156,7 @@ def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTr
     An `optax.GradientTransformation` (its `update` requires `params`).
   """
   for name, gain in (("kp", kp), ("ki", ki), ("kd", kd)):
-    validation.check_real(name, gain, low=0.0)  # skipped when traced
+    arguments.check_real(name, gain, low=0.0)  # skipped when traced
 
   def init(params):
     zeros = jax.tree.map(jnp.zeros_like, params)

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import box, checks
+from . import box
+from .checking import kernels
 
 # Full float32 accuracy for the small matmuls of the DP (TF32 on GPUs would break the
 # sum-to-one of the filled transition rows at ~1e-3).
@@ -208,12 +209,12 @@ def occupancy(
     `[H, S, A]` occupancy measure; each `q_h` sums to 1.
   """
   transitions, next_states = kernel.kernel, kernel.next_states
-  checks.transition_set(kernel, "occupancy", check=check)
+  kernels.transition_set(kernel, "occupancy", check=check)
   chex.assert_rank(policy, 3)
   horizon, num_states, num_actions = policy.shape
   chex.assert_shape(transitions, (None, num_states, num_actions, None))
-  checks.initial_state(initial_state, num_states, "occupancy", check=check)
-  checks.distribution("policy", policy, "occupancy", check=check)
+  kernels.initial_state(initial_state, num_states, "occupancy", check=check)
+  kernels.distribution("policy", policy, "occupancy", check=check)
   dtype = jnp.result_type(transitions.dtype, policy.dtype)
   d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
 
@@ -314,7 +315,7 @@ def extended_lmo(
     `LMOSolution(value, occupancy, actions, greedy_transitions, state_occupancy,
     greedy_next_states)`; `value == sum(reward * occupancy)` up to rounding.
   """
-  checks.transition_set(transitions, "extended_lmo", check=check)
+  kernels.transition_set(transitions, "extended_lmo", check=check)
   lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
   if next_states is not None:
     v1, actions, p_greedy, ns_greedy, next_values = _sparse_backward(
@@ -420,7 +421,7 @@ def policy_vertex(
     `LMOSolution` of the vertex (`value = reward . occupancy`; its `actions` and
     `next_values` are the given ones).
   """
-  checks.transition_set(transitions, "policy_vertex", check=check)
+  kernels.transition_set(transitions, "policy_vertex", check=check)
   p, ns = _ordered_fill(actions, order_values, transitions)
   if transitions.next_states is not None:
     q, d = _sparse_forward_deterministic(
@@ -466,11 +467,11 @@ def extended_value_iteration(
     sparse layout (slots of the set's `next_states`).
   """
   lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
-  checks.transition_set(transitions, "extended_value_iteration", check=check)
+  kernels.transition_set(transitions, "extended_value_iteration", check=check)
   chex.assert_rank(reward, 3)
   width = reward.shape[1] if next_states is None else next_states.shape[-1]
   chex.assert_shape(lower, (None,) + reward.shape[1:] + (width,))
-  checks.initial_state(initial_state, reward.shape[1], "extended_value_iteration", check=check)
+  kernels.initial_state(initial_state, reward.shape[1], "extended_value_iteration", check=check)
   if next_states is not None:
     v1, actions, minimisers, _, _ = _sparse_backward(
       reward, lower, upper, next_states, full_transitions=True
@@ -500,7 +501,7 @@ def optimistic_policy_evaluation(
   Returns:
     `(values [H, S], q_values [H, S, A])`; `values[0, s_1]` is the optimistic value.
   """
-  checks.transition_set(transitions, "optimistic_policy_evaluation", check=check)
+  kernels.transition_set(transitions, "optimistic_policy_evaluation", check=check)
   fill = transitions.fill
 
   def step(v_next, xs):
@@ -535,7 +536,7 @@ def optimal_policy(reward: jax.Array, kernel: TransitionSet, *, check: bool = Fa
   Returns:
     `[H, S, A]` one-hot policy; ties go to the lowest action index.
   """
-  checks.transition_set(kernel, "optimal_policy", check=check)
+  kernels.transition_set(kernel, "optimal_policy", check=check)
 
   def step(v_next, xs):
     r_h, p_h, ns_h = xs

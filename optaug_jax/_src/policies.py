@@ -9,8 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import planning, validation
-from .cmdp import CMDP, baseline_fault, check_cmdp, validate_cmdp
+from . import planning
+from .checking import arguments
+from .checking.cmdps import baseline_fault, check_cmdp, validate_cmdp
+from .cmdp import CMDP
 
 
 def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -70,7 +72,7 @@ def check_safe_policy(cmdp: CMDP, policy, slack=None, *, atol: float = 1e-6) -> 
       larger than the true one).
   """
   validate_cmdp(cmdp)
-  fault = validation.policy_fault(
+  fault = arguments.policy_fault(
     "safe_policy", policy, (cmdp.horizon, cmdp.num_states, cmdp.num_actions), atol=atol
   )
   if fault is not None:

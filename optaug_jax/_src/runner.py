@@ -8,9 +8,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import checks, policies, run_checks, validation
+from . import policies
 from .agents.base import Agent, AgentState, init_agent
-from .cmdp import CMDP, assert_cmdp_shapes, check_cmdp
+from .checking import arguments, kernels, runs
+from .checking.cmdps import assert_cmdp_shapes, check_cmdp
+from .cmdp import CMDP
 from .env import sample_episode
 from .metrics import EpisodeLog, RunSummary, summarize_episode
 
@@ -32,15 +34,15 @@ def episode_step(
   saturates there instead; `run` refuses runs that would reach it). `check=True` makes the
   same checks inside `jit` (see `run`).
   """
-  run_checks.run_length(1, state, where="episode_step")
+  runs.run_length(1, state, where="episode_step")
   check_cmdp(cmdp, "episode_step")
-  run_checks.key(key, "episode_step")
-  run_checks.check_state(agent, cmdp, state, "episode_step")
-  run_checks.check_agent(agent, cmdp, "episode_step")
-  run_checks.warn_past_horizon(agent, 1, state, "episode_step")
+  runs.key(key, "episode_step")
+  runs.check_state(agent, cmdp, state, "episode_step")
+  runs.check_agent(agent, cmdp, "episode_step")
+  runs.warn_past_horizon(agent, 1, state, "episode_step")
   if check:
-    run_checks.check_in_program(agent, cmdp, "episode_step")
-  with checks.requesting(check):
+    runs.check_in_program(agent, cmdp, "episode_step")
+  with kernels.requesting(check):
     return _episode(agent, cmdp, state, key)
 
 
@@ -73,11 +75,11 @@ def _report(done, total):
 
 def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=False, progress=None):
   """Unjitted body of `run` (shared with `run_sharded`)."""
-  run_checks.run_length(num_episodes)  # static: also under an outer jit or vmap
+  runs.run_length(num_episodes)  # static: also under an outer jit or vmap
   assert_cmdp_shapes(cmdp)
   if check:
-    run_checks.check_in_program(agent, cmdp, "run")
-  with checks.requesting(check):
+    runs.check_in_program(agent, cmdp, "run")
+  with kernels.requesting(check):
     return _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress)
 
 
@@ -113,7 +115,7 @@ def _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress):
 
 
 def _check_logs(logs):
-  validation.check_choice("logs", logs, _LOGS)
+  arguments.check_choice("logs", logs, _LOGS)
 
 
 @functools.partial(jax.jit, static_argnames=("agent", "num_episodes", "logs", "check", "progress"))
@@ -188,14 +190,14 @@ def run(
       hold no more.
   """
   _check_logs(logs)
-  run_checks.run_length(num_episodes, state)
+  runs.run_length(num_episodes, state)
   check_cmdp(cmdp, "run")
-  run_checks.key(key, "run")
-  run_checks.check_state(agent, cmdp, state, "run")
-  run_checks.check_agent(agent, cmdp, "run")
-  run_checks.warn_past_horizon(agent, num_episodes, state, "run")
+  runs.key(key, "run")
+  runs.check_state(agent, cmdp, state, "run")
+  runs.check_agent(agent, cmdp, "run")
+  runs.warn_past_horizon(agent, num_episodes, state, "run")
   if progress is not None:
-    validation.check_int("progress", progress, low=1)
+    arguments.check_int("progress", progress, low=1)
   try:
     return _run_jit(
       agent,
@@ -280,12 +282,12 @@ def run_sharded(
     `(final states, logs)`, each with a leading `[N]` axis.
   """
   _check_logs(logs)
-  run_checks.run_length(num_episodes, state, where="run_sharded")
+  runs.run_length(num_episodes, state, where="run_sharded")
   check_cmdp(cmdp, "run_sharded")
-  run_checks.key(keys, "run_sharded", batched=True)
-  run_checks.check_state(agent, cmdp, state, "run_sharded", batched=True, batched_cmdp=batched_cmdp)
-  run_checks.check_agent(agent, cmdp, "run_sharded", batched=batched_cmdp)
-  run_checks.warn_past_horizon(agent, num_episodes, state, "run_sharded")
+  runs.key(keys, "run_sharded", batched=True)
+  runs.check_state(agent, cmdp, state, "run_sharded", batched=True, batched_cmdp=batched_cmdp)
+  runs.check_agent(agent, cmdp, "run_sharded", batched=batched_cmdp)
+  runs.warn_past_horizon(agent, num_episodes, state, "run_sharded")
   if mesh is None:
     mesh = jax.make_mesh(
       (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
@@ -298,7 +300,7 @@ def run_sharded(
   padded = -(-num_seeds // num_devices) * num_devices
   per_device = padded // num_devices
   if batch_size is not None:
-    validation.check_int("batch_size", batch_size, low=1)
+    arguments.check_int("batch_size", batch_size, low=1)
   optimal_value = jnp.broadcast_to(jnp.asarray(optimal_value), (num_seeds,))
 
   def pad(x):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from . import inner as inner_lib
-from . import validation
+from .checking import arguments
 from .inner.exact import exact
 from .multiplier_updates import dual_step
 
@@ -51,7 +51,7 @@ def inner_sensitivities(
   Returns:
     `InnerSensitivities`.
   """
-  validation.check_choice("gradient", gradient, ("envelope", "unrolled"))
+  arguments.check_choice("gradient", gradient, ("envelope", "unrolled"))
   eta = jnp.asarray(eta, jnp.result_type(problem.cost.dtype, jnp.asarray(eta).dtype))
 
   def value_fn(c, d, lo, up, alpha, lam, et):

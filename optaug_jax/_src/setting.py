@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import validation
+from .checking import arguments
 
 LOG_FACTORS = ("paper", "bura2022")
 SETTINGS = ("paper", "bura2022")
@@ -85,7 +85,7 @@ class Setting:
   all_next_states: bool = False
 
   def __post_init__(self):
-    validation.check_choice("log_factor", self.log_factor, LOG_FACTORS)
+    arguments.check_choice("log_factor", self.log_factor, LOG_FACTORS)
     for flag in ("stationary", "all_next_states"):
       if not isinstance(getattr(self, flag), (bool, np.bool_)):
         raise ValueError(f"{flag}: must be a bool, got {getattr(self, flag)!r}")
@@ -95,11 +95,11 @@ class Setting:
         " (pass one or the other)"
       )
     if self.delta is not None:
-      validation.check_confidence(self.delta, 0.0)
+      arguments.check_confidence(self.delta, 0.0)
     for field in ("cost", "constraint_costs"):
       value = getattr(self, field)
       if value is not None:
-        validation.check_real(field, value, low=0.0, high=1.0)
+        arguments.check_real(field, value, low=0.0, high=1.0)
     if self.cost is not None and np.ndim(self.cost) not in (2, 3):
       raise ValueError(f"cost: expected [H, S, A] or [S, A], got shape {np.shape(self.cost)}")
     if self.constraint_costs is not None and np.ndim(self.constraint_costs) not in (3, 4):
@@ -107,7 +107,7 @@ class Setting:
         "constraint_costs: expected [I, H, S, A] or [I, S, A], got shape"
         f" {np.shape(self.constraint_costs)}"
       )
-    if self.support is not None and not validation.traced(self.support):
+    if self.support is not None and not arguments.traced(self.support):
       support = np.asarray(self.support)
       if support.dtype != bool and not np.issubdtype(support.dtype, np.integer):
         raise ValueError(
@@ -133,7 +133,7 @@ class Setting:
             f"support: next states must lie in [0, {num_states}) or be -1"
             f" (an empty slot); found {int(support.min())}..{int(support.max())}"
           )
-        dup = validation.repeated_next_state_row(support)
+        dup = arguments.repeated_next_state_row(support)
         if dup is not None:
           raise ValueError(f"support: row {dup} names a next state twice")
         if self.stationary and support.ndim == 4:
@@ -250,7 +250,7 @@ def named_setting(name: str, cmdp=None) -> Setting:
   (`transitions > 0`) from `cmdp`: it is model knowledge the agents of Bura et al. (2022)
   are given; the transition probabilities themselves stay unknown.
   """
-  validation.check_choice("name", name, SETTINGS)
+  arguments.check_choice("name", name, SETTINGS)
   if name == "paper":
     return PAPER
   if cmdp is None:

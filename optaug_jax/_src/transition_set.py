@@ -24,7 +24,8 @@ import jax
 import numpy as np
 from jax.typing import ArrayLike
 
-from . import box, checks, planning, validation
+from . import box, planning
+from .checking import arguments, kernels
 
 
 @jax.tree_util.register_pytree_node_class
@@ -51,10 +52,10 @@ class TransitionSet:
     # Shapes and dtypes always; the numbers when concrete (`checks.transition_set`): a
     # ValueError naming the field and the first row that holds no kernel.
     self.checked = False
-    checks.transition_set(self, "TransitionSet")
+    kernels.transition_set(self, "TransitionSet")
     # Whether the numbers were checked here (a set rebuilt from its leaves, by `vmap`,
     # `jax.tree.map` or `replace`, is checked by the kernels it is passed to).
-    self.checked = not validation.traced(lower, upper, next_states)
+    self.checked = not arguments.traced(lower, upper, next_states)
     width = np.shape(lower if next_states is None else next_states)[-1]
     self.fill = box.resolve_fill(fill, width)
 

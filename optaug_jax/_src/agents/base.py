@@ -1,7 +1,7 @@
 """The agent contract: a NamedTuple of pure functions (optax's GradientTransformation style).
 
 Every agent is built by a factory (`optaug(...)`, `optdual(...)`, ...) that checks its
-arguments on the host (`validation`) and returns `Agent(init, plan, update)`. Schedules
+arguments on the host (`checking.arguments`) and returns `Agent(init, plan, update)`. Schedules
 (step sizes) are floats or callables of one meaning everywhere: the 0-based count of dual
 steps taken so far (see `as_schedule`).
 """
@@ -17,8 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import estimates, numerics, validation
+from .. import estimates, numerics
 from .. import setting as setting_lib
+from ..checking import arguments
 from ..env import Trajectory
 
 
@@ -317,7 +318,7 @@ def model_fn(
   """
   setting = setting_lib.resolve(setting)
   delta = setting.resolved_delta if delta is None else delta
-  validation.check_confidence(delta, bonus_scale)
+  arguments.check_confidence(delta, bonus_scale)
 
   def build(counts: estimates.Counts):
     return model(

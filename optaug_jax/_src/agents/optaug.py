@@ -10,9 +10,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import batching, box, checks, numerics, validation
+from .. import batching, box, numerics
 from .. import inner as inner_lib
 from .. import setting as setting_lib
+from ..checking import arguments, kernels
 from ..inner.exact import exact
 from ..multiplier_updates import dual_step
 from ..transition_set import TransitionSet
@@ -68,8 +69,8 @@ def pretrain_episodes_bound(
   Returns:
     `K'` rounded up to an integer.
   """
-  validation.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
-  validation.check_positive("slack", slack, allow_none=False)
+  arguments.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
+  arguments.check_positive("slack", slack, allow_none=False)
   n = num_states if max_transitions is None else max_transitions
   s, a, h = num_states, num_actions, horizon
   first = 2.0 * s**2 * a * h**3 / ((1.0 - nu) * slack)
@@ -147,22 +148,22 @@ def optaug(
     DPs and are not counted), `PlanInfo.certified` is the inner solve's
     `InnerSolution.certified` (True in pre-training).
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
+  arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   if pretrain_episodes is None:
     pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
-  validation.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
-  validation.check_inner_solver("inner", inner)
-  validation.check_choice("fill", fill, box.FILL_METHODS)
-  validation.check_choice("unreached", unreached, inner_lib.UNREACHED)
+  arguments.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
+  arguments.check_inner_solver("inner", inner)
+  arguments.check_choice("fill", fill, box.FILL_METHODS)
+  arguments.check_choice("unreached", unreached, inner_lib.UNREACHED)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
-  validation.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
+  arguments.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
     raise ValueError("slack: required for the paper's eta schedule (eta=None)")
-  validation.check_positive("slack", slack)
-  validation.check_positive("eta", eta)
-  validation.check_policy("safe_policy", safe_policy)
+  arguments.check_positive("slack", slack)
+  arguments.check_positive("eta", eta)
+  arguments.check_policy("safe_policy", safe_policy)
 
   def plan(state: Any):  # OptAugState, or an AgentState without the warm start
     counts = state.counts
@@ -206,7 +207,7 @@ def optaug(
       # Clamped: a batch split between the phases runs both branches (batch_cond).
       count = jnp.maximum(state.episode - pretrain_episodes, 0)
       eta_k = jnp.asarray(eta_fn(count), dtype)
-      check = checks.requested()  # `run(check=True)`: the traced eta is checked too
+      check = kernels.requested()  # `run(check=True)`: the traced eta is checked too
       problem = inner_lib.InnerProblem.of_model(
         model, state.thresholds, state.initial_state, model.transition_set(fill)
       )

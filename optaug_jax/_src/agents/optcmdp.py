@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import batching, lp, numerics, planning, validation
+from .. import batching, lp, numerics, planning
 from .. import setting as setting_lib
+from ..checking import arguments
 from ..transition_set import TransitionSet
 from . import base, registry
 
@@ -71,7 +72,7 @@ def optcmdp(
     and `"lp_failed"` (bool, HiGHS failed and the safest occupancy came from extended value
     iteration).
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
+  arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )

@@ -10,8 +10,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .. import box, checks, multiplier_updates, numerics, validation
+from .. import box, multiplier_updates, numerics
 from .. import setting as setting_lib
+from ..checking import arguments, kernels
 from . import base, registry
 
 DualOptimizer: TypeAlias = (
@@ -81,11 +82,11 @@ def optdual(
     `Agent(init, plan, update)`; with a `dual_optimizer` its state is a
     `DualOptimizerState`.
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
+  arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
-  validation.check_choice("fill", fill, box.FILL_METHODS)
+  arguments.check_choice("fill", fill, box.FILL_METHODS)
   fixed = isinstance(dual_optimizer, optax.GradientTransformation)
   if dual_optimizer is not None and not fixed and not callable(dual_optimizer):
     raise ValueError(
@@ -99,9 +100,9 @@ def optdual(
     )
   if not fixed and eta is None and slack is None and rho is None:
     raise ValueError("eta: the paper's step needs rho or the baseline's slack; pass one")
-  validation.check_positive("slack", slack)
-  validation.check_positive("rho", rho)
-  validation.check_positive("eta", eta)
+  arguments.check_positive("slack", slack)
+  arguments.check_positive("rho", rho)
+  arguments.check_positive("eta", eta)
 
   def step_size(horizon, num_constraints, count):
     if eta is None:
@@ -134,13 +135,13 @@ def optdual(
           state.thresholds,
           state.multipliers,
           eta_k,
-          check=checks.requested(),  # `run(check=True)`: the traced eta is checked too
+          check=kernels.requested(),  # `run(check=True)`: the traced eta is checked too
         ),
       )
     else:
       if eta is not None:  # the step the optimizer was given, at this episode
         eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
-        checks.finite("eta", eta_k, "optdual", check=checks.requested(), low=0.0, low_open=True)
+        kernels.finite("eta", eta_k, "optdual", check=kernels.requested(), low=0.0, low_open=True)
       violation = jnp.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
       multipliers, dual_state = multiplier_updates.projected_dual_update(
         optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation

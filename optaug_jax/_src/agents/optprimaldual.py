@@ -8,8 +8,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import numerics, validation
+from .. import numerics
 from .. import setting as setting_lib
+from ..checking import arguments
 from . import base, registry
 
 
@@ -60,12 +61,12 @@ def optprimaldual(
   Returns:
     `Agent(init, plan, update)`; its state is a `PrimalDualState`.
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
+  arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
-  validation.check_positive("policy_step", policy_step)
-  validation.check_positive("multiplier_step", multiplier_step)
+  arguments.check_positive("policy_step", policy_step)
+  arguments.check_positive("multiplier_step", multiplier_step)
 
   init_counting_state = base.init_fn(setting)
 

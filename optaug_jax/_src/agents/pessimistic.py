@@ -43,9 +43,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import batching, estimates, lp, numerics, planning, policies, validation
+from .. import batching, estimates, lp, numerics, planning, policies
 from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
+from ..checking import arguments
 from ..transition_set import TransitionSet
 from . import base, registry
 
@@ -105,10 +106,10 @@ def _host_lp(fn, skip, out_like, *args):
 def _check_baseline(cmdp, safe_policy, slack) -> None:
   """`check_safe_policy` on the host when the CMDP is given and the arguments concrete."""
   if cmdp is None or any(
-    validation.traced(x) for x in jax.tree_util.tree_leaves((cmdp, safe_policy))
+    arguments.traced(x) for x in jax.tree_util.tree_leaves((cmdp, safe_policy))
   ):
     return
-  checked_slack = None if validation.traced(slack) else slack
+  checked_slack = None if arguments.traced(slack) else slack
   policies.check_safe_policy(cmdp, safe_policy, checked_slack)
 
 
@@ -118,11 +119,11 @@ def dope_pretrain_episodes(*, num_states: int, num_actions: int, horizon: int, s
 
 
 def _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp):
-  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
-  validation.check_policy("safe_policy", safe_policy)
-  validation.check_positive("slack", slack, allow_none=False)
+  arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
+  arguments.check_policy("safe_policy", safe_policy)
+  arguments.check_positive("slack", slack, allow_none=False)
   if pretrain_episodes is not None:
-    validation.check_int("pretrain_episodes", pretrain_episodes, low=0)
+    arguments.check_int("pretrain_episodes", pretrain_episodes, low=0)
   _check_baseline(cmdp, safe_policy, slack)
 
 
@@ -191,7 +192,7 @@ def dope(
     on with `pi_b` and a `RuntimeWarning`). `pretraining` is set whenever `pi_b` is played.
   """
   _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp)
-  validation.check_choice("bonus_next_states", bonus_next_states, ("support", "all"))
+  arguments.check_choice("bonus_next_states", bonus_next_states, ("support", "all"))
   resolved = setting_lib.resolve(setting)
   radius_delta = resolved.resolved_delta if delta is None else delta
   base.check_dense("dope", setting)

@@ -12,8 +12,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from .. import cmdp as cmdp_lib
 from .. import setting as setting_lib
+from ..checking import cmdps
 from .base import Agent
 
 
@@ -87,7 +87,7 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
       f" {type(benchmark).__name__}; oj.benchmarks.make_benchmark(name) builds"
       " one, oj.benchmarks.Benchmark(cmdp, *oj.safest_policy(cmdp)) wraps a CMDP"
     )
-  cmdp_lib.check_cmdp(benchmark.cmdp, "make_agent")
+  cmdps.check_cmdp(benchmark.cmdp, "make_agent")
   accepted = set(agent_options(name))
   unknown = sorted(set(options) - accepted)
   if unknown:

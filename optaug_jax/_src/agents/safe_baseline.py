@@ -5,8 +5,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import numerics, validation
+from .. import numerics
 from .. import setting as setting_lib
+from ..checking import arguments
 from ..transition_set import TransitionSet
 from . import base, registry
 
@@ -40,11 +41,11 @@ def safe_baseline(
   Returns:
     `Agent(init, plan, update)`.
   """
-  validation.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
+  arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
-  validation.check_policy("safe_policy", safe_policy)
+  arguments.check_policy("safe_policy", safe_policy)
 
   def plan(state: base.AgentState):
     policy = jnp.asarray(safe_policy, state.multipliers.dtype)

@@ -10,11 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..cmdp import (
-  CMDP,
-  merge_repeated_next_states,
-  validate_cmdp,
-)
+from ..checking.cmdps import validate_cmdp
+from ..cmdp import CMDP, merge_repeated_next_states
 from ..lp import solve_lp
 from ..policies import (
   check_safe_policy,

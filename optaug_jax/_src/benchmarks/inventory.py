@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .. import validation
+from ..checking import arguments
 from ..cmdp import (
   merge_repeated_next_states,
 )
@@ -74,7 +74,7 @@ def inventory(*, horizon: int = 7, dtype=None) -> Benchmark:
   Returns:
     `Benchmark(cmdp, safe_policy [H, 6, 6], slack)`.
   """
-  validation.check_int("horizon", horizon, low=1)
+  arguments.check_int("horizon", horizon, low=1)
   horizon = int(horizon)
   demand = np.asarray(INVENTORY_DEMAND)
   num_states = len(demand)  # stock 0..5; demand 0..5
@@ -145,9 +145,9 @@ def lost_sales(
     `Benchmark(cmdp, safe_policy [H, S, A], slack)` (the baseline orders the smallest
     size: nothing with the default sizes).
   """
-  validation.check_int("capacity", capacity, low=1)
-  validation.check_int("max_demand", max_demand, low=1)
-  validation.check_int("horizon", horizon, low=1)
+  arguments.check_int("capacity", capacity, low=1)
+  arguments.check_int("max_demand", max_demand, low=1)
+  arguments.check_int("horizon", horizon, low=1)
   sizes = np.asarray(order_sizes)
   if sizes.ndim != 1 or sizes.size < 1 or not np.issubdtype(sizes.dtype, np.integer):
     raise ValueError(f"order_sizes: expected a non-empty tuple of ints, got {order_sizes!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validation
+from ..checking import arguments
 from ..transition_set import TransitionSet
 from ._common import (
   Benchmark,
@@ -55,10 +55,10 @@ def queue(
   Returns:
     `Benchmark(cmdp, safe_policy [H, S, 3], slack)`.
   """
-  validation.check_int("capacity", capacity, low=1)
+  arguments.check_int("capacity", capacity, low=1)
   if not 0.0 <= arrival <= 1.0:
     raise ValueError(f"arrival: must lie in [0, 1], got {arrival}")
-  validation.check_int("horizon", horizon, low=1)
+  arguments.check_int("horizon", horizon, low=1)
   if not 0.0 < budget_fraction <= 1.0:
     raise ValueError(f"budget_fraction: must lie in (0, 1], got {budget_fraction}")
   capacity, horizon = int(capacity), int(horizon)

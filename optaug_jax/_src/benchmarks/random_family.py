@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import jax
 
-from ..cmdp import (
-  validate_cmdp,
-)
+from ..checking.cmdps import validate_cmdp
 from ..policies import (
   check_safe_policy,
   random_cmdp,

@@ -19,7 +19,7 @@ import dataclasses
 
 import jax
 
-from .. import validation
+from ..checking import arguments
 from . import problem as problem_lib
 from .cutting_planes import cutting_planes
 from .dual_function import default_num_iters
@@ -35,8 +35,8 @@ class Exact:
 
   def __post_init__(self):
     if self.num_iters is not None:
-      validation.check_int("num_iters", self.num_iters, low=0)
-    validation.check_real("tol", self.tol, low=0.0, allow_none=True)
+      arguments.check_int("num_iters", self.num_iters, low=0)
+    arguments.check_real("tol", self.tol, low=0.0, allow_none=True)
 
   def __call__(
     self,

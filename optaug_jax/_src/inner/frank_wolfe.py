@@ -24,7 +24,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import planning, validation
+from .. import planning
+from ..checking import arguments
 from . import loops, retrieve
 from . import problem as problem_lib
 from .line_search import exact_line_search
@@ -50,9 +51,9 @@ class FrankWolfe:
   tol: float | None = None
 
   def __post_init__(self):
-    validation.check_int("num_iters", self.num_iters, low=0)
-    validation.check_choice("step_rule", self.step_rule, STEP_RULES)
-    validation.check_real("tol", self.tol, low=0.0, allow_none=True)
+    arguments.check_int("num_iters", self.num_iters, low=0)
+    arguments.check_choice("step_rule", self.step_rule, STEP_RULES)
+    arguments.check_real("tol", self.tol, low=0.0, allow_none=True)
 
   def __call__(
     self,

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import chex
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import checks, planning, validation
+from .. import planning
+from ..checking import arguments
+from ..checking import inner as inner_checks
 from ..multiplier_updates import dual_step
 from . import problem as problem_lib
 from .exact import exact
@@ -113,38 +114,12 @@ def solve_inner(
   Returns:
     `InnerSolution`; `objective - optimum <= gap`.
   """
-  if not isinstance(problem, problem_lib.InnerProblem):
-    raise ValueError(
-      f"problem: expected an InnerProblem (e.g. InnerProblem.of_model or"
-      f" InnerProblem.of_cmdp), got {type(problem).__name__}"
-    )
-  validation.check_inner_solver("solver", solver)
-  validation.check_choice("gradient", gradient, GRADIENTS)
-  validation.check_choice("unreached", unreached, UNREACHED)
-  validation.check_positive("eta", eta, allow_none=False)
-  cost, constraint_costs = problem.cost, problem.constraint_costs
-  thresholds, lower, upper = problem.thresholds, problem.lower, problem.upper
-  chex.assert_rank(
-    [cost, constraint_costs, lower, upper, thresholds, multipliers], [3, 4, 4, 4, 1, 1]
-  )
-  chex.assert_equal_shape([lower, upper])
-  num_constraints = constraint_costs.shape[0]
-  for name, x in (("thresholds", thresholds), ("multipliers", multipliers)):
-    if x.shape != (num_constraints,):
-      raise ValueError(
-        f"{name}: expected shape ({num_constraints},) (one per constraint of"
-        f" constraint_costs), got {x.shape}"
-      )
-  checks.initial_state(problem.initial_state, cost.shape[1], "solve_inner", check=check)
-  for name, x in (
-    ("cost", cost),
-    ("constraint_costs", constraint_costs),
-    ("multipliers", multipliers),
-  ):
-    checks.finite(name, x, "solve_inner", check=check, low=0.0)
-  checks.finite("thresholds", thresholds, "solve_inner", check=check)
-  checks.finite("eta", eta, "solve_inner", check=check, low=0.0, low_open=True)
-  checks.transition_set(problem.transitions, "solve_inner", check=check)
+  arguments.check_inner_solver("solver", solver)
+  arguments.check_choice("gradient", gradient, GRADIENTS)
+  arguments.check_choice("unreached", unreached, UNREACHED)
+  arguments.check_positive("eta", eta, allow_none=False)
+  inner_checks.solve_arguments(problem, multipliers, eta, warm, check=check)
+  cost, constraint_costs, thresholds = problem.cost, problem.constraint_costs, problem.thresholds
   if gradient == "unrolled":
     inputs = (problem, multipliers, eta)
   else:
@@ -153,15 +128,6 @@ def solve_inner(
   if warm is None:
     result = solver(*inputs, with_transitions=with_transitions, fixed_length=gradient == "unrolled")
   else:
-    shape = (2, horizon, num_states)
-    if not isinstance(warm, problem_lib.WarmStart) or (
-      warm.actions.shape,
-      warm.values.shape,
-    ) != (shape, shape):
-      raise ValueError(
-        f"warm: expected a WarmStart with actions and values of shape {shape}"
-        f" (InnerSolution.warm, or WarmStart.cold), got {warm!r:.200}"
-      )
     result = solver(
       *inputs,
       with_transitions=with_transitions,

@@ -18,10 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import checks, policies, validation
-from .agents.base import Assumptions, init_agent
-from .cmdp import CMDP, baseline_fault
-from .numerics import MAX_EPISODES
+from .. import policies
+from ..agents.base import Assumptions, init_agent
+from ..cmdp import CMDP
+from ..numerics import MAX_EPISODES
+from . import arguments, kernels
+from .cmdps import baseline_fault
 
 _policy_values = jax.jit(policies.policy_values)
 
@@ -31,7 +33,7 @@ def _first_episode(state) -> int | None:
   if state is None:
     return 0
   episode = getattr(state, "episode", None)
-  if episode is None or validation.traced(episode):
+  if episode is None or arguments.traced(episode):
     return None
   if not getattr(episode, "is_fully_addressable", True):  # multi-host: not readable here
     return None
@@ -50,7 +52,7 @@ def run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
   Returns:
     `num_episodes` as an int.
   """
-  num_episodes = validation.check_int("num_episodes", num_episodes, low=0)
+  num_episodes = arguments.check_int("num_episodes", num_episodes, low=0)
   start = _first_episode(state)
   if num_episodes > MAX_EPISODES or (start is not None and start + num_episodes > MAX_EPISODES):
     origin = "" if not start else f" from episode {start}"
@@ -65,7 +67,7 @@ def run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
 def key(key, where: str, *, batched: bool = False) -> None:
   """A PRNG key (`jax.random.key(seed)`, or the raw `uint32[2]` of `jax.random.PRNGKey`);
   with `batched`, a leading axis of them."""
-  if validation.traced(key):
+  if arguments.traced(key):
     return
   lead = 1 if batched else 0
   what = "an [N] array of PRNG keys" if batched else "a PRNG key"
@@ -88,7 +90,7 @@ def key(key, where: str, *, batched: bool = False) -> None:
 
 def _concrete_leaf(x) -> bool:
   """A leaf whose values can be read here: not traced, and whole on this process."""
-  return not validation.traced(x) and getattr(x, "is_fully_addressable", True)
+  return not arguments.traced(x) and getattr(x, "is_fully_addressable", True)
 
 
 def _shown(x) -> str:
@@ -202,7 +204,7 @@ def check_agent(agent, cmdp: CMDP, where: str, *, batched: bool = False) -> None
   if assumptions is None:
     return
   _warn_dense_agent(assumptions.setting, cmdp, where)
-  if assumptions.safe_policy is None or validation.traced(
+  if assumptions.safe_policy is None or arguments.traced(
     cmdp, assumptions.safe_policy, assumptions.slack
   ):
     return
@@ -247,13 +249,13 @@ def check_in_program(agent, cmdp: CMDP, where: str) -> None:
   """`checkify` checks of `cmdp` and of the agent's baseline, for a traced run
   (`check=True`): transition rows, initial state, costs in `[0, 1]`, thresholds in
   `[0, H]`, and a strictly feasible baseline with a slack at most its true slack."""
-  checks.initial_state(cmdp.initial_state, cmdp.num_states, where, check=True)
-  checks.distribution("cmdp.transitions", cmdp.transitions, where, check=True)
-  checks.finite("cmdp.cost", cmdp.cost, where, check=True, low=0.0, high=1.0)
-  checks.finite(
+  kernels.initial_state(cmdp.initial_state, cmdp.num_states, where, check=True)
+  kernels.distribution("cmdp.transitions", cmdp.transitions, where, check=True)
+  kernels.finite("cmdp.cost", cmdp.cost, where, check=True, low=0.0, high=1.0)
+  kernels.finite(
     "cmdp.constraint_costs", cmdp.constraint_costs, where, check=True, low=0.0, high=1.0
   )
-  checks.finite("cmdp.thresholds", cmdp.thresholds, where, check=True, low=0.0, high=cmdp.horizon)
+  kernels.finite("cmdp.thresholds", cmdp.thresholds, where, check=True, low=0.0, high=cmdp.horizon)
   assumptions = _assumptions(agent)
   if assumptions is None or assumptions.safe_policy is None:
     return

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from . import validation
+from . import arguments
 
 # Whether the program being traced asked for its in-program checks (`run(check=True)`,
 # `episode_step(check=True)`): the agents' `plan` functions read it for the arguments only
@@ -48,7 +48,7 @@ def _tolerance(dtype) -> float:
 
 def _require(pred, message: str, traced_check: bool) -> None:
   """`pred` (a bool array); raise now when concrete, else a checkify check if asked."""
-  if not validation.traced(pred):
+  if not arguments.traced(pred):
     if not bool(np.all(np.asarray(pred))):
       raise ValueError(message)
   elif traced_check:
@@ -57,7 +57,7 @@ def _require(pred, message: str, traced_check: bool) -> None:
 
 def initial_state(value, num_states: int, where: str, *, check: bool) -> None:
   """`initial_state` is an index in `[0, S)`."""
-  if not validation.traced(value) or check:
+  if not arguments.traced(value) or check:
     v = jnp.asarray(value)
     _require(
       (v >= 0) & (v < num_states),
@@ -172,7 +172,7 @@ def _box(lower, upper, next_states, where: str, *, check: bool, rows: str = "(h,
   naming the field and the first bad row `(h, s, a)`), or through `checkify` with `check`.
   """
   num_states = _static_box(lower, upper, next_states, where) if rows else np.shape(lower)[-1]
-  is_concrete = not validation.traced(lower, upper, next_states)
+  is_concrete = not arguments.traced(lower, upper, next_states)
   if not (is_concrete or check):
     return
   tol = _tolerance(jnp.result_type(lower))
@@ -216,7 +216,7 @@ def finite(
   high=None,
 ) -> None:
   """Every entry of `x` is finite (and `>= low`, or `> low` when `low_open`; `<= high`)."""
-  if validation.traced(x) and not check:
+  if arguments.traced(x) and not check:
     return
   x = jnp.asarray(x)
   ok = jnp.isfinite(x)
@@ -233,7 +233,7 @@ def finite(
 
 def distribution(name: str, rows, where: str, *, check: bool) -> None:
   """Rows of `rows` are probability vectors."""
-  if validation.traced(rows) and not check:
+  if arguments.traced(rows) and not check:
     return
   tol = _tolerance(jnp.result_type(rows))
   _require(

@@ -159,3 +159,18 @@ def repeated_next_state_row(next_states) -> tuple[int, ...] | None:
   ordered = np.sort(np.where(ns < 0, -1 - np.arange(ns.shape[-1]), ns), axis=-1)
   rows = np.argwhere(np.any(ordered[..., 1:] == ordered[..., :-1], axis=-1))
   return tuple(int(i) for i in rows[0]) if rows.size else None
+
+
+def check_empty_slots(ns: np.ndarray, p: np.ndarray) -> None:
+  """Refuses probability in an empty slot (next state -1), naming the first."""
+  if np.any((ns < 0) & (p != 0)):
+    where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
+    raise ValueError(
+      f"transitions: empty slot {position(where)} (next_states -1) has probability"
+      f" {float(p[where]):.6g}; empty slots must hold 0"
+    )
+
+
+def position(where) -> tuple[int, ...]:
+  """An index as a tuple of Python ints (how every message names an entry)."""
+  return tuple(int(i) for i in where)
