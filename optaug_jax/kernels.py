@@ -17,8 +17,6 @@ from optaug_jax._src.planning import (
   STATIONARY_ROLL_MIN_SLOTS,
   UNROLL_HORIZON,
   UNROLL_MAX_ELEMENTS,
-  optimal_policy,
-  optimistic_policy_evaluation,
   scan_horizon,
 )
 
@@ -33,8 +31,28 @@ __all__ = (
   "for_active",
   "box_minimize",
   "empirical_means",
-  "optimal_policy",
-  "optimistic_policy_evaluation",
   "resolve_fill",
   "scan_horizon",
 )
+
+# Second doors to the box's operations: the `TransitionSet` methods are the doors
+# (CHANGELOG, 0.2.0); these names warn and still answer.
+_DEPRECATED = {
+  "optimal_policy": "transitions.optimal_policy(reward)",
+  "optimistic_policy_evaluation": "transitions.evaluate(reward, policy)",
+}
+
+
+def __getattr__(name: str):
+  if name in _DEPRECATED:
+    import warnings
+
+    from optaug_jax._src import planning
+
+    warnings.warn(
+      f"oj.kernels.{name} is deprecated: use the TransitionSet method, {_DEPRECATED[name]}",
+      DeprecationWarning,
+      stacklevel=2,
+    )
+    return getattr(planning, name)
+  raise AttributeError(f"module 'optaug_jax.kernels' has no attribute {name!r}")

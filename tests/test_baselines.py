@@ -42,13 +42,11 @@ def test_optimistic_policy_evaluation_matches_lp_loop_and_exact_values():
   rng = np.random.default_rng(0)
   lower, upper = ref.random_box(rng, np.asarray(m.transitions), 0.3)
   pi = rng.dirichlet(np.ones(2), size=(3, 3))
-  values, _ = oj.kernels.optimistic_policy_evaluation(
-    m.cost, jnp.asarray(pi), oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper))
+  values, _ = oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)).evaluate(
+    m.cost, jnp.asarray(pi)
   )
   np.testing.assert_allclose(values[0], _ope_loop(np.asarray(m.cost), pi, lower, upper), atol=1e-10)
-  point, _ = oj.kernels.optimistic_policy_evaluation(
-    m.cost, jnp.asarray(pi), oj.TransitionSet(m.transitions, m.transitions)
-  )
+  point, _ = oj.TransitionSet(m.transitions, m.transitions).evaluate(m.cost, jnp.asarray(pi))
   v, _ = oj.policy_values(m, jnp.asarray(pi))
   assert float(point[0, 0]) == pytest.approx(float(v), abs=1e-10)
 

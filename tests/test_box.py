@@ -131,9 +131,7 @@ def _dp_kernels(fill):
     return (
       oj.TransitionSet(lower, upper, fill=fill).value_iteration(reward, 1),
       oj.TransitionSet(lower, upper, fill=fill).lmo(reward, 1),
-      oj.kernels.optimistic_policy_evaluation(
-        reward, pi, oj.TransitionSet(lower, upper, fill=fill)
-      ),
+      oj.TransitionSet(lower, upper, fill=fill).evaluate(reward, pi),
     )
 
   return jax.jit(kernels)
@@ -167,7 +165,7 @@ def test_blocked_kernels_under_jit_and_vmap_match_the_unbatched_call(block_size)
     return (
       oj.TransitionSet(lo, up, fill="blocked").value_iteration(r, 0),
       oj.TransitionSet(lo, up, fill="blocked").lmo(r, 2),
-      oj.kernels.optimistic_policy_evaluation(r, po, oj.TransitionSet(lo, up, fill="blocked")),
+      oj.TransitionSet(lo, up, fill="blocked").evaluate(r, po),
       oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0], method="blocked"),
     )
 

@@ -226,6 +226,26 @@ def test_a_second_door_is_deprecated_and_still_answers(name, method):
     oj.no_such_name  # noqa: B018
 
 
+@pytest.mark.parametrize(
+  "name, method",
+  [("optimal_policy", "optimal_policy"), ("optimistic_policy_evaluation", "evaluate")],
+)
+def test_a_second_door_in_kernels_is_deprecated_and_still_answers(name, method):
+  assert name not in oj.kernels.__all__ and hasattr(oj.TransitionSet, method)
+  with pytest.warns(DeprecationWarning, match=f"oj.kernels.{name} is deprecated"):
+    fn = getattr(oj.kernels, name)
+  box = oj.TransitionSet(jnp.full((2, 3, 2, 3), 0.2), jnp.full((2, 3, 2, 3), 0.5))
+  reward = jnp.arange(12.0).reshape(2, 3, 2) / 12.0
+  if name == "optimal_policy":
+    np.testing.assert_array_equal(fn(reward, box), box.optimal_policy(reward))
+  else:
+    policy = jnp.full((2, 3, 2), 0.5)
+    want = box.evaluate(reward, policy)
+    jax.tree.map(np.testing.assert_array_equal, fn(reward, policy, box), want)
+  with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+    oj.kernels.no_such_name  # noqa: B018
+
+
 def test_composed_agent_states_read_through_and_write_through():
   state = oj.agents.init_state(jnp.ones(1), 0, num_states=2, num_actions=2, horizon=2)
   composed = oj.agents.PrimalDualState(agent=state, policy=jnp.zeros((2, 2, 2)))

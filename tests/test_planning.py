@@ -91,7 +91,7 @@ def test_kernels_jit_and_vmap_parity():
     (lambda r, lo, up, pp, po: oj.TransitionSet(lo, up).value_iteration(r, 0)),
     (lambda r, lo, up, pp, po: oj.TransitionSet.point(pp).occupancy(po, 0)),
     (lambda r, lo, up, pp, po: oj.kernels.box_minimize(r[0, :, 0], lo[0, 0], up[0, 0])),
-    (lambda r, lo, up, pp, po: oj.kernels.optimal_policy(r, oj.TransitionSet.point(pp))),
+    (lambda r, lo, up, pp, po: oj.TransitionSet.point(pp).optimal_policy(r)),
   ]
   for fn in checks:
     batched = jax.jit(jax.vmap(fn))(reward, lower, upper, p, pi)

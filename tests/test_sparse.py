@@ -154,12 +154,12 @@ def test_kernels_agree_with_dense(key):
   )
 
   policy = jax.nn.softmax(jnp.asarray(rng.normal(size=dense.cost.shape)))
-  ope_a = oj.kernels.optimistic_policy_evaluation(reward, policy, oj.TransitionSet(lower, upper))
-  ope_b = oj.kernels.optimistic_policy_evaluation(reward, policy, oj.TransitionSet(lo_s, up_s, ns))
+  ope_a = oj.TransitionSet(lower, upper).evaluate(reward, policy)
+  ope_b = oj.TransitionSet(lo_s, up_s, ns).evaluate(reward, policy)
   np.testing.assert_allclose(ope_b[1], ope_a[1], atol=1e-12)
   np.testing.assert_array_equal(
-    oj.kernels.optimal_policy(reward, oj.TransitionSet.point(sparse.transitions, ns)),
-    oj.kernels.optimal_policy(reward, oj.TransitionSet.point(dense.transitions)),
+    oj.TransitionSet.point(sparse.transitions, ns).optimal_policy(reward),
+    oj.TransitionSet.point(dense.transitions).optimal_policy(reward),
   )
   np.testing.assert_allclose(
     oj.TransitionSet.point(sparse.transitions, ns).occupancy(policy, 0),
