@@ -117,6 +117,8 @@ __all__ = (
   "validate_cmdp",
 )
 
+from optaug_jax._src.deprecation import second_doors as _second_doors  # noqa: E402
+
 # One door per operation: the box's operations are `TransitionSet` methods. The free
 # functions that did the same are deprecated (CHANGELOG) and still answer, with a warning.
 _DEPRECATED = {
@@ -126,16 +128,4 @@ _DEPRECATED = {
 }
 
 
-def __getattr__(name: str):
-  if name in _DEPRECATED:
-    import warnings
-
-    from optaug_jax._src import planning
-
-    warnings.warn(
-      f"oj.{name} is deprecated: use the TransitionSet method, {_DEPRECATED[name]}",
-      DeprecationWarning,
-      stacklevel=2,
-    )
-    return getattr(planning, name)
-  raise AttributeError(f"module 'optaug_jax' has no attribute {name!r}")
+__getattr__ = _second_doors("oj", "optaug_jax", _DEPRECATED)

@@ -12,6 +12,7 @@ from optaug_jax._src.box import (
   box_minimize,
   resolve_fill,
 )
+from optaug_jax._src.deprecation import second_doors as _second_doors
 from optaug_jax._src.estimates import empirical_means
 from optaug_jax._src.planning import (
   STATIONARY_ROLL_MIN_SLOTS,
@@ -43,16 +44,4 @@ _DEPRECATED = {
 }
 
 
-def __getattr__(name: str):
-  if name in _DEPRECATED:
-    import warnings
-
-    from optaug_jax._src import planning
-
-    warnings.warn(
-      f"oj.kernels.{name} is deprecated: use the TransitionSet method, {_DEPRECATED[name]}",
-      DeprecationWarning,
-      stacklevel=2,
-    )
-    return getattr(planning, name)
-  raise AttributeError(f"module 'optaug_jax.kernels' has no attribute {name!r}")
+__getattr__ = _second_doors("oj.kernels", "optaug_jax.kernels", _DEPRECATED)

@@ -236,8 +236,9 @@ def test_a_second_door_in_kernels_is_deprecated_and_still_answers(name, method):
     fn = getattr(oj.kernels, name)
   box = oj.TransitionSet(jnp.full((2, 3, 2, 3), 0.2), jnp.full((2, 3, 2, 3), 0.5))
   reward = jnp.arange(12.0).reshape(2, 3, 2) / 12.0
-  if name == "optimal_policy":
-    np.testing.assert_array_equal(fn(reward, box), box.optimal_policy(reward))
+  if name == "optimal_policy":  # of a known kernel
+    point = oj.TransitionSet.point(jnp.full((2, 3, 2, 3), 1.0 / 3.0))
+    np.testing.assert_array_equal(fn(reward, point), point.optimal_policy(reward))
   else:
     policy = jnp.full((2, 3, 2), 0.5)
     want = box.evaluate(reward, policy)

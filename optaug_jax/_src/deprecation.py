@@ -1,0 +1,27 @@
+"""Second doors to the box's operations: a public module's `__getattr__` that still answers
+for a free function deprecated for its `TransitionSet` method, with a warning."""
+
+from __future__ import annotations
+
+import warnings
+
+from . import planning
+
+
+def second_doors(shown: str, module: str, doors: dict[str, str]):
+  """A module `__getattr__`: `planning.NAME` for each name of `doors` (with a
+  `DeprecationWarning` that names the method, `doors[NAME]`), an `AttributeError`
+  otherwise. `shown`: how users write the module (`oj`, `oj.kernels`); `module`: its
+  import name."""
+
+  def __getattr__(name: str):
+    if name in doors:
+      warnings.warn(
+        f"{shown}.{name} is deprecated: use the TransitionSet method, {doors[name]}",
+        DeprecationWarning,
+        stacklevel=2,
+      )
+      return getattr(planning, name)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+  return __getattr__
