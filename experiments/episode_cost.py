@@ -38,7 +38,7 @@ import jax
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax._src import planning
+from optaug_jax._src.layouts import sparse as sparse_layout
 
 PROBLEMS = {
   # name: (benchmark, its kwargs, setting, bonus scale)
@@ -245,23 +245,23 @@ def measure(args, problem):
 def _compiled_with(unroll_stationary, agent, cmdp, n, keys, state):
   """One chunk of `n` episodes compiled ahead of time with the sparse DP's backward pass over a
   stationary box unrolled whatever its slots (`unroll_stationary`), or by the library's
-  rule (`planning.STATIONARY_ROLL_MIN_SLOTS`). The rule is read while tracing and `oj.run`'s
+  rule (`sparse_layout.STATIONARY_ROLL_MIN_SLOTS`). The rule is read while tracing and `oj.run`'s
   trace is cached: the caches are cleared first; the compiled executable keeps the rule."""
   run = lambda key, st, model: oj.run(agent, key, model, num_episodes=n, state=st)
-  before = planning.STATIONARY_ROLL_MIN_SLOTS
+  before = sparse_layout.STATIONARY_ROLL_MIN_SLOTS
   if unroll_stationary:
-    planning.STATIONARY_ROLL_MIN_SLOTS = 2**31
+    sparse_layout.STATIONARY_ROLL_MIN_SLOTS = 2**31
   try:
     jax.clear_caches()
     compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
   finally:
-    planning.STATIONARY_ROLL_MIN_SLOTS = before
+    sparse_layout.STATIONARY_ROLL_MIN_SLOTS = before
   return lambda keys, state: compiled(keys, state, cmdp)
 
 
 def measure_unroll(args, problem):
   """Each agent's episode by the library's rule (a sparse DP over a stationary box rolled from
-  `planning.STATIONARY_ROLL_MIN_SLOTS` slots) against always unrolled, side by side: the
+  `sparse_layout.STATIONARY_ROLL_MIN_SLOTS` slots) against always unrolled, side by side: the
   same state and keys, the two compiled chunks timed in turns (`--reps` each); their logs
   compared."""
   bench_name, kwargs, setting_name, _ = PROBLEMS[problem]
@@ -377,7 +377,7 @@ def main(argv=None):
     "--unroll-stationary",
     action="store_true",
     help="instead: each agent's episode by the library's rule for a sparse DP over a"
-    " stationary box (rolled from `planning.STATIONARY_ROLL_MIN_SLOTS` slots) against"
+    " stationary box (rolled from `sparse_layout.STATIONARY_ROLL_MIN_SLOTS` slots) against"
     " always unrolled, one chunk after pre-training, timed in turns",
   )
   p.add_argument("--reps", type=int, default=5, help="timed chunks of each (--unroll-stationary)")

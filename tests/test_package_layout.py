@@ -96,8 +96,6 @@ def test_every_step_of_the_paper_has_its_module():
 # `TransitionSet` already holds.
 TAKE_NEXT_STATES = {
   "box.slot_states",  # a slot's index array, clamped for a gather
-  "planning._sparse_backward",  # the sparse passes behind the set's methods
-  "planning._scatter",
   "estimates.update_counts",  # the counts' layout (counts are not a set)
 }
 # ... and the layout's own host-side normalisers, whose subject is the index array itself.
@@ -136,14 +134,91 @@ def _functions_taking(argument):
         continue
       owner = getattr(node, "parent", None)
       name = f"{owner.name}.{node.name}" if isinstance(owner, ast.ClassDef) else node.name
-      found.add(f"{path.stem}.{name}")
-  return {f for f in found if not f.startswith("transition_set.TransitionSet.")}
+      module = path.parent.name if path.stem == "__init__" else path.stem
+      found.add(f"{module}.{name}")
+  # The values that carry the layout and the fill: the set and its layouts.
+  carriers = ("transition_set.TransitionSet.", "layouts.", "dense.Dense.", "sparse.Sparse.")
+  return {f for f in found if not f.startswith(carriers)}
 
 
 def test_only_the_bottom_of_the_stack_takes_the_layout_or_the_fill():
   assert _functions_taking("next_states") == TAKE_NEXT_STATES | NORMALISE_NEXT_STATES
   assert _functions_taking("fill") == TAKE_FILL
   assert len(TAKE_NEXT_STATES) <= 4 and len(TAKE_FILL) <= 4
+
+
+# The modules that may test which layout an array is in (`next_states is None`, `.sparse`):
+# the layouts themselves, the set that holds one, the checks of user arrays in the layout
+# they come in, the CMDP container (its layout conversions), the setting (the support's
+# declaration) and the benchmarks' constructors; and, in the estimates, the two host-side
+# readers of the support's kind (sparse slots, a dense bool mask, or none), which set the
+# counts' mask and count the observations off the support. Everywhere else a layout is a
+# value whose methods do the work (`layouts.of(next_states)`).
+LAYOUT_BRANCHES_ALLOWED = (
+  "layouts/",
+  "transition_set.py",
+  "checking/",
+  "cmdp.py",
+  "setting.py",
+  "benchmarks/",
+)
+LAYOUT_BRANCH_FUNCTIONS_ALLOWED = {"estimates.py": {"empirical_model", "support_violations"}}
+LAYOUT_NAMES = {"next_states", "ns_h", "ns"}
+
+
+def _tests_the_layout(test):
+  for node in ast.walk(test):
+    if isinstance(node, ast.Attribute) and node.attr == "sparse":
+      return True
+    if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+      left = node.left
+      name = left.attr if isinstance(left, ast.Attribute) else getattr(left, "id", None)
+      if name in LAYOUT_NAMES:
+        return True
+  return False
+
+
+def _layout_branches(source):
+  """`(line, function)` of each `if` or conditional expression testing the layout; `None
+  if x is None else f(x)` (an optional array mapped, one arm) is not a branch."""
+  tree = ast.parse(source)
+  found = []
+
+  def visit(node, function):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      function = node.name if function is None else function
+    passthrough = isinstance(node, ast.IfExp) and (
+      isinstance(node.body, ast.Constant) and node.body.value is None
+    )
+    if isinstance(node, (ast.If, ast.IfExp)) and not passthrough and _tests_the_layout(node.test):
+      found.append((node.lineno, function))
+    for child in ast.iter_child_nodes(node):
+      visit(child, function)
+
+  visit(tree, None)
+  return found
+
+
+def test_no_layout_branch_outside_the_layouts():
+  """The recursions, the inner solvers, the agents, the sampler and the LP never ask which
+  layout they are in: `planning.py` holds each recursion once over the set's layout."""
+  src = ROOT / "optaug_jax" / "_src"
+  found = []
+  for path in sorted(src.rglob("*.py")):
+    name = path.relative_to(src).as_posix()
+    if name.startswith(LAYOUT_BRANCHES_ALLOWED):
+      continue
+    allowed = LAYOUT_BRANCH_FUNCTIONS_ALLOWED.get(name, set())
+    found += [
+      f"{name}:{line} ({fn})"
+      for line, fn in _layout_branches(path.read_text())
+      if fn not in allowed
+    ]
+  assert not found, found
+  # The detector finds what it is for.
+  assert _layout_branches("def f(ns_h):\n  if ns_h is None:\n    return 0\n") == [(2, "f")]
+  assert _layout_branches("def f(s):\n  return 1 if s.sparse else 2\n") == [(2, "f")]
+  assert _layout_branches("def f(x):\n  return None if x.next_states is None else 1\n") == []
 
 
 def test_no_module_reads_another_modules_private_names():

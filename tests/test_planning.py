@@ -9,7 +9,7 @@ import references as ref
 import scipy.optimize
 
 import optaug_jax as oj
-from optaug_jax._src import planning
+from optaug_jax._src.layouts import sparse as sparse_layout
 
 
 def _problem(seed, s=4, a=3, h=4, radius=0.3):
@@ -219,7 +219,7 @@ def test_sparse_dp_over_a_stationary_box_rolls_from_the_slot_limit(monkeypatch):
   """`STATIONARY_ROLL_MIN_SLOTS`: a sparse DP over a stationary (`[1, ...]`) box with that
   many slots keeps its backward pass rolled; rolled, unrolled and the dense layout's DP of
   the same box give the same vertex."""
-  n = planning.STATIONARY_ROLL_MIN_SLOTS
+  n = sparse_layout.STATIONARY_ROLL_MIN_SLOTS
   rng = np.random.default_rng(0)
   p = rng.dirichlet(np.ones(n), size=(6, n, 3))
   lower, upper = (jnp.asarray(x) for x in ref.random_box(rng, p, 0.3))
@@ -233,7 +233,7 @@ def test_sparse_dp_over_a_stationary_box_rolls_from_the_slot_limit(monkeypatch):
   rolled_fn = lmo()
   assert "while" in rolled_fn.lower(reward, lower, upper).as_text()
   rolled = rolled_fn(reward, lower, upper)
-  monkeypatch.setattr(planning, "STATIONARY_ROLL_MIN_SLOTS", n + 1)
+  monkeypatch.setattr(sparse_layout, "STATIONARY_ROLL_MIN_SLOTS", n + 1)
   unrolled_fn = lmo()
   assert "while" not in unrolled_fn.lower(reward, lower, upper).as_text()
   chex.assert_trees_all_close(rolled, unrolled_fn(reward, lower, upper), atol=1e-12)

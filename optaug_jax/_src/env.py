@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from . import layouts
 from .cmdp import CMDP
 
 
@@ -35,6 +36,7 @@ def sample_episode(key: jax.Array, cmdp: CMDP, policy: jax.Array) -> Trajectory:
     A `Trajectory`.
   """
   horizon = cmdp.horizon
+  layout = layouts.of(cmdp.next_states)
   keys = jax.random.split(key, horizon)
   xs = (
     keys,
@@ -50,11 +52,10 @@ def sample_episode(key: jax.Array, cmdp: CMDP, policy: jax.Array) -> Trajectory:
     k_a, k_s, k_c, k_d = jax.random.split(k, 4)
     action = jax.random.categorical(k_a, jnp.log(jnp.maximum(pi_h[state], 0.0)))
     # Dense: the draw is the next state; sparse: it is a slot of the row.
-    next_state = jax.random.categorical(k_s, jnp.log(jnp.maximum(p_h[state, action], 0.0))).astype(
+    draw = jax.random.categorical(k_s, jnp.log(jnp.maximum(p_h[state, action], 0.0))).astype(
       jnp.int32
     )
-    if ns_h is not None:
-      next_state = ns_h[state, action, next_state].astype(jnp.int32)
+    next_state = layout.next_state(draw, ns_h, state, action)
     cost = jax.random.bernoulli(k_c, c_h[state, action]).astype(c_h.dtype)
     constraint_cost = jax.random.bernoulli(k_d, d_h[:, state, action]).astype(d_h.dtype)
     return next_state, (state, action, cost, constraint_cost)

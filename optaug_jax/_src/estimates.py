@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import box
+from . import box, layouts
 from . import setting as setting_lib
 from .checking import arguments
 from .env import Trajectory
@@ -138,21 +138,15 @@ def update_counts(
   s, a, s_next = trajectory.states[:-1], trajectory.actions, trajectory.states[1:]
   pooled = counts.transitions.shape[0] == 1 and h.shape[0] > 1
   t_h = jnp.zeros_like(h) if pooled else h
-  found = jnp.ones(h.shape, bool)
-  column = s_next
+  found, column = layouts.of(next_states).count_slot(h, s, a, s_next)
   off_support = counts.off_support
-  if next_states is not None:
-    rows = next_states[jnp.zeros_like(h) if next_states.shape[0] == 1 else h, s, a]  # [H, N]
-    match = rows == s_next[:, None]
-    found = jnp.any(match, axis=-1)
-    column = jnp.argmax(match, axis=-1)
-    if off_support is not None:
-      missed = jnp.sum(~found, dtype=jnp.int32)
-      off_support = jnp.where(
-        off_support > MAX_EPISODES - missed,
-        jnp.asarray(MAX_EPISODES, jnp.int32),
-        off_support + missed,
-      )
+  if off_support is not None:  # the sparse layout's: observed next states without a slot
+    missed = jnp.sum(~found, dtype=jnp.int32)
+    off_support = jnp.where(
+      off_support > MAX_EPISODES - missed,
+      jnp.asarray(MAX_EPISODES, jnp.int32),
+      off_support + missed,
+    )
   if pooled:
     transitions = _saturating_add_at(counts.transitions, (t_h, s, a, column), found)
   else:

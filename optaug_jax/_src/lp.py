@@ -35,7 +35,6 @@ def flow_constraints(
   only, so its size is that of the model's support.
   """
   transitions = np.asarray(kernel.kernel)
-  next_states = kernel.next_states
   steps, num_states, num_actions, width = transitions.shape
   horizon = steps if horizon is None else horizon
   n = horizon * num_states * num_actions
@@ -45,10 +44,7 @@ def flow_constraints(
   vals = [np.ones(n)]
   if horizon > 1:
     p = np.broadcast_to(transitions, (horizon,) + transitions.shape[1:])[:-1]
-    if next_states is None:
-      target = np.broadcast_to(np.arange(width), p.shape)
-    else:
-      target = np.broadcast_to(np.asarray(next_states), (horizon,) + transitions.shape[1:])[:-1]
+    target = kernel.layout.targets((horizon,) + transitions.shape[1:])[:-1]
     h, s, a, k = np.nonzero(p)
     rows.append((h + 1) * num_states + target[h, s, a, k])
     cols.append((h * num_states + s) * num_actions + a)

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import policies
+from . import layouts, policies
 from . import setting as setting_lib
 from .agents import registry
 from .agents.base import Agent, init_agent
@@ -80,10 +80,7 @@ def exact_counts(agent: Agent, cmdp: CMDP) -> Counts:
   if pooled:
     p = p.mean(axis=0, keepdims=True)
   setting = getattr(agent.assumptions, "setting", None)
-  next_states = setting_lib.resolve(setting).next_states()
-  if next_states is not None:
-    ns = np.broadcast_to(np.asarray(next_states), p.shape[:-1] + (next_states.shape[-1],))
-    p = np.where(ns >= 0, np.take_along_axis(p, np.maximum(ns, 0), axis=-1), 0.0)
+  p = layouts.of(setting_lib.resolve(setting).next_states()).entries(p)
   n = np.floor(p * total).astype(np.int64)
   rest = total - n.sum(-1)
   np.put_along_axis(

@@ -1,32 +1,28 @@
 """Dynamic programming in (extended) finite-horizon MDPs.
 
 Every function here is written for ONE problem; callers `jax.vmap`. Array axes follow
-`[H, S, A, S']` (horizon, states, actions, next states). The greedy fill of a transition
-box, which the extended DP calls at every step, is in `box.py`.
-
-Why one file: every pass (backward induction, the forward occupancy, the
-policy evaluations) exists in the dense and in the sparse layout, and the two variants sit
-next to each other so that a reader can check, pass by pass, that they compute the same
-numbers (tests/test_sparse.py checks it); they share the horizon scans and their
-unrolling limits.
+`[H, S, A, W]` (horizon, states, actions, a row's entries: the `S` next states of the dense
+layout or the `N` slots of the sparse one). Each recursion (backward induction, the forward
+passes, the evaluations) is written once, over the horizon scans here; what one step does to
+its rows in a layout (the greedy fill, the row pick, the forward push) is the set's layout's
+(`layouts/`, `TransitionSet.layout`). Nothing here tests the layout; tests/test_sparse.py
+checks that the two give the same numbers.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import box
 from .checking import kernels
 
-# Full float32 accuracy for the small matmuls of the DP (TF32 on GPUs would break the
-# sum-to-one of the filled transition rows at ~1e-3).
-_HIGHEST = lax.Precision.HIGHEST
+if TYPE_CHECKING:  # pragma: no cover
+  from .transition_set import TransitionSet
 
 # Scans over the horizon are unrolled (straight-line code) up to this H: XLA:CPU pays a
 # fixed cost per loop iteration and cannot fuse across iterations; longer horizons keep a
@@ -38,13 +34,6 @@ UNROLL_HORIZON = 32
 # an unrolled scan holds H copies per call and per vmapped seed. A constant, like
 # `UNROLL_HORIZON`. Measurements: docs/design.md, "Tuned constants".
 UNROLL_MAX_ELEMENTS = 2**21
-# ... except the backward pass of a sparse DP over a stationary box (a step axis of length 1,
-# as pooled counts give) with at least this many slots per row: it stays rolled. Unrolled,
-# every step reads the whole box and XLA:CPU recomputes what the slot fill derives from it
-# (its N (N - 1) / 2 pairwise comparisons) in each of the H steps: at 13 slots a DP took 2.5x
-# as long unrolled, at 5 slots a rolled one was slower in a solver loop. A constant, like
-# `UNROLL_HORIZON`. Measurements: docs/design.md, "Tuned constants".
-STATIONARY_ROLL_MIN_SLOTS = 8
 
 
 def scan_horizon(f, init, xs, *, reverse=False, rolled=False):
@@ -62,18 +51,14 @@ def scan_horizon(f, init, xs, *, reverse=False, rolled=False):
   return lax.scan(f, init, xs, reverse=reverse, unroll=bool(unroll))
 
 
-if TYPE_CHECKING:  # pragma: no cover
-  from .transition_set import TransitionSet
-
-
-def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False, roll_stationary=False):
+def horizon_scan(f, init, arrays, horizon: int, *, reverse=False, roll_stationary=False):
   """`scan_horizon` of `f(carry, per_step)` over the `horizon` steps of `arrays`.
 
   An array whose leading (step) axis has length 1 while `horizon > 1` is stationary: every
   step receives its one slice, closed over instead of scanned (no `[H, ...]` copy is made,
   and the slice stays in cache). `None` entries pass through as `None`. With
-  `roll_stationary`, a scan that closes over a stationary array stays rolled
-  (`STATIONARY_ROLL_MIN_SLOTS`).
+  `roll_stationary`, a scan that closes over a stationary array stays rolled (the sparse
+  layout asks for it: `layouts.sparse.STATIONARY_ROLL_MIN_SLOTS`).
   """
   fixed = tuple(x is not None and x.shape[0] == 1 and horizon > 1 for x in arrays)
   xs = tuple(None if is_fixed else x for x, is_fixed in zip(arrays, fixed))
@@ -84,81 +69,6 @@ def _horizon_scan(f, init, arrays, horizon: int, *, reverse=False, roll_stationa
 
   rolled = roll_stationary and any(fixed)
   return scan_horizon(body, init, xs, reverse=reverse, rolled=rolled)
-
-
-# --- The sparse layout -------------------------------------------------------------------
-# A transition-shaped array `[H, S, A, N]` holds, in slot `n` of row `(h, s, a)`, the entry
-# of next state `next_states[h, s, a, n]`; a slot with index -1 is empty (its entries are
-# 0). `next_states` (and every transition-shaped array) may have a step axis of length 1:
-# the same support (or bounds) at every step. Kernels read `v[next_states]` where the dense
-# layout reads `v`, and scatter-add where it multiplies by a matrix, so their work is
-# `S A N` per step instead of `S A S'`.
-
-
-def _sparse_backward(reward, lower, upper, next_states, *, full_transitions: bool = False):
-  """`_backward` in the sparse layout: `(value_1 [S], actions [H, S], p, next states,
-  next_values [H, S])`.
-
-  `p` is `[H, S, N]` (the greedy rows) or, with `full_transitions`, `[H, S, A, N]`; the
-  next states are `[H, S, N]` (greedy rows) or `None` (the caller's `next_states`).
-
-  Each step moves its `[S, A, N]` slices to slot-major `[N, S, A]` (`box.slot_fill`) in
-  cache; a stationary (`[1, ...]`) array is moved once, before the scan.
-  """
-  horizon, num_states = reward.shape[:2]
-  boxes: tuple[Any, ...] = (lower, upper, next_states)
-  fixed = tuple(x.shape[0] == 1 and horizon > 1 for x in boxes)
-  boxes = tuple(jnp.moveaxis(x, -1, 1) if f else x for x, f in zip(boxes, fixed))
-
-  def step(v_next, xs):
-    r_h, *slices = xs
-    lower_h, upper_h, ns_h = (
-      x if f else jnp.moveaxis(x, -1, 0) for x, f in zip(slices, fixed)
-    )  # [N, S, A]
-    expected, p = box.slot_fill(v_next[box.slot_states(ns_h)], lower_h, upper_h)
-    q_values = r_h + expected
-    actions = jnp.argmin(q_values, axis=-1)  # first index on ties
-    if full_transitions:
-      return jnp.min(q_values, axis=-1), (actions, jnp.moveaxis(p, 0, -1), None, v_next)
-    rows = lambda x: jnp.take_along_axis(x, actions[None, :, None], axis=2)[..., 0].T
-    return jnp.min(q_values, axis=-1), (actions, rows(p), rows(ns_h), v_next)
-
-  v0 = jnp.zeros((num_states,), reward.dtype)
-  v1, (actions, p, ns, next_values) = _horizon_scan(
-    step,
-    v0,
-    (reward,) + boxes,
-    horizon,
-    reverse=True,
-    roll_stationary=next_states.shape[-1] >= STATIONARY_ROLL_MIN_SLOTS,
-  )
-  return v1, actions, p, ns, next_values
-
-
-def _scatter(weights: jax.Array, next_states: jax.Array, num_states: int) -> jax.Array:
-  """`d[t] = sum of weights[...] over the slots whose next state is t`, `[S]` (the sparse
-  layout's forward step: a scatter-add where the dense layout has a matrix product)."""
-  return (
-    jnp.zeros((num_states,), weights.dtype)
-    .at[box.slot_states(next_states).reshape(-1)]
-    .add(weights.reshape(-1))
-  )
-
-
-def _sparse_forward_deterministic(
-  actions, greedy_transitions, greedy_next_states, initial_state, num_actions, dtype
-):
-  """`_forward_deterministic` in the sparse layout."""
-  num_states = actions.shape[1]
-  d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
-
-  def step(d, xs):
-    p_h, ns_h = xs
-    return _scatter(d[:, None] * p_h, ns_h, num_states), d
-
-  _, d = scan_horizon(step, d0, (greedy_transitions, greedy_next_states))  # [H, S]
-  q = d[..., None] * jax.nn.one_hot(actions, num_actions, dtype=dtype)
-  return q, d
 
 
 class ExtendedSolution(NamedTuple):
@@ -221,65 +131,56 @@ def occupancy(
   def step(d, xs):
     p_h, pi_h, ns_h = xs
     q_h = d[:, None] * pi_h
-    if ns_h is not None:
-      return _scatter(q_h[..., None] * p_h, ns_h, num_states), q_h
-    return jnp.einsum("sa,sat->t", q_h, p_h, precision=_HIGHEST), q_h
+    return kernel.layout.push(q_h, p_h, ns_h), q_h
 
-  _, q = _horizon_scan(step, d0, (transitions, policy, next_states), horizon)
+  _, q = horizon_scan(step, d0, (transitions, policy, next_states), horizon)
   return q
 
 
-def _backward(reward, lower, upper, *, method: str, full_transitions: bool = False):
+def _backward(reward, transitions: TransitionSet, *, full_transitions: bool = False):
   """Backward induction of the paper's eq. (bw-ind).
 
-  Returns `(value_1 [S], actions [H, S], transitions, next_values [H, S])`, where
-  `next_values[h]` is `V_{h+1}` (the keys of step h's fill) and `transitions` is the greedy
-  slice `[H, S, S']` (all the forward pass needs) or, with `full_transitions`, the
-  minimisers of every `(s, a)`, `[H, S, A, S']`. `method`: the fill of `box_minimize`, as
-  the `TransitionSet` resolved it (`"blocked"` writes the minimisers of the greedy rows
-  only).
+  Returns `(value_1 [S], actions [H, S], transitions, next states, next_values [H, S])`,
+  where `next_values[h]` is `V_{h+1}` (the keys of step h's fill) and `transitions` is the
+  greedy slice `[H, S, W]` (all the forward pass needs; with its slots' next states `[H, S,
+  N]` in the sparse layout, else `None`) or, with `full_transitions`, the minimisers of
+  every `(s, a)`, `[H, S, A, W]` (next states `None`: the set's).
   """
-  num_states = reward.shape[1]
+  layout = transitions.layout
+  horizon, num_states = reward.shape[:2]
+  arrays, to_step, rolled = layout.backward_arrays(transitions.lower, transitions.upper, horizon)
 
   def step(v_next, xs):
-    r_h, lower_h, upper_h = xs
-    if method == "blocked":
-      fill = box.blocked_fill(v_next, lower_h, upper_h)
-      expected = fill.expected  # [S, A]
-    else:
-      expected, p = box.box_minimize(v_next, lower_h, upper_h, method=method)  # [S, A, S']
+    r_h, *slices = xs
+    slices = to_step(slices)
+    expected, filled = layout.fill_step(v_next, slices)
     q_values = r_h + expected
     actions = jnp.argmin(q_values, axis=-1)  # first index on ties
-    if method == "blocked":
-      if full_transitions:
-        p = box.blocked_minimiser(fill, lower_h, upper_h)
-      else:
-        rows = lambda x: jnp.take_along_axis(x, actions[:, None, None], axis=1)[:, 0]
-        p = box.blocked_minimiser(box.take_rows(fill, actions), rows(lower_h), rows(upper_h))
-    elif not full_transitions:
-      p = jnp.take_along_axis(p, actions[:, None, None], axis=1)[:, 0]
-    return jnp.min(q_values, axis=-1), (actions, p, v_next)
+    rows = (
+      layout.minimisers(filled, slices)
+      if full_transitions
+      else layout.rows(filled, actions, slices)
+    )
+    return jnp.min(q_values, axis=-1), (actions, rows, v_next)
 
   v0 = jnp.zeros((num_states,), reward.dtype)
-  v1, (actions, p, next_values) = _horizon_scan(
-    step,
-    v0,
-    (reward, lower, upper),
-    reward.shape[0],
-    reverse=True,
+  v1, (actions, (p, ns), next_values) = horizon_scan(
+    step, v0, (reward,) + arrays, horizon, reverse=True, roll_stationary=rolled
   )
-  return v1, actions, p, next_values
+  return v1, actions, p, ns, next_values
 
 
-def _forward_deterministic(actions, greedy_transitions, initial_state, num_actions, dtype):
-  """Occupancy of a deterministic policy given only its transitions at `(s, a*(s))`."""
+def _forward_deterministic(layout, actions, p_greedy, ns_greedy, initial_state, num_actions, dtype):
+  """Occupancy of a deterministic policy given only its transitions at `(s, a*(s))` (and
+  their next states, sparse layout): `(q [H, S, A], d [H, S])`."""
   num_states = actions.shape[1]
   d0 = jax.nn.one_hot(initial_state, num_states, dtype=dtype)
 
-  def step(d, p_h):
-    return jnp.matmul(d, p_h, precision=_HIGHEST), d
+  def step(d, xs):
+    p_h, ns_h = xs
+    return layout.push_rows(d, p_h, ns_h), d
 
-  _, d = scan_horizon(step, d0, greedy_transitions)  # [H, S]
+  _, d = scan_horizon(step, d0, (p_greedy, ns_greedy))  # [H, S]
   q = d[..., None] * jax.nn.one_hot(actions, num_actions, dtype=dtype)
   return q, d
 
@@ -316,18 +217,10 @@ def extended_lmo(
     greedy_next_states)`; `value == sum(reward * occupancy)` up to rounding.
   """
   kernels.transition_set(transitions, "extended_lmo", check=check)
-  lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
-  if next_states is not None:
-    v1, actions, p_greedy, ns_greedy, next_values = _sparse_backward(
-      reward, lower, upper, next_states
-    )
-    q, d = _sparse_forward_deterministic(
-      actions, p_greedy, ns_greedy, initial_state, reward.shape[-1], reward.dtype
-    )
-  else:
-    v1, actions, p_greedy, next_values = _backward(reward, lower, upper, method=transitions.fill)
-    q, d = _forward_deterministic(actions, p_greedy, initial_state, reward.shape[-1], reward.dtype)
-    ns_greedy = None
+  v1, actions, p_greedy, ns_greedy, next_values = _backward(reward, transitions)
+  q, d = _forward_deterministic(
+    transitions.layout, actions, p_greedy, ns_greedy, initial_state, reward.shape[-1], reward.dtype
+  )
   return LMOSolution(
     value=v1[initial_state],
     occupancy=q,
@@ -337,59 +230,6 @@ def extended_lmo(
     greedy_next_states=ns_greedy,
     next_values=next_values,
   )
-
-
-def _ordered_fill(actions, order_values, transitions: TransitionSet):
-  """The rows `(s, actions[h, s])` of every step filled in the order of `order_values[h]`
-  (the greedy fill of `box.py` with those values as its keys): `(p [H, S, S' or N],
-  next states [H, S, N] or None)`. No step depends on another.
-
-  Sparse rows are picked and filled slot-major (`[N, H, S]`, as `_sparse_backward` fills
-  them), every step at once.
-  """
-  horizon = actions.shape[0]
-  lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
-  method = transitions.fill
-  if next_states is None:
-
-    def rows(x, a):  # [S, A, S'] -> [S, S'], row (s, a[s]): selects, not a gather
-      out = x[:, 0]
-      for b in range(1, x.shape[1]):
-        out = jnp.where((a == b)[:, None], x[:, b], out)
-      return out
-
-    def dense_step(carry, xs):
-      a_h, w_h, lower_h, upper_h = xs
-      return carry, box.box_minimize(w_h, rows(lower_h, a_h), rows(upper_h, a_h), method=method)[1]
-
-    _, p = _horizon_scan(dense_step, None, (actions, order_values, lower, upper), horizon)
-    return p, None
-
-  # Sparse: every step's rows at once, slot-major `[N, H, S]` (no scan: a step's rows are
-  # `S N` entries, and a scan step per `h` costs more than its fill; a stationary `[1, ...]`
-  # array broadcasts). The policy's rows are picked by a chain of selects over the `A`
-  # actions (exact, and vectorised where a gather is not) before the slot axis moves first,
-  # and the slot-major arrays come out of a `lax.map` over the slots, whose outputs are
-  # buffers (the barrier keeps XLA from forwarding its inputs past the loop): fused into
-  # the fill instead, the picks, the transposes and the gather of the keys
-  # `order_values[h, ns[h, s]]` are evaluated again for each of its `N` fusions (lost_sales,
-  # 13 slots: the re-fill 45% cheaper, the same bits).
-  steps = jnp.arange(horizon)[:, None] * order_values.shape[-1]
-  flat = order_values.reshape(-1)
-
-  def pick(x):  # [H or 1, S, A, N] -> [N, H, S], the entries of the policy's rows
-    out = x[:, :, 0]
-    for a in range(1, x.shape[2]):
-      out = jnp.where((actions == a)[..., None], x[:, :, a], out)
-    return jnp.moveaxis(jnp.broadcast_to(out, actions.shape + x.shape[-1:]), -1, 0)
-
-  def slot(rows):
-    lo, up, ns = jax.lax.optimization_barrier(rows)
-    return lo, up, ns, flat[box.slot_states(ns) + steps]
-
-  lo, up, ns, keys = jax.lax.map(slot, (pick(lower), pick(upper), pick(next_states)))
-  _, p = box.slot_fill(keys, lo, up)
-  return jnp.moveaxis(p, 0, -1), jnp.moveaxis(ns, 0, -1)
 
 
 def policy_vertex(
@@ -422,13 +262,11 @@ def policy_vertex(
     `next_values` are the given ones).
   """
   kernels.transition_set(transitions, "policy_vertex", check=check)
-  p, ns = _ordered_fill(actions, order_values, transitions)
-  if transitions.next_states is not None:
-    q, d = _sparse_forward_deterministic(
-      actions, p, ns, initial_state, reward.shape[-1], reward.dtype
-    )
-  else:
-    q, d = _forward_deterministic(actions, p, initial_state, reward.shape[-1], reward.dtype)
+  layout = transitions.layout
+  p, ns = layout.ordered_fill(actions, order_values, transitions.lower, transitions.upper)
+  q, d = _forward_deterministic(
+    layout, actions, p, ns, initial_state, reward.shape[-1], reward.dtype
+  )
   return LMOSolution(
     value=jnp.sum(reward * q),
     occupancy=q,
@@ -466,20 +304,11 @@ def extended_value_iteration(
     `ExtendedSolution(value, policy, transitions)`; `transitions` is `[H, S, A, N]` in the
     sparse layout (slots of the set's `next_states`).
   """
-  lower, upper, next_states = transitions.lower, transitions.upper, transitions.next_states
   kernels.transition_set(transitions, "extended_value_iteration", check=check)
   chex.assert_rank(reward, 3)
-  width = reward.shape[1] if next_states is None else next_states.shape[-1]
-  chex.assert_shape(lower, (None,) + reward.shape[1:] + (width,))
+  chex.assert_shape(transitions.lower, (None,) + reward.shape[1:] + (transitions.width,))
   kernels.initial_state(initial_state, reward.shape[1], "extended_value_iteration", check=check)
-  if next_states is not None:
-    v1, actions, minimisers, _, _ = _sparse_backward(
-      reward, lower, upper, next_states, full_transitions=True
-    )
-  else:
-    v1, actions, minimisers, _ = _backward(
-      reward, lower, upper, full_transitions=True, method=transitions.fill
-    )
+  v1, actions, minimisers, _, _ = _backward(reward, transitions, full_transitions=True)
   policy = jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)
   return ExtendedSolution(value=v1[initial_state], policy=policy, transitions=minimisers)
 
@@ -502,20 +331,15 @@ def optimistic_policy_evaluation(
     `(values [H, S], q_values [H, S, A])`; `values[0, s_1]` is the optimistic value.
   """
   kernels.transition_set(transitions, "optimistic_policy_evaluation", check=check)
-  fill = transitions.fill
 
   def step(v_next, xs):
     r_h, pi_h, lower_h, upper_h, ns_h = xs
-    if ns_h is None:
-      expected = box.box_expectation(v_next, lower_h, upper_h, fill)
-    else:
-      expected, _ = box.row_fill(v_next[box.slot_states(ns_h)], lower_h, upper_h)
-    q_values = r_h + expected
+    q_values = r_h + transitions.layout.expectation(v_next, lower_h, upper_h, ns_h)
     v = jnp.sum(pi_h * q_values, axis=-1)
     return v, (v, q_values)
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
-  _, (values, q_values) = _horizon_scan(
+  _, (values, q_values) = horizon_scan(
     step,
     v0,
     (reward, policy, transitions.lower, transitions.upper, transitions.next_states),
@@ -540,15 +364,11 @@ def optimal_policy(reward: jax.Array, kernel: TransitionSet, *, check: bool = Fa
 
   def step(v_next, xs):
     r_h, p_h, ns_h = xs
-    if ns_h is None:
-      expected = jnp.matmul(p_h, v_next, precision=_HIGHEST)
-    else:
-      expected = jnp.sum(p_h * v_next[box.slot_states(ns_h)], axis=-1)
-    q_values = r_h + expected
+    q_values = r_h + kernel.layout.kernel_expectation(p_h, v_next, ns_h)
     return jnp.min(q_values, axis=-1), jnp.argmin(q_values, axis=-1)
 
   v0 = jnp.zeros((reward.shape[1],), reward.dtype)
-  _, actions = _horizon_scan(
+  _, actions = horizon_scan(
     step, v0, (reward, kernel.kernel, kernel.next_states), reward.shape[0], reverse=True
   )
   return jax.nn.one_hot(actions, reward.shape[2], dtype=reward.dtype)

@@ -153,6 +153,26 @@ class Setting:
     dtype = getattr(self.support, "dtype", None)
     return np.dtype(np.asarray(self.support).dtype if dtype is None else dtype) != bool
 
+  def check_fits(self, num_states: int, num_actions: int) -> None:
+    """`ValueError` where a sparse support's next states are not `[.., S, A, N]` rows of
+    `num_states` states and `num_actions` actions."""
+    next_states = self.next_states()
+    if next_states is not None and next_states.shape[-3:-1] != (num_states, num_actions):
+      raise ValueError(
+        f"setting.support: next states of shape {next_states.shape} do not fit"
+        f" {num_states} states and {num_actions} actions"
+      )
+
+  def check_dense(self, agent: str) -> None:
+    """Refuses a sparse support for an LP agent: its LPs have `H S A S'` variables (no
+    sparse form; `to_dense(cmdp)` and a bool support give the dense layout)."""
+    if self.sparse:
+      raise ValueError(
+        f"setting.support: {agent} solves LPs over H*S*A*S' variables and has no"
+        " sparse layout; give the support as a bool [.., S, A, S'] array"
+        " (oj.to_dense(cmdp) for the CMDP)"
+      )
+
   def next_states(self) -> jax.Array | None:
     """The sparse layout's next states `[H, S, A, N]` int32, or `[1, S, A, N]` when the
     support has no step axis or the setting is stationary (its steps are then the same,

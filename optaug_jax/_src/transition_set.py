@@ -4,6 +4,9 @@ A `TransitionSet` holds the box `[lower, upper]` of every row `(h, s, a)` (inter
 the simplex), its layout (dense `[H or 1, S, A, S']`, or the sparse layout's slots `[H or 1,
 S, A, N]` of `next_states`; a step axis of length 1 is the same box at every step) and the
 greedy-fill formulation its DPs use (static, resolved for its width: `box.resolve_fill`).
+The layout is a type (`layouts.Dense`, `layouts.Sparse`: `TransitionSet.layout`), which
+holds what one step of a recursion does to the rows (the fill, the row pick, the forward
+push); `planning.py` writes each recursion once against it.
 Everything that optimises or evaluates over the set goes through it, so no caller threads
 the layout or the fill: `lmo` (one extended DP, the oracle of every inner solver),
 `vertex` (a named vertex filled again in this box), `value_iteration` and `evaluate`.
@@ -21,10 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import numpy as np
 from jax.typing import ArrayLike
 
-from . import box, planning
+from . import box, layouts, planning
 from .checking import arguments, kernels
 
 
@@ -36,7 +38,7 @@ class TransitionSet:
   known kernel with `TransitionSet.point(kernel, next_states)`.
   """
 
-  __slots__ = ("lower", "upper", "next_states", "fill", "is_point", "checked")
+  __slots__ = ("lower", "upper", "layout", "is_point", "checked")
 
   def __init__(
     self,
@@ -47,7 +49,7 @@ class TransitionSet:
   ):
     self.lower: Any = lower  # arrays (host arrays too, e.g. for the LP), or tracers
     self.upper: Any = upper
-    self.next_states: Any = next_states
+    self.layout: layouts.Layout = layouts.of(next_states, fill)  # unresolved until checked
     self.is_point = False
     # Shapes and dtypes always; the numbers when concrete (`checks.transition_set`): a
     # ValueError naming the field and the first row that holds no kernel.
@@ -56,8 +58,7 @@ class TransitionSet:
     # Whether the numbers were checked here (a set rebuilt from its leaves, by `vmap`,
     # `jax.tree.map` or `replace`, is checked by the kernels it is passed to).
     self.checked = not arguments.traced(lower, upper, next_states)
-    width = np.shape(lower if next_states is None else next_states)[-1]
-    self.fill = box.resolve_fill(fill, width)
+    self.layout = layouts.of(next_states, box.resolve_fill(fill, self.layout.width(lower)))
 
   @classmethod
   def point(
@@ -78,18 +79,19 @@ class TransitionSet:
   @classmethod
   def tree_unflatten(cls, aux, children):
     out = object.__new__(cls)  # no checks: the children may be tracers or placeholders
-    out.fill, out.is_point = aux
+    fill, out.is_point = aux
     out.checked = False
     if out.is_point:
-      out.lower, out.next_states = children
+      out.lower, next_states = children
       out.upper = out.lower
     else:
-      out.lower, out.upper, out.next_states = children
+      out.lower, out.upper, next_states = children
+    out.layout = layouts.of(next_states, fill)
     return out
 
   def __repr__(self) -> str:
     shape = getattr(self.lower, "shape", None)
-    layout = "dense" if self.next_states is None else "sparse"
+    layout = "sparse" if self.sparse else "dense"
     kind = "point, " if self.is_point else ""
     return f"TransitionSet({kind}{layout}, lower {shape}, fill={self.fill!r})"
 
@@ -106,9 +108,26 @@ class TransitionSet:
     )
 
   @property
+  def next_states(self) -> Any:
+    """`[H or 1, S, A, N]` int, the next state of each slot (sparse layout); `None`
+    (dense)."""
+    return self.layout.next_states
+
+  @property
+  def fill(self) -> str:
+    """The dense layout's greedy-fill formulation, resolved for the width
+    (`box.resolve_fill`)."""
+    return self.layout.fill
+
+  @property
   def sparse(self) -> bool:
     """Whether the set is in the sparse layout (`next_states` given)."""
-    return self.next_states is not None
+    return self.layout.sparse
+
+  @property
+  def width(self) -> int:
+    """`W`, the entries of a row: `S'` next states (dense) or `N` slots (sparse)."""
+    return self.layout.width(self.lower)
 
   @property
   def kernel(self) -> jax.Array:

@@ -212,12 +212,8 @@ def init_state(
   if not jnp.issubdtype(thresholds.dtype, jnp.floating):
     thresholds = thresholds.astype(jnp.zeros(()).dtype)
   num_constraints = thresholds.shape[-1]
+  setting.check_fits(num_states, num_actions)
   next_states = setting.next_states()
-  if next_states is not None and next_states.shape[-3:-1] != (num_states, num_actions):
-    raise ValueError(
-      f"setting.support: next states of shape {next_states.shape} do not fit"
-      f" {num_states} states and {num_actions} actions"
-    )
   counts = estimates.init_counts(
     num_states=num_states,
     num_actions=num_actions,
@@ -326,17 +322,6 @@ def model_fn(
     )
 
   return build
-
-
-def check_dense(agent: str, setting: setting_lib.Setting | None) -> None:
-  """Refuses a sparse support for an LP agent: its LPs have `H S A S'` variables (no sparse
-  form; `to_dense(cmdp)` and a bool support give the dense layout)."""
-  if setting is not None and setting_lib.resolve(setting).sparse:
-    raise ValueError(
-      f"setting.support: {agent} solves LPs over H*S*A*S' variables and has no"
-      " sparse layout; give the support as a bool [.., S, A, S'] array"
-      " (oj.to_dense(cmdp) for the CMDP)"
-    )
 
 
 def as_schedule(eta: Schedule) -> Callable[[jax.Array], jax.Array]:

@@ -76,7 +76,7 @@ def optcmdp(
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
-  base.check_dense("optcmdp", setting)
+  setting_lib.resolve(setting).check_dense("optcmdp")
 
   def plan(state: base.AgentState):
     model = optimistic_model(state.counts)

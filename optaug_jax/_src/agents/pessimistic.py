@@ -195,7 +195,7 @@ def dope(
   arguments.check_choice("bonus_next_states", bonus_next_states, ("support", "all"))
   resolved = setting_lib.resolve(setting)
   radius_delta = resolved.resolved_delta if delta is None else delta
-  base.check_dense("dope", setting)
+  setting_lib.resolve(setting).check_dense("dope")
   empirical = base.model_fn(
     num_episodes=num_episodes,
     delta=delta,
@@ -320,7 +320,7 @@ def optpess_lp(
     `dope`'s (`lp_feasible` is also False in the episodes the baseline test picks `pi_b`).
   """
   _check_common(num_episodes, safe_policy, slack, None, cmdp)
-  base.check_dense("optpess_lp", setting)
+  setting_lib.resolve(setting).check_dense("optpess_lp")
   empirical = base.model_fn(
     num_episodes=num_episodes,
     delta=delta,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import box, planning
+from .. import planning
 from ..transition_set import TransitionSet
 
 
@@ -29,14 +29,7 @@ def transitions_from_z(z, transitions: TransitionSet):
   """Eq. (retrieve-p); where `q_h(s, a) = 0`, a fixed point of the box `transitions` (lower
   + fill, in the order of the next states' indices). Sparse layout: `z` and the result are
   slots."""
-  lower, upper = transitions.lower, transitions.upper
-  next_states = transitions.next_states
-  if next_states is None:
-    num_states = z.shape[-1]
-    order = jnp.arange(num_states, dtype=z.dtype)
-    _, fallback = box.box_minimize(order, lower, upper, method=transitions.fill)
-  else:
-    _, fallback = box.row_fill(next_states.astype(z.dtype), lower, upper)
+  fallback = transitions.layout.index_order_point(transitions.lower, transitions.upper, z.dtype)
   total = jnp.sum(z, axis=-1, keepdims=True)
   tiny = jnp.finfo(z.dtype).tiny
   safe_total = jnp.where(total > tiny, total, 1.0)

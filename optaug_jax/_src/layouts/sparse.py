@@ -1,0 +1,170 @@
+"""The sparse layout: a row holds `N` slots, slot `n` of row `(h, s, a)` is next state
+`next_states[h, s, a, n]` (-1: an empty slot, whose entries are 0).
+
+`next_states` (and every transition-shaped array) may have a step axis of length 1: the
+same support (or bounds) at every step. Kernels read `v[next_states]` where the dense layout
+reads `v`, and scatter-add where it multiplies by a matrix, so their work is `S A N` per
+step instead of `S A S'`. A step's rows are filled slot-major (`[N, S, A]`, `box.slot_fill`)
+in cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import box
+
+# A sparse DP over a stationary box (a step axis of length 1, as pooled counts give) with at
+# least this many slots per row keeps its backward pass rolled. Unrolled, every step reads
+# the whole box and XLA:CPU recomputes what the slot fill derives from it (its N (N - 1) / 2
+# pairwise comparisons) in each of the H steps: at 13 slots a DP took 2.5x as long
+# unrolled, at 5 slots a rolled one was slower in a solver loop. A constant, like
+# `planning.UNROLL_HORIZON` (`oj.kernels.STATIONARY_ROLL_MIN_SLOTS` is a read-only copy).
+# Measurements: docs/design.md, "Tuned constants".
+STATIONARY_ROLL_MIN_SLOTS = 8
+
+
+def scatter(weights: jax.Array, slots: jax.Array, num_states: int) -> jax.Array:
+  """`d[t] = sum of weights[...] over the slots whose next state is t`, `[S]` (a forward
+  step: a scatter-add where the dense layout has a matrix product)."""
+  return (
+    jnp.zeros((num_states,), weights.dtype)
+    .at[box.slot_states(slots).reshape(-1)]
+    .add(weights.reshape(-1))
+  )
+
+
+class Sparse:
+  """The sparse layout (see the package docstring for the interface): `next_states` `[H or
+  1, S, A, N]` int; `fill` is only reported (slots are always filled by `box.slot_fill`)."""
+
+  __slots__ = ("fill", "next_states")
+  sparse = True
+
+  def __init__(self, next_states: Any, fill: str):
+    self.next_states = next_states
+    self.fill = fill
+
+  def width(self, lower: Any) -> int:
+    """`W`, the entries of a row (`N` slots)."""
+    del lower
+    return np.shape(self.next_states)[-1]
+
+  # --- the backward pass ------------------------------------------------------------------
+
+  def backward_arrays(self, lower, upper, horizon: int):
+    """`(arrays, to_step, rolled)`: the box and its slots for a backward pass, a stationary
+    (`[1, ...]`) array moved to slot-major `[1, N, S, A]` once, before the scan; `to_step`
+    moves the other arrays' step slices `[S, A, N]` to slot-major in the step; `rolled`:
+    a stationary box with at least `STATIONARY_ROLL_MIN_SLOTS` slots keeps the scan
+    rolled."""
+    arrays: tuple[Any, ...] = (lower, upper, self.next_states)
+    fixed = tuple(x.shape[0] == 1 and horizon > 1 for x in arrays)
+    arrays = tuple(jnp.moveaxis(x, -1, 1) if f else x for x, f in zip(arrays, fixed))
+
+    def to_step(slices):
+      return tuple(x if f else jnp.moveaxis(x, -1, 0) for x, f in zip(slices, fixed))
+
+    rolled = self.next_states.shape[-1] >= STATIONARY_ROLL_MIN_SLOTS
+    return arrays, to_step, rolled
+
+  def fill_step(self, v_next: jax.Array, slices) -> tuple[jax.Array, jax.Array]:
+    """`(expected [S, A], p [N, S, A])`: the greedy fill of every row of a step over its
+    slots (slot-major slices from `to_step`) in the order of `v_next [S]`."""
+    lower_h, upper_h, ns_h = slices
+    return box.slot_fill(v_next[box.slot_states(ns_h)], lower_h, upper_h)
+
+  def rows(self, filled, actions: jax.Array, slices) -> tuple[jax.Array, jax.Array]:
+    """The rows `(s, actions[s])`: `(p [S, N], their next states [S, N])`."""
+    rows = lambda x: jnp.take_along_axis(x, actions[None, :, None], axis=2)[..., 0].T
+    return rows(filled), rows(slices[2])
+
+  def minimisers(self, filled, slices) -> tuple[jax.Array, None]:
+    """The minimisers of every row: `(p [S, A, N], None)` (slots of the set's
+    `next_states`)."""
+    del slices
+    return jnp.moveaxis(filled, 0, -1), None
+
+  # --- forward pushes and a step's means ---------------------------------------------------
+
+  def push_rows(self, d: jax.Array, p_h: jax.Array, ns_h: jax.Array) -> jax.Array:
+    """`d'` through the rows `p_h [S, N]` (next states `ns_h [S, N]`) of a deterministic
+    policy: a scatter-add."""
+    return scatter(d[:, None] * p_h, ns_h, d.shape[0])
+
+  def push(self, q_h: jax.Array, p_h: jax.Array, ns_h: jax.Array) -> jax.Array:
+    """`d'[t] = sum of q_h[s, a] p_h[s, a, n]` over the slots whose next state is `t`."""
+    return scatter(q_h[..., None] * p_h, ns_h, q_h.shape[0])
+
+  def expectation(self, v_next, lower_h, upper_h, ns_h) -> jax.Array:
+    """`[S, A]` minimum of `p . v_next` over each row's box (`box.row_fill`)."""
+    return box.row_fill(v_next[box.slot_states(ns_h)], lower_h, upper_h)[0]
+
+  def kernel_expectation(self, p_h, v_next, ns_h) -> jax.Array:
+    """`[S, A]` mean of `v_next` under the kernel's slots `p_h [S, A, N]`."""
+    return jnp.sum(p_h * v_next[box.slot_states(ns_h)], axis=-1)
+
+  # --- a named vertex, fixed points, indices -----------------------------------------------
+
+  def ordered_fill(self, actions, order_values, lower, upper) -> tuple[jax.Array, jax.Array]:
+    """The rows `(s, actions[h, s])` of every step filled in the order of
+    `order_values[h]`: `(p [H, S, N], next states [H, S, N])`.
+
+    Every step's rows at once, slot-major `[N, H, S]` (no scan: a step's rows are `S N`
+    entries, and a scan step per `h` costs more than its fill; a stationary `[1, ...]`
+    array broadcasts). The policy's rows are picked by a chain of selects over the `A`
+    actions (exact, and vectorised where a gather is not) before the slot axis moves
+    first, and the slot-major arrays come out of a `lax.map` over the slots, whose outputs
+    are buffers (the barrier keeps XLA from forwarding its inputs past the loop): fused
+    into the fill instead, the picks, the transposes and the gather of the keys
+    `order_values[h, ns[h, s]]` are evaluated again for each of its `N` fusions
+    (lost_sales, 13 slots: the re-fill 45% cheaper, the same bits).
+    """
+    horizon = actions.shape[0]
+    steps = jnp.arange(horizon)[:, None] * order_values.shape[-1]
+    flat = order_values.reshape(-1)
+
+    def pick(x):  # [H or 1, S, A, N] -> [N, H, S], the entries of the policy's rows
+      out = x[:, :, 0]
+      for a in range(1, x.shape[2]):
+        out = jnp.where((actions == a)[..., None], x[:, :, a], out)
+      return jnp.moveaxis(jnp.broadcast_to(out, actions.shape + x.shape[-1:]), -1, 0)
+
+    def slot(rows):
+      lo, up, ns = jax.lax.optimization_barrier(rows)
+      return lo, up, ns, flat[box.slot_states(ns) + steps]
+
+    lo, up, ns, keys = jax.lax.map(slot, (pick(lower), pick(upper), pick(self.next_states)))
+    _, p = box.slot_fill(keys, lo, up)
+    return jnp.moveaxis(p, 0, -1), jnp.moveaxis(ns, 0, -1)
+
+  def index_order_point(self, lower, upper, dtype) -> jax.Array:
+    """The box's point filled in the order of the slots' next states."""
+    return box.row_fill(self.next_states.astype(dtype), lower, upper)[1]
+
+  def targets(self, shape: tuple[int, ...]) -> np.ndarray:
+    """The next state of every slot of a `shape` (`[H, S, A, N]`) array, on the host (-1:
+    empty)."""
+    return np.broadcast_to(np.asarray(self.next_states), shape)
+
+  def entries(self, dense: np.ndarray) -> np.ndarray:
+    """A dense `[..., S']` array in this layout, on the host: its entries at the slots
+    (`[..., N]`, 0 in an empty slot)."""
+    ns = np.asarray(self.next_states)
+    ns = np.broadcast_to(ns, dense.shape[:-1] + ns.shape[-1:])
+    return np.where(ns >= 0, np.take_along_axis(dense, np.maximum(ns, 0), axis=-1), 0.0)
+
+  def next_state(self, draw: jax.Array, ns_h: jax.Array, state, action) -> jax.Array:
+    """The next state of slot `draw` of row `(state, action)`."""
+    return ns_h[state, action, draw].astype(jnp.int32)
+
+  def count_slot(self, steps, states, actions, observed):
+    """`(found, slot)`: the slot of each observed `(h, s, a, s')` (`found`: it has one)."""
+    ns = self.next_states
+    rows = ns[jnp.zeros_like(steps) if ns.shape[0] == 1 else steps, states, actions]  # [H, N]
+    match = rows == observed[:, None]
+    return jnp.any(match, axis=-1), jnp.argmax(match, axis=-1)
