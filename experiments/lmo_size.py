@@ -44,7 +44,7 @@ import numpy as np
 from perf import common  # benchmark.py's solver-loop inputs, LOOP_LMOS, the hardware record
 
 import optaug_jax as oj
-from optaug_jax._src import box, planning
+from optaug_jax._src import box, horizon
 from optaug_jax.experiment import cli, result_files
 
 FILLS = oj.kernels.FILL_METHODS
@@ -97,14 +97,14 @@ def _loop_fn(fill):
 
 @contextlib.contextmanager
 def _scan_policy(max_elements):
-  """Traces inside use `max_elements` as `planning.UNROLL_MAX_ELEMENTS` (measurement
+  """Traces inside use `max_elements` as `horizon.UNROLL_MAX_ELEMENTS` (measurement
   only: the functions must be compiled inside the block)."""
-  saved = planning.UNROLL_MAX_ELEMENTS
-  planning.UNROLL_MAX_ELEMENTS = max_elements
+  saved = horizon.UNROLL_MAX_ELEMENTS
+  horizon.UNROLL_MAX_ELEMENTS = max_elements
   try:
     yield
   finally:
-    planning.UNROLL_MAX_ELEMENTS = saved
+    horizon.UNROLL_MAX_ELEMENTS = saved
 
 
 def _compiled(fn, args):
@@ -210,7 +210,7 @@ def unroll_section(args):
     f"unroll: horizon scans unrolled vs rolled; one problem (A={args.actions}"
     f" H={args.horizon}, ms) and {args.crossover_seeds} seeds in the solver loop (A=4"
     f" H=10, us per seed and LMO); the library unrolls while H * (elements of a step)"
-    f" <= {planning.UNROLL_MAX_ELEMENTS}"
+    f" <= {horizon.UNROLL_MAX_ELEMENTS}"
   )
   rows = []
   modes = (("unrolled", 2**62), ("rolled", 0))
@@ -308,7 +308,7 @@ def main(argv=None):
     "hardware": hw,
     "default_fill": oj.kernels.DEFAULT_FILL,
     "auto_blocked_min_states": oj.kernels.AUTO_BLOCKED_MIN_STATES,
-    "unroll_max_elements": planning.UNROLL_MAX_ELEMENTS,
+    "unroll_max_elements": horizon.UNROLL_MAX_ELEMENTS,
   }
   if args.sizes:
     results["size"] = size_section(args)

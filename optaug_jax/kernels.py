@@ -14,8 +14,8 @@ from optaug_jax._src.box import (
 )
 from optaug_jax._src.deprecation import second_doors as _second_doors
 from optaug_jax._src.estimates import empirical_means
+from optaug_jax._src.horizon import UNROLL_HORIZON, UNROLL_MAX_ELEMENTS, scan_horizon
 from optaug_jax._src.layouts.sparse import STATIONARY_ROLL_MIN_SLOTS
-from optaug_jax._src.planning import UNROLL_HORIZON, UNROLL_MAX_ELEMENTS, scan_horizon
 
 __all__ = (
   "AUTO_BLOCKED_MIN_STATES",

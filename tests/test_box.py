@@ -16,7 +16,7 @@ import references as ref
 import scipy.optimize
 
 import optaug_jax as oj
-from optaug_jax._src import box, planning
+from optaug_jax._src import box, horizon
 
 # 130 cases, ~3.5 min on one core: the slow suite (CI runs it; the default fill below
 # 128 next states is "matmul", which the default suite covers).
@@ -185,7 +185,7 @@ def test_blocked_lmo_gradients_match_the_matmul_fill(block_size, rolled, monkeyp
   """`jax.grad` of the LMO value through both fills, on the unrolled and the rolled
   horizon scan, at a generic point (no ties): the same piecewise-linear function."""
   if rolled:
-    monkeypatch.setattr(planning, "UNROLL_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(horizon, "UNROLL_MAX_ELEMENTS", 0)
   reward, lower, upper = (jnp.asarray(x) for x in _dp_problem(21, 9))
   grad = lambda fill: jax.jit(
     jax.grad(
@@ -312,7 +312,7 @@ def test_rolled_and_unrolled_horizon_scans_agree(monkeypatch):
   unrolled_fn = lmos()
   assert "while" not in unrolled_fn.lower(reward, lower, upper).as_text()
   unrolled = unrolled_fn(reward, lower, upper)
-  monkeypatch.setattr(planning, "UNROLL_MAX_ELEMENTS", 0)
+  monkeypatch.setattr(horizon, "UNROLL_MAX_ELEMENTS", 0)
   rolled_fn = lmos()
   assert "while" in rolled_fn.lower(reward, lower, upper).as_text()
   chex.assert_trees_all_close(unrolled, rolled_fn(reward, lower, upper), atol=1e-12)

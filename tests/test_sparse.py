@@ -12,7 +12,7 @@ import pytest
 
 import optaug_jax as oj
 from optaug_jax import lp as oj_lp
-from optaug_jax._src import estimates
+from optaug_jax._src import estimates, layouts
 from optaug_jax._src.agents import base
 from optaug_jax._src.env import Trajectory
 
@@ -508,3 +508,40 @@ def test_merge_repeated_next_states_names_bad_input():
     oj.merge_repeated_next_states(np.array([[0, -1, -1]]), p)
   float32 = oj.merge_repeated_next_states(ns, p.astype(np.float32))[1]
   assert float32.dtype == np.float32 and float32.tolist() == [[1.0, 0.0, 0.0]]
+
+
+def test_the_layouts_index_operations_against_numpy_loops():
+  """`layouts.Dense`/`Sparse`: the entries of a dense array at the slots, the next state of
+  every entry, a sampled slot's next state and an observed next state's slot, against
+  loops over the rows (and `to_sparse` for the entries)."""
+  dense_cmdp = oj.benchmarks.gridworld(size=4).cmdp
+  cmdp = oj.to_sparse(dense_cmdp)
+  ns = np.asarray(cmdp.next_states)
+  p = np.asarray(dense_cmdp.transitions, np.float64)
+  sparse, dense = layouts.of(cmdp.next_states), layouts.of(None)
+  assert sparse.sparse and not dense.sparse
+  np.testing.assert_allclose(sparse.entries(p), np.asarray(cmdp.transitions), rtol=1e-6)
+  assert dense.entries(p) is p
+  targets = sparse.targets(ns.shape)
+  dense_targets = dense.targets(p.shape)
+  h, s, a, n = ns.shape
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    i, j, k, m = (int(rng.integers(d)) for d in (h, s, a, n))
+    assert targets[i, j, k, m] == ns[i, j, k, m]
+    assert dense_targets[i, j, k, m] == m
+    assert int(sparse.next_state(jnp.int32(m), jnp.asarray(ns[i]), j, k)) == ns[i, j, k, m]
+    assert int(dense.next_state(jnp.int32(m), None, j, k)) == m
+  steps = jnp.arange(h)
+  states = jnp.asarray(rng.integers(s, size=h))
+  actions = jnp.asarray(rng.integers(a, size=h))
+  observed = jnp.asarray(rng.integers(s, size=h))
+  found, slot = jax.jit(sparse.count_slot)(steps, states, actions, observed)
+  for t in range(h):
+    row = list(ns[t, int(states[t]), int(actions[t])])
+    hit = int(observed[t]) in row
+    assert bool(found[t]) == hit
+    if hit:
+      assert int(slot[t]) == row.index(int(observed[t]))
+  found, entry = dense.count_slot(steps, states, actions, observed)
+  assert bool(jnp.all(found)) and bool(jnp.all(entry == observed))

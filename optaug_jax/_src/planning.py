@@ -6,69 +6,22 @@ layout or the `N` slots of the sparse one). Each recursion (backward induction, 
 passes, the evaluations) is written once, over the horizon scans here; what one step does to
 its rows in a layout (the greedy fill, the row pick, the forward push) is the set's layout's
 (`layouts/`, `TransitionSet.layout`). Nothing here tests the layout; tests/test_sparse.py
-checks that the two give the same numbers.
+checks that the two give the same numbers. The functions take a `TransitionSet`; they are
+typed with the protocol of what they read of it (`layouts.TransitionSetLike`), so that the
+set, whose methods call them, sits above this module.
 """
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from .checking import kernels
-
-if TYPE_CHECKING:  # pragma: no cover
-  from .transition_set import TransitionSet
-
-# Scans over the horizon are unrolled (straight-line code) up to this H: XLA:CPU pays a
-# fixed cost per loop iteration and cannot fuse across iterations; longer horizons keep a
-# rolled loop (compile time would grow with H). A constant: `oj.kernels.UNROLL_HORIZON` is
-# a read-only copy. Measurements: docs/design.md, "Tuned constants".
-UNROLL_HORIZON = 32
-# ... and only while H times the largest per-step slice (elements of one problem) stays
-# below this: an unrolled step copies its slice into a buffer of its own before a dot, so
-# an unrolled scan holds H copies per call and per vmapped seed. A constant, like
-# `UNROLL_HORIZON`. Measurements: docs/design.md, "Tuned constants".
-UNROLL_MAX_ELEMENTS = 2**21
-
-
-def scan_horizon(f, init, xs, *, reverse=False, rolled=False):
-  """`lax.scan` over the leading (horizon) axis of `xs`, unrolled when it is short.
-
-  Unrolled when the horizon is at most `UNROLL_HORIZON` and the horizon times the largest
-  per-step slice of `xs` is at most `UNROLL_MAX_ELEMENTS` (sizes of one problem: under
-  `vmap` the batch axis does not count), unless `rolled`.
-  """
-  leaves = jax.tree.leaves(xs)
-  length = leaves[0].shape[0]
-  step_size = max(math.prod(x.shape[1:]) for x in leaves)
-  unroll = length <= UNROLL_HORIZON and length * step_size <= UNROLL_MAX_ELEMENTS
-  unroll = unroll and not rolled
-  return lax.scan(f, init, xs, reverse=reverse, unroll=bool(unroll))
-
-
-def horizon_scan(f, init, arrays, horizon: int, *, reverse=False, roll_stationary=False):
-  """`scan_horizon` of `f(carry, per_step)` over the `horizon` steps of `arrays`.
-
-  An array whose leading (step) axis has length 1 while `horizon > 1` is stationary: every
-  step receives its one slice, closed over instead of scanned (no `[H, ...]` copy is made,
-  and the slice stays in cache). `None` entries pass through as `None`. With
-  `roll_stationary`, a scan that closes over a stationary array stays rolled (the sparse
-  layout asks for it: `layouts.sparse.STATIONARY_ROLL_MIN_SLOTS`).
-  """
-  fixed = tuple(x is not None and x.shape[0] == 1 and horizon > 1 for x in arrays)
-  xs = tuple(None if is_fixed else x for x, is_fixed in zip(arrays, fixed))
-
-  def body(carry, sliced):
-    merged = tuple(x[0] if is_fixed else y for x, y, is_fixed in zip(arrays, sliced, fixed))
-    return f(carry, merged)
-
-  rolled = roll_stationary and any(fixed)
-  return scan_horizon(body, init, xs, reverse=reverse, rolled=rolled)
+from .horizon import horizon_scan, scan_horizon
+from .layouts import TransitionSetLike
 
 
 class ExtendedSolution(NamedTuple):
@@ -96,7 +49,7 @@ class LMOSolution(NamedTuple):
 
 
 def occupancy(
-  kernel: TransitionSet,
+  kernel: TransitionSetLike,
   policy: jax.Array,
   initial_state: jax.typing.ArrayLike,
   *,
@@ -137,7 +90,7 @@ def occupancy(
   return q
 
 
-def _backward(reward, transitions: TransitionSet, *, full_transitions: bool = False):
+def _backward(reward, transitions: TransitionSetLike, *, full_transitions: bool = False):
   """Backward induction of the paper's eq. (bw-ind).
 
   Returns `(value_1 [S], actions [H, S], transitions, next states, next_values [H, S])`,
@@ -187,7 +140,7 @@ def _forward_deterministic(layout, actions, p_greedy, ns_greedy, initial_state, 
 
 def extended_lmo(
   reward: jax.Array,
-  transitions: TransitionSet,
+  transitions: TransitionSetLike,
   initial_state: jax.typing.ArrayLike,
   *,
   check: bool = False,
@@ -236,7 +189,7 @@ def policy_vertex(
   reward: jax.Array,
   actions: jax.Array,
   order_values: jax.Array,
-  transitions: TransitionSet,
+  transitions: TransitionSetLike,
   initial_state: jax.typing.ArrayLike,
   *,
   check: bool = False,
@@ -280,7 +233,7 @@ def policy_vertex(
 
 def extended_value_iteration(
   reward: jax.Array,
-  transitions: TransitionSet,
+  transitions: TransitionSetLike,
   initial_state: jax.typing.ArrayLike,
   *,
   check: bool = False,
@@ -314,7 +267,7 @@ def extended_value_iteration(
 
 
 def optimistic_policy_evaluation(
-  reward: jax.Array, policy: jax.Array, transitions: TransitionSet, *, check: bool = False
+  reward: jax.Array, policy: jax.Array, transitions: TransitionSetLike, *, check: bool = False
 ) -> tuple[jax.Array, jax.Array]:
   """Optimistic evaluation of a FIXED policy: `min_{p' in box} V^pi(reward, p')`.
 
@@ -349,7 +302,9 @@ def optimistic_policy_evaluation(
   return values, q_values
 
 
-def optimal_policy(reward: jax.Array, kernel: TransitionSet, *, check: bool = False) -> jax.Array:
+def optimal_policy(
+  reward: jax.Array, kernel: TransitionSetLike, *, check: bool = False
+) -> jax.Array:
   """Deterministic policy minimising `V^pi(reward, kernel)` (plain backward induction).
 
   Args:

@@ -27,7 +27,7 @@ is rebuilt from the set's leaves (`TransitionSet`), so it needs no pytree of its
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from .. import box
 from .dense import Dense
@@ -35,7 +35,27 @@ from .sparse import Sparse
 
 Layout = Dense | Sparse
 
-__all__ = ("Dense", "Layout", "Sparse", "of")
+__all__ = ("Dense", "Layout", "Sparse", "TransitionSetLike", "of")
+
+
+class TransitionSetLike(Protocol):
+  """What the recursions of `planning.py` read of a transition set: its bounds and its
+  layout. `TransitionSet` (`transition_set.py`) is the implementation; the protocol lets
+  `planning.py` sit below the set whose methods call it."""
+
+  lower: Any
+  upper: Any
+  layout: Layout
+  is_point: bool
+
+  @property
+  def kernel(self) -> Any: ...
+
+  @property
+  def next_states(self) -> Any: ...
+
+  @property
+  def width(self) -> int: ...
 
 
 def of(next_states: Any, fill: str = box.DEFAULT_FILL) -> Layout:

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import box, planning
+from .. import box, horizon
 
 # Full float32 accuracy for the small matmuls of the pushes (TF32 on GPUs would break the
 # sum-to-one of the filled transition rows at ~1e-3).
@@ -109,8 +109,8 @@ class Dense:
         1
       ]
 
-    horizon = actions.shape[0]
-    _, p = planning.horizon_scan(step, None, (actions, order_values, lower, upper), horizon)
+    arrays = (actions, order_values, lower, upper)
+    _, p = horizon.horizon_scan(step, None, arrays, actions.shape[0])
     return p, None
 
   def index_order_point(self, lower, upper, dtype) -> jax.Array:
