@@ -372,6 +372,36 @@ def test_fingerprint_compare_finds_one_ulp_and_maps_renamed_fields(tmp_path):
   assert compare(tmp_path / "a.npz", tmp_path / "e.npz") == 1
 
 
+def test_compiled_programs_compare_ignores_the_source_and_finds_an_operation(tmp_path):
+  """`experiments/compiled_programs.py --compare`: programs that differ only in what names
+  the source (metadata, the file and function tables) are the same; another operation, or
+  a missing program, is reported (exit status 1)."""
+
+  def compare(before, after):  # the script's exit status (it is run, never imported)
+    script = ROOT / "experiments" / "compiled_programs.py"
+    command = [sys.executable, str(script), "--compare", str(before), str(after)]
+    return subprocess.run(command, capture_output=True, text=True).returncode
+
+  def program(op, source):
+    return (
+      "HloModule jit_f\n\nFileNames\n"
+      f'1 "{source}/planning.py"\n\nFunctionNames\n1 "step"\n\n'
+      "ENTRY %main (x: f32[3]) -> f32[3] {\n"
+      f'  ROOT %r = f32[3] {op}(%x, %x), metadata={{op_name="jit(f)/{source}"}}'
+      ", stack_frame_id=1\n}\n"
+    )
+
+  folders = {}
+  for name, op, source in (("a", "add", "/x"), ("b", "add", "/y"), ("c", "multiply", "/x")):
+    folders[name] = tmp_path / name
+    folders[name].mkdir()
+    (folders[name] / "lmo.txt").write_text(program(op, source))
+  assert compare(folders["a"], folders["b"]) == 0
+  assert compare(folders["a"], folders["c"]) == 1
+  (folders["a"] / "vertex.txt").write_text(program("add", "/x"))
+  assert compare(folders["a"], folders["b"]) == 1  # missing after
+
+
 def _runtime_imports() -> dict[str, set[str]]:
   """`{module: the package modules it imports when it runs}` for `optaug_jax/_src` (imports
   under `if TYPE_CHECKING:` are for the type checker only and left out)."""
