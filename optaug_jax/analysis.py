@@ -15,6 +15,7 @@ from optaug_jax._src.outlook import (
   PerfectModelLog,
   Pilot,
   Prediction,
+  RadiiGap,
   exact_counts,
   fit_bias,
   measured_separation,
@@ -22,6 +23,7 @@ from optaug_jax._src.outlook import (
   perfect_model_run,
   pilot_run,
   predict,
+  radii_gap,
 )
 from optaug_jax._src.sensitivity import InnerSensitivities, inner_sensitivities
 
@@ -33,6 +35,7 @@ __all__ = (
   "PerfectModelLog",
   "Pilot",
   "Prediction",
+  "RadiiGap",
   "exact_counts",
   "fit_bias",
   "measured_separation",
@@ -40,6 +43,7 @@ __all__ = (
   "perfect_model_run",
   "pilot_run",
   "predict",
+  "radii_gap",
   "InnerSensitivities",
   "KnownModelLog",
   "alm_known_model",

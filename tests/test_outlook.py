@@ -157,3 +157,137 @@ def test_fit_bias_recovers_a_known_decay(form, a, c):
   )
   with pytest.raises(ValueError, match="form"):
     oj.analysis.fit_bias(violations, pretraining, 0.05, form="power")
+
+
+def _optimistic_evaluation_loop(cost, policy, lower, upper, initial_state):
+  """`min_{p in box} V^pi(cost, p)` by explicit loops: each row's expectation filled from the
+  lower ends, the rest of its mass to the cheapest next states first."""
+  horizon, num_states, num_actions = cost.shape
+  v = np.zeros(num_states)
+  for h in reversed(range(horizon)):
+    q = np.zeros((num_states, num_actions))
+    for s in range(num_states):
+      for a in range(num_actions):
+        p = lower[h, s, a].astype(np.float64).copy()
+        rest = 1.0 - p.sum()
+        for t in np.argsort(v, kind="stable"):
+          more = min(upper[h, s, a, t] - p[t], rest)
+          p[t] += more
+          rest -= more
+        q[s, a] = cost[h, s, a] + p @ v
+    v = np.sum(policy[h] * q, axis=-1)
+  return v[initial_state]
+
+
+def test_radii_gap_against_a_numpy_model_and_loop_evaluation():
+  """`radii_gap` on the paper setting: at every grid episode, the visits of the stated model
+  (the pilot's scaled, then the LP's occupancy per episode), NumPy's optimistic model of
+  eq. (opt-c) (`numpy_reference`) and a loop evaluation of the optimal policy in its box."""
+  from optaug_jax._src.experiment import numpy_reference
+
+  cmdp = oj.random_cmdp(jax.random.PRNGKey(5), num_states=4, num_actions=3, horizon=4)
+  bench = oj.benchmarks.Benchmark(cmdp, *oj.safest_policy(cmdp))
+  num_episodes, bonus, pilot = 5000, 0.3, 200
+  agent = oj.agents.make_agent("optaug", bench, num_episodes=num_episodes, bonus_scale=bonus)
+  visits = np.array(jax.random.uniform(jax.random.PRNGKey(6), (4, 4, 3)) * 60.0)
+  visits[0, 1, 2] = 0.0  # an unvisited pair: the whole simplex
+  model = oj.agents.model_fn(num_episodes=num_episodes, delta=0.1, bonus_scale=bonus, setting=None)
+  counts = oj.agents.init_agent(agent, cmdp).counts
+  gap = oj.analysis.radii_gap(cmdp, model, counts, None, visits, pilot, 10**5, num_points=9)
+  lp = oj.solve_lp(cmdp)
+  p = np.asarray(cmdp.transitions, np.float64)
+  d = np.asarray(cmdp.constraint_costs, np.float64)
+  alpha = np.asarray(cmdp.thresholds, np.float64)
+  expected = []
+  for k in gap.episodes:
+    n = visits * min(k, pilot) / pilot + max(k - pilot, 0.0) * lp.occupancy
+    _, d_opt, lower, upper = numpy_reference.optimistic_model(
+      n,
+      p * n[..., None],
+      np.asarray(cmdp.cost) * n,
+      d * n,
+      num_episodes=num_episodes,
+      delta=0.1,
+      bonus_scale=bonus,
+    )
+    v_opt = np.array(
+      [
+        _optimistic_evaluation_loop(d_opt[i], lp.policy, lower, upper, int(cmdp.initial_state))
+        for i in range(d.shape[0])
+      ]
+    )
+    slack = np.maximum(alpha - lp.constraint_values, 0.0)
+    expected.append(np.max(np.maximum(lp.constraint_values - v_opt - slack, 0.0)))
+  np.testing.assert_allclose(gap.gap, expected, rtol=2e-4, atol=2e-5)
+  assert expected[0] > 0.5 and expected[-1] < 0.1 * expected[0]  # it decays
+  assert np.all(np.diff(gap.gap) <= 1e-6)  # more visits, a smaller gap
+
+
+@pytest.mark.parametrize("name", ["gridworld", "queue"])
+def test_radii_gap_is_the_same_in_the_dense_and_the_sparse_layout(name):
+  """bura2022 (known costs, a known support, visits pooled over h): the same gap whether
+  the support is dense rows or sparse slots."""
+  dense = oj.benchmarks.make_benchmark(name)
+  cmdp = oj.to_dense(dense.cmdp)
+  gaps = []
+  for c in (cmdp, oj.to_sparse(cmdp)):
+    bench = oj.benchmarks.Benchmark(c, dense.safe_policy, dense.slack)
+    setting = oj.named_setting("bura2022", c)
+    agent = oj.agents.make_agent("optaug", bench, num_episodes=10**4, setting=setting)
+    model = oj.agents.model_fn(num_episodes=10**4, delta=None, bonus_scale=1.0, setting=setting)
+    visits = np.full(cmdp.cost.shape, 3.0)
+    counts = oj.agents.init_agent(agent, c).counts
+    gaps.append(oj.analysis.radii_gap(c, model, counts, setting, visits, 100, 10**6, num_points=7))
+  np.testing.assert_allclose(gaps[0].gap, gaps[1].gap, rtol=1e-4, atol=1e-5)
+  assert gaps[0].gap[0] > gaps[0].gap[-1] > 0
+
+
+def test_fit_bias_radii_recovers_a_known_scale_and_follows_the_gap():
+  """Pilot violations that are exactly 2.5 r(k) for a gap r with a plateau then a 1/k fall
+  (no power law): the form "radii" recovers 2.5, extrapolates r's shape, and a Lagrangian
+  level decays as r does."""
+  episodes = np.geomspace(1, 1e6, 60)
+  gap = oj.analysis.RadiiGap(episodes, np.minimum(1.0, 500.0 / episodes))
+  k = np.arange(1, 3001, dtype=np.float64)
+  pretraining = k <= 100
+  violations = np.tile(np.where(pretraining, -1.0, 2.5 * gap.at(k)), (4, 1))
+  fit = oj.analysis.fit_bias(violations, pretraining, 0.05, form="radii", radii=gap)
+  assert fit.scale == pytest.approx(2.5, rel=0.02)
+  np.testing.assert_allclose(fit.at([1e4, 1e6]), 2.5 * 500.0 / np.array([1e4, 1e6]), rtol=0.03)
+  np.testing.assert_allclose(fit.decay([1e4, 1e5], 1e3), [0.1, 0.01], rtol=0.03)
+  assert fit.decay([10.0], 100.0)[0] == 1.0  # never above the reference's level
+  with pytest.raises(ValueError, match="radii"):
+    oj.analysis.fit_bias(violations, pretraining, 0.05, form="radii")
+  with pytest.raises(ValueError, match="radii"):
+    oj.analysis.fit_bias(violations, pretraining, 0.05, form="sqrt", radii=gap)
+
+
+def test_outlook_radii_uses_optaugs_own_radii():
+  """`outlook(bias_form="radii")` builds the gap with the options OptAug was given (here a
+  bonus for OptAug alone, and a named setting): the same gap as `radii_gap` with that model
+  and the pilot's visits; another bonus gives another gap."""
+  bench = oj.benchmarks.make_benchmark("media_streaming")
+  options = {"setting": "paper", "bonus_scale": {"optaug": 0.1, "optdual": 1.0}}
+  out = oj.analysis.outlook(
+    bench,
+    key=jax.random.PRNGKey(0),
+    num_episodes=10**4,
+    options=options,
+    pilot_episodes=250,
+    perfect_episodes=100,
+    chunk=250,
+    bias_form="radii",
+  )
+  assert out.config["bias_form"] == "radii" and np.isfinite(out.bias.scale)
+  pilot = out.pilots["optaug"]
+  agent = oj.agents.make_agent("optaug", bench, num_episodes=10**4, bonus_scale=0.1)
+  counts = oj.agents.init_agent(agent, bench.cmdp).counts
+  gaps = {}
+  for bonus in (0.1, 1.0):
+    model = oj.agents.model_fn(num_episodes=10**4, delta=None, bonus_scale=bonus, setting=None)
+    gaps[bonus] = oj.analysis.radii_gap(
+      bench.cmdp, model, counts, None, pilot.visits[-1], 250, 10**6
+    ).gap
+  np.testing.assert_allclose(out.bias.radii.gap, gaps[0.1], rtol=1e-6)
+  assert not np.allclose(gaps[0.1], gaps[1.0], rtol=0.05)
+  np.testing.assert_allclose(pilot.visits[-1].sum(axis=(1, 2)), 250.0)  # one visit per step

@@ -37,7 +37,7 @@ a change of either would have to be made in two modules at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -45,12 +45,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import layouts, policies
+from . import layouts, planning, policies
 from . import setting as setting_lib
 from .agents import registry
-from .agents.base import Agent, init_agent
+from .agents.base import Agent, init_agent, model_fn
 from .cmdp import CMDP, to_dense
-from .estimates import Counts
+from .estimates import Counts, OptimisticModel
 from .metrics import EpisodeLog
 
 # The Lagrangian agents of the registry: their swing is measured on the exact model.
@@ -102,6 +102,80 @@ def exact_counts(agent: Agent, cmdp: CMDP) -> Counts:
   )
 
 
+def radii_gap(
+  cmdp: CMDP,
+  model: Callable[[Counts], OptimisticModel],
+  counts: Counts,
+  setting: setting_lib.Setting | None,
+  pilot_visits: np.ndarray,
+  pilot_episodes: int,
+  horizon: int,
+  num_points: int = 48,
+) -> RadiiGap:
+  """`r(k)`: how far the optimistic model (`model`, the agent's `counts -> model` with its
+  setting, `delta` and `bonus_scale`) underestimates the optimal policy's constraint values
+  when the visits are those of a run at episode `k`, on a log grid of `num_points` episodes
+  from 1 to `horizon`.
+
+  The visits at episode `k` are the pilot's `pilot_visits [H, S, A]` (its mean over seeds
+  after `pilot_episodes`) scaled by `k / P` up to the pilot's end, then growing by the
+  optimal policy's occupancy `q*` (the CMDP's LP, HiGHS) per episode; the empirical means
+  are the true model (the bias of the radii, not the noise of the means). `counts` is a
+  template in the layout of the agent's `setting` (`init_agent(agent, cmdp).counts`). With
+  `V` the true values of `pi*` and `V-opt` their optimistic evaluation
+  (`optimistic_policy_evaluation` in the model's box, at its optimistic constraint costs),
+  `r(k) = max_i (V(d_i) - V-opt(d_i) - slack_i)^+`, `slack_i = alpha_i - V(d_i)`: an active
+  constraint's gap, or the part of an inactive one's beyond its slack.
+  """
+  from .lp import solve_lp
+
+  solution = solve_lp(cmdp)
+  dtype = counts.cost_sums.dtype
+  rows = layouts.of(setting_lib.resolve(setting).next_states()).entries(
+    np.asarray(to_dense(cmdp).transitions, np.float64)
+  )  # [H, S, A, N]
+  pooled = counts.transitions.shape[0] == 1 and cmdp.horizon > 1
+  episodes = np.geomspace(1.0, float(max(horizon, 2)), num_points)
+  scale = np.minimum(episodes, pilot_episodes) / pilot_episodes
+  beyond = np.maximum(episodes - pilot_episodes, 0.0)
+  visits = (
+    scale[:, None, None, None] * np.asarray(pilot_visits, np.float64)[None]
+    + beyond[:, None, None, None] * np.asarray(solution.occupancy, np.float64)[None]
+  )
+  policy = jnp.asarray(solution.policy, dtype)
+  rows_j = jnp.asarray(rows, dtype)
+  cost, constraint_costs = (jnp.asarray(x, dtype) for x in (cmdp.cost, cmdp.constraint_costs))
+  zeros = lambda x: None if x is None else jnp.zeros_like(x)
+
+  @jax.jit
+  def optimistic_values(n):  # [H, S, A] -> [I]
+    transitions = rows_j * n[..., None]
+    if pooled:
+      transitions = jnp.sum(transitions, axis=0, keepdims=True)
+    m = model(
+      counts._replace(
+        visits=n,
+        transitions=transitions,
+        cost_sums=cost * n,
+        constraint_cost_sums=constraint_costs * n,
+        cost_compensation=zeros(counts.cost_compensation),
+        constraint_cost_compensation=zeros(counts.constraint_cost_compensation),
+        off_support=zeros(counts.off_support),
+      )
+    )
+    box = m.transition_set()
+    evaluate = lambda d: planning.optimistic_policy_evaluation(d, policy, box)[0][
+      0, cmdp.initial_state
+    ]
+    return jax.vmap(evaluate)(m.constraint_costs)
+
+  optimistic = np.stack([np.asarray(optimistic_values(jnp.asarray(n, dtype))) for n in visits])
+  true = np.asarray(solution.constraint_values, np.float64)
+  slack = np.maximum(np.asarray(cmdp.thresholds, np.float64) - true, 0.0)
+  gap = np.max(np.maximum(true - optimistic - slack, 0.0), axis=-1)
+  return RadiiGap(episodes, gap)
+
+
 class PerfectModelLog(NamedTuple):
   """Per episode of a perfect-model run (stacked over N)."""
 
@@ -139,6 +213,8 @@ class Pilot(NamedTuple):
   seconds_per_seed_episode: float  # the last chunk's wall time / (seeds x its episodes)
   compile_seconds: float  # the first chunk's wall time less its share at that rate
   state: Any  # the final states, [seeds, ...]
+  visits: np.ndarray  # [C, H, S, A] the mean visits over the seeds after each chunk
+  chunk_ends: np.ndarray  # [C] the episodes those visits are after
 
 
 def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chunk: int) -> Pilot:
@@ -151,7 +227,7 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
     )
   )
   state = jax.vmap(lambda _: init_agent(agent, cmdp))(keys)
-  violations, pretraining, times = [], [], []
+  violations, pretraining, times, visits = [], [], [], []
   for _ in range(-(-num_episodes // chunk)):
     start = time.perf_counter()
     state, (viol, pre) = run(keys, state)
@@ -159,6 +235,7 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
     times.append(time.perf_counter() - start)
     violations.append(viol)
     pretraining.append(np.asarray(pre).all(axis=0))
+    visits.append(np.asarray(state.counts.visits, np.float64).mean(axis=0))
   per = times[-1] / (keys.shape[0] * chunk)
   return Pilot(
     violations=np.concatenate(violations, 1)[:, :num_episodes],
@@ -166,6 +243,8 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
     seconds_per_seed_episode=float(per),
     compile_seconds=float(max(times[0] - per * keys.shape[0] * chunk, 0.0)),
     state=state,
+    visits=np.stack(visits),
+    chunk_ends=chunk * np.arange(1, len(visits) + 1),
   )
 
 
@@ -194,9 +273,21 @@ def _run_chunk(agent, key, cmdp, state, chunk):
   return state, (jnp.max(log.constraint_values - cmdp.thresholds, axis=-1), log.pretraining)
 
 
+class RadiiGap(NamedTuple):
+  """The optimistic model's gap at the optimal policy as the visits grow (`radii_gap`)."""
+
+  episodes: np.ndarray  # [G] a log grid of 1-based episodes
+  gap: np.ndarray  # [G] r(k): max_i (V^{pi*}(d_i) - V-opt^{pi*}(d_i) - slack_i)^+
+
+  def at(self, k) -> np.ndarray:
+    """`r(k)`, interpolated linearly in `log k` (constant beyond the grid)."""
+    return np.interp(np.log(np.asarray(k, np.float64)), np.log(self.episodes), self.gap)
+
+
 class BiasFit(NamedTuple):
   """OptAug's positive violation in a pilot, fitted as `b(k) = a / sqrt(k) + c / k` (`c = 0`
-  in the default form, see `fit_bias`)."""
+  in the default form), or as `b(k) = scale r(k)` over the radii's gap `r` (form "radii"),
+  see `fit_bias`."""
 
   a: float  # the 1/sqrt(k) term's coefficient (k the 1-based episode)
   c: float  # the 1/k term's
@@ -206,13 +297,28 @@ class BiasFit(NamedTuple):
   spread: np.ndarray  # [n] late violations / their mean positive part (the shape z)
   from_episode: int  # first episode of the fit
   free_exponent: float = float("nan")  # a free power-law fit on the same windows (diagnostic)
+  radii: RadiiGap | None = None  # form "radii": the gap whose shape b(k) follows
+  scale: float = float("nan")  # ... and its factor (the pilot's bias over the gap)
 
   def at(self, k) -> np.ndarray:
     """`b(k)`."""
     k = np.asarray(k, np.float64)
+    if self.radii is not None:
+      return self.scale * self.radii.at(k)
     return self.a / np.sqrt(k) + self.c / k
 
+  def decay(self, k, k_ref: float) -> np.ndarray:
+    """How much of the estimation error at episode `k_ref` is left at `k >= k_ref` (at most
+    1): `sqrt(k_ref / k)`, or the gap's `r(k) / r(k_ref)` in the form "radii"."""
+    k = np.asarray(k, np.float64)
+    ref = float(self.radii.at(k_ref)) if self.radii is not None else 0.0
+    if ref > 0:
+      return np.minimum(1.0, self.radii.at(k) / ref)  # type: ignore[union-attr]
+    return np.minimum(1.0, np.sqrt(k_ref / k))
+
   def describe(self) -> str:
+    if self.radii is not None:
+      return f"{self.scale:.3g} x r(k), the radii's gap at pi*"
     return f"{self.a:.3g}/sqrt(k)" + (f" + {self.c:.3g}/k" if self.c else "")
 
 
@@ -221,11 +327,15 @@ def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
   return edges[edges > first] if len(edges) > 1 else np.array([last])
 
 
-BIAS_FORMS = ("sqrt", "bernstein")
+BIAS_FORMS = ("sqrt", "bernstein", "radii")
 
 
 def fit_bias(
-  violations: np.ndarray, pretraining: np.ndarray, threshold: float, form: str = "sqrt"
+  violations: np.ndarray,
+  pretraining: np.ndarray,
+  threshold: float,
+  form: str = "sqrt",
+  radii: RadiiGap | None = None,
 ) -> BiasFit:
   """`BiasFit` of OptAug's pilot `violations [seeds, P]`, over log-spaced windows after
   pre-training.
@@ -238,11 +348,18 @@ def fit_bias(
   Measured against recorded runs (docs/results/outlook/), the second predicted too early
   wherever the pilot ends in a steep transient (it then fits `a = 0`, a bias falling like
   `1/k` for good), and agreed with fewer runs: it is not the default.
+  `form="radii"`: `b(k) = scale r(k)`, the shape of the setting's radii at the optimal
+  policy's visits (`radii`, from `radii_gap`: it follows the whole-simplex transient and
+  the radii's own mix of `1/sqrt(n)` and `1/n`), `scale` the mean of `b / r` over the
+  windows ending in the pilot's last third (the pilot gives the level, the radii the
+  decay).
   """
   from scipy.optimize import nnls
 
   if form not in BIAS_FORMS:
     raise ValueError(f"form: expected one of {BIAS_FORMS}, got {form!r}")
+  if (form == "radii") != (radii is not None):
+    raise ValueError(f"radii: the form 'radii' takes the gap `radii`, got form {form!r}")
   num_episodes = violations.shape[1]
   first = int(np.argmin(pretraining)) if not pretraining.all() else num_episodes - 1
   ends = _windows(first, num_episodes)
@@ -250,7 +367,15 @@ def fit_bias(
   pos = np.array([np.maximum(violations[:, a:b], 0).mean() for a, b in zip(starts, ends)])
   share = np.array([(violations[:, a:b] > threshold).mean() for a, b in zip(starts, ends)])
   mid = np.sqrt((starts + 1.0) * ends)  # geometric centre of each window (1-based)
-  if form == "sqrt":
+  factor = float("nan")
+  if form == "radii":
+    gap = radii.at(mid)  # type: ignore[union-attr]
+    use = (ends > first + 2 * (num_episodes - first) // 3) & (gap > 0)
+    use = use if use.any() else gap > 0
+    factor = float(np.mean(pos[use] / gap[use])) if use.any() else 0.0
+    a, c = 0.0, 0.0
+    good = use & (pos > 0)
+  elif form == "sqrt":
     use = ends > first + 2 * (num_episodes - first) // 3
     use = use if use.any() else np.ones_like(use)
     a, c = float(np.mean(pos[use] * np.sqrt(mid[use]))), 0.0
@@ -268,7 +393,7 @@ def fit_bias(
   late = violations[:, first + 3 * (num_episodes - first) // 4 :].ravel()
   scale = np.maximum(late, 0).mean()
   spread = late / scale if scale > 0 else np.zeros_like(late)
-  return BiasFit(float(a), float(c), ends, pos, share, spread, first + 1, free)
+  return BiasFit(float(a), float(c), ends, pos, share, spread, first + 1, free, radii, factor)
 
 
 class Prediction(NamedTuple):
@@ -316,7 +441,8 @@ def predict(
   The Lagrangian agent's level (mean positive violation, share above `threshold`) is its
   pilot's over the pilot's last third, at episode `k_p`; from there it moves to its
   perfect-model level (the late half of `swing`) as the estimation error shrinks: `L(k) =
-  L_pm + (L_pilot - L_pm) sqrt(k_p / k)`. OptAug's violation is `b(k) z`. The predicted
+  L_pm + (L_pilot - L_pm) D(k)`, `D = bias.decay(k, k_p)` (`sqrt(k_p / k)`, or the radii's
+  gap's decay in the form "radii"). OptAug's violation is `b(k) z`. The predicted
   episode is the first on a log grid (from the end of pre-training to `horizon`) from
   which a criterion holds for the rest of the grid (`None`: not at `horizon`).
   """
@@ -325,7 +451,7 @@ def predict(
   late = swing[len(swing) // 2 :]
   pos_pm, share_pm = float(np.maximum(late, 0).mean()), float((late > threshold).mean())
   pos_p, share_p, k_p = late_level(pilot, threshold)
-  decay = np.minimum(1.0, np.sqrt(k_p / grid))
+  decay = bias.decay(grid, k_p)
   pos_l = pos_pm + (pos_p - pos_pm) * decay
   share_l = share_pm + (share_p - share_pm) * decay
   b = bias.at(grid)
@@ -395,6 +521,13 @@ class Outlook(NamedTuple):
         "c": self.bias.c,
         "free_exponent": self.bias.free_exponent,
         "from_episode": self.bias.from_episode,
+        "scale": self.bias.scale,
+        "radii": None
+        if self.bias.radii is None
+        else {
+          "episodes": self.bias.radii.episodes.tolist(),
+          "gap": self.bias.radii.gap.tolist(),
+        },
         "windows": self.bias.windows.tolist(),
         "positive": self.bias.positive.tolist(),
         "share": self.bias.share.tolist(),
@@ -436,8 +569,9 @@ def outlook(
     threshold: the violation that counts an episode as violating.
     horizon: the last episode a prediction looks at.
     chunk: episodes per jitted call of the pilots.
-    bias_form: the form of OptAug's bias fit (`fit_bias`): "sqrt" (default) or
-      "bernstein".
+    bias_form: the form of OptAug's bias fit (`fit_bias`): "sqrt" (default),
+      "bernstein", or "radii" (the decay of OptAug's radii at the optimal policy's visits,
+      `radii_gap`, scaled to the pilot).
     num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed in a
       batch of that many vmapped seeds (at most 256), from its pilot's final states; `None`:
       the pilot's last chunk's cost.
@@ -461,8 +595,29 @@ def outlook(
   swings = {n: perfect_model_run(a, cmdp, perfect_episodes).violation for n, a in exact.items()}
   keys = jax.random.split(key, pilot_seeds)
   pilots = {n: pilot_run(a, cmdp, keys, pilot_episodes, chunk) for n, a in built.items()}
+  radii = None
+  if bias_form == "radii":
+    mine = registry.factory_arguments("optaug", benchmark, **registry.options_of("optaug", options))
+    radii = radii_gap(
+      cmdp,
+      model_fn(
+        num_episodes=num_episodes,
+        delta=mine["delta"],
+        bonus_scale=mine["bonus_scale"],
+        setting=mine["setting"],
+      ),
+      init_agent(built["optaug"], cmdp).counts,
+      mine["setting"],
+      np.asarray(pilots["optaug"].state.counts.visits, np.float64).mean(axis=0),
+      pilot_episodes,
+      horizon,
+    )
   bias = fit_bias(
-    pilots["optaug"].violations, pilots["optaug"].pretraining, threshold, form=bias_form
+    pilots["optaug"].violations,
+    pilots["optaug"].pretraining,
+    threshold,
+    form=bias_form,
+    radii=radii,
   )
   costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
   if num_seeds is not None:

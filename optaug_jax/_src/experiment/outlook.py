@@ -10,14 +10,16 @@ the agents as configured (`oj.analysis.outlook`):
   per-episode violation, the share above --threshold, the mean positive violation;
 - OptAug's estimation bias as the run goes on: a pilot run (--pilot-episodes x
   --pilot-seeds, vmapped), its positive violation after pre-training fitted as
-  a / sqrt(k) on the pilot's last third (--bias-form), extrapolated;
+  a / sqrt(k) on the pilot's last third (or, --bias-form radii, as the decay of OptAug's
+  radii at the optimal policy's visits, scaled to the pilot), extrapolated;
 - each agent's cost per seed-episode in its pilot, and so the wall time of the planned run
   here;
 - the episode from which OptAug's mean positive violation is at most half the Lagrangian
   agent's, and its share of violating episodes 0.1 below, or "not within --up-to".
 
 Writes DIR/outlook.json, DIR/outlook.md and DIR/outlook.png (the bias, its fit, the
-Lagrangian swings and the predicted episodes) and prints the verdicts.
+Lagrangian swings and the predicted episodes), DIR/pilots.npz (the pilots' and the
+perfect-model runs' arrays) and prints the verdicts.
 
 --like RUN_DIR takes the flags of a finished headline.py run (its config.json; flags given
 here override) and puts that run's measured separation episodes (the same two criteria on
@@ -43,7 +45,7 @@ import optaug_jax as oj
 
 from . import arguments, cli, problems, runs
 
-OUTPUTS = ("config.json", "outlook.json", "outlook.md", "outlook.png")
+OUTPUTS = ("config.json", "outlook.json", "outlook.md", "outlook.png", "pilots.npz")
 # The run flags `--like` takes from a config.json (the rest describe the run's files).
 _LIKE_SKIP = {"chunk", "trace_points", "tail", "problem_digest", "x64", "seed"}
 
@@ -97,8 +99,10 @@ def parse_args(argv=None):
     "--bias-form",
     choices=oj.analysis.BIAS_FORMS,
     default="sqrt",
-    help="OptAug's bias fit: a/sqrt(k) on the pilot's last third (default), or a/sqrt(k) +"
-    " c/k on its second half (docs/results/outlook: it predicted too early more often)",
+    help="OptAug's bias fit: a/sqrt(k) on the pilot's last third (default); a/sqrt(k) +"
+    " c/k on its second half (docs/results/outlook: it predicted too early more often); or"
+    " 'radii': the decay of OptAug's confidence radii at the optimal policy's visits, scaled"
+    " to the pilot's last third",
   )
   known, _ = p.parse_known_args(argv)
   if known.like:
@@ -141,6 +145,21 @@ def _measured(like: str | None, predictions) -> dict:
     for name in predictions
     if name in agents and "optaug" in agents
   }
+
+
+def pilot_arrays(out) -> dict[str, np.ndarray]:
+  """What the outlook measured, as arrays (a fit can be made again from them): per agent its
+  pilot's violations `[seeds, P]`, pre-training flags `[P]`, mean visits after each chunk
+  `[C, H, S, A]` and those chunks' ends, and each perfect-model run's violations `[N]`."""
+  arrays = {}
+  for name, pilot in out.pilots.items():
+    arrays[f"{name}/violations"] = pilot.violations
+    arrays[f"{name}/pretraining"] = pilot.pretraining
+    arrays[f"{name}/visits"] = pilot.visits.astype(np.float32)
+    arrays[f"{name}/chunk_ends"] = pilot.chunk_ends
+  for name, swing in out.swings.items():
+    arrays[f"{name}/perfect_model_violations"] = swing
+  return arrays
 
 
 def _fmt(k) -> str:
@@ -259,6 +278,7 @@ def main(argv=None):
     summary["like"] = args.like
     text = report(out, args, measured)
     run_dir.write_json("outlook.json", summary)
+    run_dir.write_npz("pilots.npz", pilot_arrays(out))
     run_dir.write_text("outlook.md", text + "\n")
     plot(out, args, run_dir)
     run_dir.complete()
