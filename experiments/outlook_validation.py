@@ -12,6 +12,8 @@ OUT/validation.json and OUT/validation.md and prints the table.
 
   python experiments/outlook_validation.py --out docs/results/outlook
   python experiments/outlook_validation.py --runs docs/results/separation/g11_b0.1 --out /tmp/o
+  python experiments/outlook_validation.py --bias-form radii --refit-from docs/results/outlook \
+      --out /tmp/radii  # the same pilots, fitted again
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ def parse_args(argv=None):
   p.add_argument("--pilot-seeds", type=cli.positive_int, default=4)
   p.add_argument("--bias-form", default="sqrt", help="outlook.py's --bias-form")
   p.add_argument(
+    "--refit-from",
+    metavar="DIR",
+    default=None,
+    help="fit and predict again from the pilots of DIR/<name> (an earlier validation's"
+    " outlooks, same pilot flags; outlook.py --refit) instead of running them",
+  )
+  p.add_argument(
     "--reuse",
     action="store_true",
     help="read a run's outlook from OUT/<name>/outlook.json where one is complete (same"
@@ -70,6 +79,8 @@ def _outlook(args, run: str, out_dir: str) -> dict:
     same = same and saved["config"].get("bias_form", "sqrt") == args.bias_form
     if done and same and saved.get("like") == run:
       return saved
+  measured = args.refit_from and os.path.join(args.refit_from, pathlib.Path(out_dir).name)
+  refit = ["--refit", measured] if measured else []
   outlook.main(
     [
       "--like",
@@ -83,6 +94,7 @@ def _outlook(args, run: str, out_dir: str) -> dict:
       "--bias-form",
       args.bias_form,
     ]
+    + refit
   )
   jax.clear_caches()
   return json.loads(path.read_text())

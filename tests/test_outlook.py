@@ -123,6 +123,14 @@ def test_outlook_script_writes_its_files_and_compares_with_a_run(tmp_path):
   assert saved["measured"] == measured and set(measured["optdual"]) == {"positive", "share"}
   assert (tmp_path / "o" / "outlook.png").stat().st_size > 10_000
   assert out.seconds_per_seed_episode["optaug"] > 0
+  # Fitted again from its pilots in another form; refused with another run flag.
+  flags = ["--like", str(run), "--pilot-episodes", "500", "--refit", str(tmp_path / "o")]
+  again, _ = outlook.main(flags + ["--bias-form", "radii", "--out", str(tmp_path / "o2")])
+  assert again.bias.radii is not None and again.pilots["optaug"].state is None
+  np.testing.assert_array_equal(again.swings["optdual"], out.swings["optdual"])
+  np.testing.assert_array_equal(again.pilots["optaug"].violations, out.pilots["optaug"].violations)
+  with pytest.raises(oj.experiment.cli.UsageError, match="threshold"):
+    outlook.main(flags + ["--threshold", "0.1", "--out", str(tmp_path / "o3")])
 
 
 def test_a_separation_in_the_last_tenth_only_is_not_established():
@@ -291,3 +299,14 @@ def test_outlook_radii_uses_optaugs_own_radii():
   np.testing.assert_allclose(out.bias.radii.gap, gaps[0.1], rtol=1e-6)
   assert not np.allclose(gaps[0.1], gaps[1.0], rtol=0.05)
   np.testing.assert_allclose(pilot.visits[-1].sum(axis=(1, 2)), 250.0)  # one visit per step
+  # Fitted again from the same measurements, in the default form: no run made again.
+  kwargs = dict(key=jax.random.PRNGKey(1), num_episodes=10**4, options=options, chunk=250)
+  again = oj.analysis.outlook(
+    bench, pilot_episodes=250, perfect_episodes=100, measurements=out.measurements(), **kwargs
+  )
+  assert again.pilots["optaug"] is pilot and again.config["bias_form"] == "sqrt"
+  assert again.bias.a == oj.analysis.fit_bias(pilot.violations, pilot.pretraining, 0.05).a
+  with pytest.raises(ValueError, match="pilot_episodes"):
+    oj.analysis.outlook(
+      bench, pilot_episodes=500, perfect_episodes=100, measurements=out.measurements(), **kwargs
+    )

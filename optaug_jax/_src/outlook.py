@@ -497,6 +497,19 @@ def _verdict(name, pos_k, share_k, swing_share, high, threshold, horizon) -> str
   return out + f"; the mean positive violation does not within {horizon:,} episodes at this bonus"
 
 
+# What an outlook may change when it reuses another's measurements.
+_REFIT = ("horizon", "bias_form")
+
+
+class Measurements(NamedTuple):
+  """What `outlook` measures before it fits and predicts (its runs; see `Outlook`)."""
+
+  pilots: dict[str, Pilot]  # per agent (`Pilot.state` may be None: read back from files)
+  swings: dict[str, np.ndarray]  # per Lagrangian agent: perfect-model violations [N]
+  seconds_per_seed_episode: dict[str, float]  # per agent
+  config: dict[str, Any]  # the `Outlook.config` they were made with
+
+
 class Outlook(NamedTuple):
   """What `outlook` measured and predicts (see the module docstring)."""
 
@@ -506,6 +519,10 @@ class Outlook(NamedTuple):
   seconds_per_seed_episode: dict[str, float]  # per agent, late in its pilot (see `outlook`)
   pilots: dict[str, Pilot]
   config: dict[str, Any]
+
+  def measurements(self) -> Measurements:
+    """The runs this outlook made, to fit and predict again (`outlook(measurements=...)`)."""
+    return Measurements(self.pilots, self.swings, self.seconds_per_seed_episode, self.config)
 
   def wall_seconds(self, agent: str, episodes: int, seeds: int) -> float:
     """Predicted wall time of `episodes` episodes of `seeds` seeds of `agent`, here (its
@@ -552,6 +569,7 @@ def outlook(
   chunk: int = 250,
   num_seeds: int | None = None,
   bias_form: str = "sqrt",
+  measurements: Measurements | None = None,
 ) -> Outlook:
   """Predicts whether, and when, OptAug and each Lagrangian agent separate on `benchmark`.
 
@@ -575,6 +593,11 @@ def outlook(
     num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed in a
       batch of that many vmapped seeds (at most 256), from its pilot's final states; `None`:
       the pilot's last chunk's cost.
+    measurements: those of an earlier outlook of the same benchmark and options
+      (`Outlook.measurements()`, or read back from its files): its perfect-model runs,
+      pilots and costs are used instead of being made again, and only the bias fit and the
+      predictions are made (with this `bias_form` and `horizon`). Refused when its
+      configuration differs in anything else.
 
   Returns:
     `Outlook`.
@@ -588,13 +611,46 @@ def outlook(
   options = dict(options or {})
   perfect_episodes = perfect_episodes or min(num_episodes, 10_000)
   pilot_episodes = max(chunk, pilot_episodes // chunk * chunk)
+  config = {
+    "agents": list(agents),
+    "num_episodes": num_episodes,
+    "pilot_episodes": pilot_episodes,
+    "pilot_seeds": pilot_seeds,
+    "perfect_episodes": perfect_episodes,
+    "threshold": threshold,
+    "horizon": horizon,
+    "timing_seeds": None if num_seeds is None else min(num_seeds, 256),
+    "bias_form": bias_form,
+  }
   built = registry.make_agents(agents, benchmark, num_episodes=num_episodes, options=options)
-  exact = registry.make_agents(
-    lagrangian, benchmark, num_episodes=num_episodes, options={**options, "bonus_scale": 0.0}
-  )
-  swings = {n: perfect_model_run(a, cmdp, perfect_episodes).violation for n, a in exact.items()}
-  keys = jax.random.split(key, pilot_seeds)
-  pilots = {n: pilot_run(a, cmdp, keys, pilot_episodes, chunk) for n, a in built.items()}
+  if measurements is None:
+    exact = registry.make_agents(
+      lagrangian, benchmark, num_episodes=num_episodes, options={**options, "bonus_scale": 0.0}
+    )
+    swings = {
+      n: np.asarray(perfect_model_run(a, cmdp, perfect_episodes).violation)
+      for n, a in exact.items()
+    }
+    keys = jax.random.split(key, pilot_seeds)
+    pilots = {n: pilot_run(a, cmdp, keys, pilot_episodes, chunk) for n, a in built.items()}
+    costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
+    if num_seeds is not None:
+      timing_key = jax.random.fold_in(key, 1)
+      costs = {
+        n: seconds_per_seed_episode(built[n], cmdp, pilots[n], timing_key, min(num_seeds, 256))
+        for n in pilots
+      }
+  else:
+    differ = sorted(
+      k for k in config if k not in _REFIT and measurements.config.get(k) != config[k]
+    )
+    if differ:
+      details = {k: (measurements.config.get(k), config[k]) for k in differ}
+      raise ValueError(
+        f"measurements: made for another outlook; differing (theirs, now): {details}"
+      )
+    swings, pilots = dict(measurements.swings), dict(measurements.pilots)
+    costs = dict(measurements.seconds_per_seed_episode)
   radii = None
   if bias_form == "radii":
     mine = registry.factory_arguments("optaug", benchmark, **registry.options_of("optaug", options))
@@ -608,7 +664,7 @@ def outlook(
       ),
       init_agent(built["optaug"], cmdp).counts,
       mine["setting"],
-      np.asarray(pilots["optaug"].state.counts.visits, np.float64).mean(axis=0),
+      pilots["optaug"].visits[-1],
       pilot_episodes,
       horizon,
     )
@@ -619,13 +675,6 @@ def outlook(
     form=bias_form,
     radii=radii,
   )
-  costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
-  if num_seeds is not None:
-    timing_key = jax.random.fold_in(key, 1)
-    costs = {
-      n: seconds_per_seed_episode(built[n], cmdp, pilots[n], timing_key, min(num_seeds, 256))
-      for n in pilots
-    }
   predictions = {
     n: predict(
       n, np.asarray(swings[n]), bias, pilots[n].violations, threshold=threshold, horizon=horizon
@@ -634,21 +683,11 @@ def outlook(
   }
   return Outlook(
     bias=bias,
-    swings={n: np.asarray(v) for n, v in swings.items()},
+    swings=swings,
     predictions=predictions,
     seconds_per_seed_episode=costs,
     pilots=pilots,
-    config={
-      "agents": list(agents),
-      "num_episodes": num_episodes,
-      "pilot_episodes": pilot_episodes,
-      "pilot_seeds": pilot_seeds,
-      "perfect_episodes": perfect_episodes,
-      "threshold": threshold,
-      "horizon": horizon,
-      "timing_seeds": None if num_seeds is None else min(num_seeds, 256),
-      "bias_form": bias_form,
-    },
+    config=config,
   )
 
 

@@ -43,7 +43,7 @@ import numpy as np
 
 import optaug_jax as oj
 
-from . import arguments, cli, problems, runs
+from . import arguments, cli, problems, result_files, runs
 
 OUTPUTS = ("config.json", "outlook.json", "outlook.md", "outlook.png", "pilots.npz")
 # The run flags `--like` takes from a config.json (the rest describe the run's files).
@@ -104,6 +104,12 @@ def parse_args(argv=None):
     " 'radii': the decay of OptAug's confidence radii at the optimal policy's visits, scaled"
     " to the pilot's last third",
   )
+  p.add_argument(
+    "--refit",
+    metavar="OUTLOOK_DIR",
+    help="fit and predict again (another --bias-form or --up-to) from the pilots and"
+    " perfect-model runs of a finished outlook.py run with the same flags otherwise",
+  )
   known, _ = p.parse_known_args(argv)
   if known.like:
     argv = _like_flags(pathlib.Path(known.like)) + argv
@@ -145,6 +151,42 @@ def _measured(like: str | None, predictions) -> dict:
     for name in predictions
     if name in agents and "optaug" in agents
   }
+
+
+# The flags a refit may change (the rest must be the measured outlook's).
+_REFIT_FLAGS = {"bias_form", "up_to", "refit", "out", "resume", "max_chunks"}
+
+
+def load_measurements(directory, arguments_now: dict) -> oj.analysis.Measurements:
+  """The measurements of the finished outlook.py run in `directory` (`pilot_arrays` and
+  outlook.json), refused unless its flags are `arguments_now`'s but for `_REFIT_FLAGS`."""
+  files = result_files.load_results(directory, "outlook")
+  saved = files["config.json"]["arguments"]
+  arguments_now = json.loads(json.dumps(arguments_now, default=str))  # as saved
+  differ = sorted(
+    k
+    for k in set(saved) | set(arguments_now)
+    if k not in _REFIT_FLAGS and saved.get(k) != arguments_now.get(k)
+  )
+  if differ:
+    details = {k: (saved.get(k), arguments_now.get(k)) for k in differ}
+    raise cli.UsageError(f"--refit {directory}: measured with other flags (saved, now): {details}")
+  arrays, summary = files["pilots.npz"], files["outlook.json"]
+  costs = summary["seconds_per_seed_episode"]
+  pilots = {
+    name: oj.analysis.Pilot(
+      violations=arrays[f"{name}/violations"],
+      pretraining=arrays[f"{name}/pretraining"],
+      seconds_per_seed_episode=costs[name],
+      compile_seconds=float("nan"),
+      state=None,
+      visits=arrays[f"{name}/visits"].astype(np.float64),
+      chunk_ends=arrays[f"{name}/chunk_ends"],
+    )
+    for name in summary["config"]["agents"]
+  }
+  swings = {name: arrays[f"{name}/perfect_model_violations"] for name in summary["predictions"]}
+  return oj.analysis.Measurements(pilots, swings, costs, summary["config"])
 
 
 def pilot_arrays(out) -> dict[str, np.ndarray]:
@@ -255,6 +297,7 @@ def main(argv=None):
   del keys, agents, lp
   if args.like:
     _check_like_problem(args.like, bench, record)
+  measurements = load_measurements(args.refit, config) if args.refit else None
   with run_dir.running():
     run_dir.write_json("config.json", record)
     out = oj.analysis.outlook(
@@ -271,6 +314,7 @@ def main(argv=None):
       chunk=args.chunk,
       num_seeds=args.seeds,
       bias_form=args.bias_form,
+      measurements=measurements,
     )
     measured = _measured(args.like, out.predictions)
     summary = out.summary()
