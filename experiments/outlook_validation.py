@@ -111,7 +111,12 @@ def _agreement(predicted, measured, episodes) -> str:
 
 def main(argv=None):
   args = parse_args(argv)
-  runs = {pathlib.Path(r).name: r for r in args.runs.split(",")} if args.runs else dict(RUNS)
+  known = {os.path.normpath(d): name for name, d in RUNS.items()}  # a listed run keeps its name
+  runs = (
+    {known.get(os.path.normpath(r), pathlib.Path(r).name): r for r in args.runs.split(",")}
+    if args.runs
+    else dict(RUNS)
+  )
   rows = []
   for name, run in runs.items():
     if not (pathlib.Path(run) / "summary.json").is_file():

@@ -125,8 +125,9 @@ def test_outlook_script_writes_its_files_and_compares_with_a_run(tmp_path):
   assert out.seconds_per_seed_episode["optaug"] > 0
   # Fitted again from its pilots in another form; refused with another run flag.
   flags = ["--like", str(run), "--pilot-episodes", "500", "--refit", str(tmp_path / "o")]
-  again, _ = outlook.main(flags + ["--bias-form", "radii", "--out", str(tmp_path / "o2")])
-  assert again.bias.radii is not None and again.pilots["optaug"].state is None
+  again, _ = outlook.main(flags + ["--bias-form", "sqrt", "--out", str(tmp_path / "o2")])
+  assert out.bias.curve is not None and again.bias.curve is None  # the default is "fluid"
+  assert again.pilots["optaug"].state is None and again.bias.a == out.bias.a
   np.testing.assert_array_equal(again.swings["optdual"], out.swings["optdual"])
   np.testing.assert_array_equal(again.pilots["optaug"].violations, out.pilots["optaug"].violations)
   with pytest.raises(oj.experiment.cli.UsageError, match="threshold"):
@@ -167,146 +168,164 @@ def test_fit_bias_recovers_a_known_decay(form, a, c):
     oj.analysis.fit_bias(violations, pretraining, 0.05, form="power")
 
 
-def _optimistic_evaluation_loop(cost, policy, lower, upper, initial_state):
-  """`min_{p in box} V^pi(cost, p)` by explicit loops: each row's expectation filled from the
-  lower ends, the rest of its mass to the cheapest next states first."""
-  horizon, num_states, num_actions = cost.shape
-  v = np.zeros(num_states)
-  for h in reversed(range(horizon)):
-    q = np.zeros((num_states, num_actions))
-    for s in range(num_states):
-      for a in range(num_actions):
-        p = lower[h, s, a].astype(np.float64).copy()
-        rest = 1.0 - p.sum()
-        for t in np.argsort(v, kind="stable"):
-          more = min(upper[h, s, a, t] - p[t], rest)
-          p[t] += more
-          rest -= more
-        q[s, a] = cost[h, s, a] + p @ v
-    v = np.sum(policy[h] * q, axis=-1)
-  return v[initial_state]
-
-
-def test_radii_gap_against_a_numpy_model_and_loop_evaluation():
-  """`radii_gap` on the paper setting: at every grid episode, the visits of the stated model
-  (the pilot's scaled, then the LP's occupancy per episode), NumPy's optimistic model of
-  eq. (opt-c) (`numpy_reference`) and a loop evaluation of the optimal policy in its box."""
+@pytest.mark.parametrize(
+  ("name", "setting"), [("factored", "paper"), ("gridworld", "bura2022"), ("queue", "bura2022")]
+)
+def test_expected_counts_are_the_true_model_at_any_visits(name, setting):
+  """The empirical model of `expected_counts(n)` is the CMDP with `n` visits (dense
+  per-step, pooled, sparse slots); on the paper setting its box is NumPy's eq. (opt-c)
+  (`numpy_reference`) at those visits."""
   from optaug_jax._src.experiment import numpy_reference
 
-  cmdp = oj.random_cmdp(jax.random.PRNGKey(5), num_states=4, num_actions=3, horizon=4)
-  bench = oj.benchmarks.Benchmark(cmdp, *oj.safest_policy(cmdp))
-  num_episodes, bonus, pilot = 5000, 0.3, 200
-  agent = oj.agents.make_agent("optaug", bench, num_episodes=num_episodes, bonus_scale=bonus)
-  visits = np.array(jax.random.uniform(jax.random.PRNGKey(6), (4, 4, 3)) * 60.0)
-  visits[0, 1, 2] = 0.0  # an unvisited pair: the whole simplex
-  model = oj.agents.model_fn(num_episodes=num_episodes, delta=0.1, bonus_scale=bonus, setting=None)
+  bench = oj.benchmarks.make_benchmark(name)
+  cmdp = bench.cmdp
+  setting = oj.named_setting(setting, cmdp)
+  agent = oj.agents.make_agent("optaug", bench, num_episodes=1000, setting=setting)
   counts = oj.agents.init_agent(agent, cmdp).counts
-  gap = oj.analysis.radii_gap(cmdp, model, counts, None, visits, pilot, 10**5, num_points=9)
-  lp = oj.solve_lp(cmdp)
-  p = np.asarray(cmdp.transitions, np.float64)
-  d = np.asarray(cmdp.constraint_costs, np.float64)
-  alpha = np.asarray(cmdp.thresholds, np.float64)
-  expected = []
-  for k in gap.episodes:
-    n = visits * min(k, pilot) / pilot + max(k - pilot, 0.0) * lp.occupancy
-    _, d_opt, lower, upper = numpy_reference.optimistic_model(
+  n = np.array(jax.random.uniform(jax.random.PRNGKey(1), cmdp.cost.shape) * 50.0)
+  n[0, 0, 0] = 0.0  # an unvisited pair
+  got = oj.analysis.expected_counts(counts, cmdp, setting)(n)
+  n = np.where(n > 0, np.maximum(n, 1.0), 0.0)  # less than a visit counts one
+  model = estimates.empirical_model(got, num_episodes=1000, setting=setting)
+  dense = np.asarray(oj.to_dense(cmdp).transitions)
+  means = np.asarray(model.transitions)
+  if model.next_states is not None:  # slots back to dense rows
+    ns = np.broadcast_to(np.asarray(model.next_states), means.shape)
+    means = np.sum((ns[..., None] == np.arange(cmdp.num_states)) * means[..., None], axis=-2)
+  if means.shape[0] == 1:  # pooled: the visit-weighted mean of the steps' kernels
+    weights = n / np.maximum(n.sum(0), 1e-30)
+    dense = np.sum(weights[..., None] * dense, axis=0, keepdims=True)
+  visited = n.sum(0) > 0 if means.shape[0] == 1 else n > 0
+  np.testing.assert_allclose(
+    means[visited[None] if means.shape[0] == 1 else visited],
+    dense[visited[None] if means.shape[0] == 1 else visited],
+    atol=2e-6,
+  )
+  pooled = n.sum(0, keepdims=True) * np.ones_like(n) if means.shape[0] == 1 else n
+  np.testing.assert_allclose(model.visits, pooled, rtol=1e-6)
+  if setting.name == "paper":
+    p = np.asarray(cmdp.transitions, np.float64)
+    d = np.asarray(cmdp.constraint_costs, np.float64)
+    _, _, lower, upper = numpy_reference.optimistic_model(
       n,
       p * n[..., None],
       np.asarray(cmdp.cost) * n,
       d * n,
-      num_episodes=num_episodes,
+      num_episodes=1000,
       delta=0.1,
-      bonus_scale=bonus,
+      bonus_scale=1.0,
     )
-    v_opt = np.array(
-      [
-        _optimistic_evaluation_loop(d_opt[i], lp.policy, lower, upper, int(cmdp.initial_state))
-        for i in range(d.shape[0])
-      ]
-    )
-    slack = np.maximum(alpha - lp.constraint_values, 0.0)
-    expected.append(np.max(np.maximum(lp.constraint_values - v_opt - slack, 0.0)))
-  np.testing.assert_allclose(gap.gap, expected, rtol=2e-4, atol=2e-5)
-  assert expected[0] > 0.5 and expected[-1] < 0.1 * expected[0]  # it decays
-  assert np.all(np.diff(gap.gap) <= 1e-6)  # more visits, a smaller gap
+    box = estimates.transition_box(model)
+    np.testing.assert_allclose(box[0], lower, atol=2e-6)
+    np.testing.assert_allclose(box[1], upper, atol=2e-6)
 
 
-@pytest.mark.parametrize("name", ["gridworld", "queue"])
-def test_radii_gap_is_the_same_in_the_dense_and_the_sparse_layout(name):
-  """bura2022 (known costs, a known support, visits pooled over h): the same gap whether
-  the support is dense rows or sparse slots."""
-  dense = oj.benchmarks.make_benchmark(name)
-  cmdp = oj.to_dense(dense.cmdp)
-  gaps = []
-  for c in (cmdp, oj.to_sparse(cmdp)):
-    bench = oj.benchmarks.Benchmark(c, dense.safe_policy, dense.slack)
-    setting = oj.named_setting("bura2022", c)
-    agent = oj.agents.make_agent("optaug", bench, num_episodes=10**4, setting=setting)
-    model = oj.agents.model_fn(num_episodes=10**4, delta=None, bonus_scale=1.0, setting=setting)
-    visits = np.full(cmdp.cost.shape, 3.0)
-    counts = oj.agents.init_agent(agent, c).counts
-    gaps.append(oj.analysis.radii_gap(c, model, counts, setting, visits, 100, 10**6, num_points=7))
-  np.testing.assert_allclose(gaps[0].gap, gaps[1].gap, rtol=1e-4, atol=1e-5)
-  assert gaps[0].gap[0] > gaps[0].gap[-1] > 0
+def test_fluid_run_of_the_baseline_against_a_numpy_forward_loop():
+  """In pre-training OptAug plays its baseline: the fluid run's visits grow by exactly
+  (episodes) x the baseline's occupancy (a NumPy forward loop), and every plan's violation
+  is the baseline's (a NumPy backward loop), whatever the grid."""
+  cmdp = oj.random_cmdp(jax.random.PRNGKey(2), num_states=5, num_actions=3, horizon=4)
+  policy, slack = oj.safest_policy(cmdp)
+  bench = oj.benchmarks.Benchmark(cmdp, policy, float(slack))
+  agent = oj.agents.make_agent("optaug", bench, num_episodes=10**5, pretrain_episodes=10**5)
+  n0 = np.full(cmdp.cost.shape, 2.0)
+  run = oj.analysis.fluid_run(agent, cmdp, n0, 100, 5000, num_points=7, plans=3, burn_in=2)
+  p, pi = np.asarray(cmdp.transitions, np.float64), np.asarray(policy, np.float64)
+  d = np.asarray(cmdp.constraint_costs, np.float64)
+  state = np.eye(cmdp.num_states)[int(cmdp.initial_state)]
+  q = np.zeros(cmdp.cost.shape)
+  for h in range(cmdp.horizon):
+    q[h] = state[:, None] * pi[h]
+    state = np.einsum("sa,sat->t", q[h], p[h])
+  violation = np.max(np.einsum("ihsa,hsa->i", d, q) - np.asarray(cmdp.thresholds))
+  np.testing.assert_allclose(run.visits, n0 + (5000 - 100) * q, rtol=2e-5)
+  np.testing.assert_allclose(run.violations, np.full((6, 3), violation), atol=1e-5)
+  assert run.episodes[0] == 100 and run.episodes[-1] == pytest.approx(5000)
+  level = run.positive(smooth=1)
+  np.testing.assert_allclose(level.values, max(violation, 0.0), atol=1e-5)
 
 
-def test_fit_bias_radii_recovers_a_known_scale_and_follows_the_gap():
-  """Pilot violations that are exactly 2.5 r(k) for a gap r with a plateau then a 1/k fall
-  (no power law): the form "radii" recovers 2.5, extrapolates r's shape, and a Lagrangian
-  level decays as r does."""
-  episodes = np.geomspace(1, 1e6, 60)
-  gap = oj.analysis.RadiiGap(episodes, np.minimum(1.0, 500.0 / episodes))
+def test_fit_bias_fluid_is_the_fit_then_the_lower_of_it_and_the_fluid_run():
+  """Pilot violations exactly 5 / sqrt(k) after 100 episodes of pre-training, and a fluid
+  curve from episode 3,000 that falls like 1/k: `b(k)` is the fit before 3,000, the curve
+  where it is lower; the Lagrangian decay follows `b`."""
   k = np.arange(1, 3001, dtype=np.float64)
   pretraining = k <= 100
-  violations = np.tile(np.where(pretraining, -1.0, 2.5 * gap.at(k)), (4, 1))
-  fit = oj.analysis.fit_bias(violations, pretraining, 0.05, form="radii", radii=gap)
-  assert fit.scale == pytest.approx(2.5, rel=0.02)
-  np.testing.assert_allclose(fit.at([1e4, 1e6]), 2.5 * 500.0 / np.array([1e4, 1e6]), rtol=0.03)
-  np.testing.assert_allclose(fit.decay([1e4, 1e5], 1e3), [0.1, 0.01], rtol=0.03)
-  assert fit.decay([10.0], 100.0)[0] == 1.0  # never above the reference's level
-  with pytest.raises(ValueError, match="radii"):
-    oj.analysis.fit_bias(violations, pretraining, 0.05, form="radii")
-  with pytest.raises(ValueError, match="radii"):
-    oj.analysis.fit_bias(violations, pretraining, 0.05, form="sqrt", radii=gap)
+  violations = np.tile(np.where(pretraining, -1.0, 5.0 / np.sqrt(k)), (4, 1))
+  episodes = np.geomspace(3000, 1e6, 50)
+  curve = oj.analysis.Curve(episodes, 5.0 / np.sqrt(3000) * 3000 / episodes)
+  fit = oj.analysis.fit_bias(violations, pretraining, 0.05, form="fluid", curve=curve)
+  assert fit.a == pytest.approx(5.0, rel=0.05)
+  np.testing.assert_allclose(fit.at([1000.0]), fit.a / np.sqrt(1000.0))
+  np.testing.assert_allclose(
+    fit.at([3e4, 3e5]), 5.0 / np.sqrt(3000) * 3000 / np.array([3e4, 3e5]), rtol=0.03
+  )
+  np.testing.assert_allclose(fit.decay([3e4], 3000.0), [0.1], rtol=0.05)
+  with pytest.raises(ValueError, match="curve"):
+    oj.analysis.fit_bias(violations, pretraining, 0.05, form="fluid")
+  with pytest.raises(ValueError, match="curve"):
+    oj.analysis.fit_bias(violations, pretraining, 0.05, form="sqrt", curve=curve)
 
 
-def test_outlook_radii_uses_optaugs_own_radii():
-  """`outlook(bias_form="radii")` builds the gap with the options OptAug was given (here a
-  bonus for OptAug alone, and a named setting): the same gap as `radii_gap` with that model
-  and the pilot's visits; another bonus gives another gap."""
+def test_outlook_fluid_runs_optaug_as_configured_from_its_pilot():
+  """The default form runs OptAug as it was configured (a bonus for OptAug alone) from its
+  pilot's visits at the pilot's end; fitted again from the same measurements in the form
+  "sqrt", nothing is run again; other measurements are refused."""
   bench = oj.benchmarks.make_benchmark("media_streaming")
   options = {"setting": "paper", "bonus_scale": {"optaug": 0.1, "optdual": 1.0}}
-  out = oj.analysis.outlook(
+  kwargs = dict(key=jax.random.PRNGKey(0), num_episodes=10**4, options=options, chunk=250)
+  out = oj.analysis.outlook(bench, pilot_episodes=250, perfect_episodes=100, **kwargs)
+  assert out.config["bias_form"] == "fluid" and out.fluid is not None
+  pilot = out.pilots["optaug"]
+  np.testing.assert_allclose(pilot.visits.sum(axis=(1, 2)), 250.0)  # one visit per step
+  assert out.fluid.episodes[0] == 250
+  runs = {}
+  for bonus in (0.1, 1.0):
+    agent = oj.agents.make_agent("optaug", bench, num_episodes=10**4, bonus_scale=bonus)
+    runs[bonus] = oj.analysis.fluid_run(agent, bench.cmdp, pilot.visits, 250, 10**6)
+  np.testing.assert_allclose(out.fluid.violations, runs[0.1].violations, atol=1e-6)
+  assert not np.allclose(runs[0.1].violations, runs[1.0].violations, atol=0.01)
+  again = oj.analysis.outlook(
     bench,
-    key=jax.random.PRNGKey(0),
-    num_episodes=10**4,
-    options=options,
     pilot_episodes=250,
     perfect_episodes=100,
-    chunk=250,
-    bias_form="radii",
+    bias_form="sqrt",
+    measurements=out.measurements(),
+    **kwargs,
   )
-  assert out.config["bias_form"] == "radii" and np.isfinite(out.bias.scale)
-  pilot = out.pilots["optaug"]
-  agent = oj.agents.make_agent("optaug", bench, num_episodes=10**4, bonus_scale=0.1)
-  counts = oj.agents.init_agent(agent, bench.cmdp).counts
-  gaps = {}
-  for bonus in (0.1, 1.0):
-    model = oj.agents.model_fn(num_episodes=10**4, delta=None, bonus_scale=bonus, setting=None)
-    gaps[bonus] = oj.analysis.radii_gap(
-      bench.cmdp, model, counts, None, pilot.visits[-1], 250, 10**6
-    ).gap
-  np.testing.assert_allclose(out.bias.radii.gap, gaps[0.1], rtol=1e-6)
-  assert not np.allclose(gaps[0.1], gaps[1.0], rtol=0.05)
-  np.testing.assert_allclose(pilot.visits[-1].sum(axis=(1, 2)), 250.0)  # one visit per step
-  # Fitted again from the same measurements, in the default form: no run made again.
-  kwargs = dict(key=jax.random.PRNGKey(1), num_episodes=10**4, options=options, chunk=250)
-  again = oj.analysis.outlook(
-    bench, pilot_episodes=250, perfect_episodes=100, measurements=out.measurements(), **kwargs
-  )
-  assert again.pilots["optaug"] is pilot and again.config["bias_form"] == "sqrt"
+  assert again.pilots["optaug"] is pilot and again.fluid is None
   assert again.bias.a == oj.analysis.fit_bias(pilot.violations, pilot.pretraining, 0.05).a
   with pytest.raises(ValueError, match="pilot_episodes"):
     oj.analysis.outlook(
       bench, pilot_episodes=500, perfect_episodes=100, measurements=out.measurements(), **kwargs
     )
+
+
+@pytest.mark.slow
+def test_fluid_run_follows_a_recorded_run():
+  """OptAug's fluid run from a pilot of 2,000 episodes (4 seeds) against the recorded run of
+  docs/results/headline/media_streaming (64 seeds, paper setting, bonus 0.1): its mean
+  positive violation within 10% of the run's windows from 5,000 to 90,000 episodes (a
+  Monte Carlo reference: the run's windows are means over 64 seeds)."""
+  import pathlib
+
+  summary = pathlib.Path(__file__).parents[1] / "docs/results/headline/media_streaming"
+  run = json.loads((summary / "summary.json").read_text())["agents"]["optaug"]
+  bench = oj.benchmarks.make_benchmark("media_streaming")
+  agent = oj.agents.make_agent(
+    "optaug",
+    bench,
+    num_episodes=10**5,
+    setting=oj.named_setting("paper"),
+    bonus_scale=0.1,
+    pretrain_episodes=300,
+    eta=100.0,
+  )
+  keys = jax.random.split(jax.random.PRNGKey(0), 4)
+  pilot = oj.analysis.pilot_run(agent, bench.cmdp, keys, 2000, 250)
+  fluid = oj.analysis.fluid_run(agent, bench.cmdp, pilot.visits, 2000, 10**6).positive()
+  episodes = np.asarray(run["episodes"], np.float64)
+  measured = np.asarray(run["window_positive_violation"]["mean"])
+  late = (episodes >= 5000) & (episodes <= 90000)
+  assert late.sum() >= 5
+  np.testing.assert_allclose(fluid.at(episodes[late]), measured[late], rtol=0.1)  # 0.97-1.04

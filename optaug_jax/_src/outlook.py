@@ -10,9 +10,13 @@ difference shows in a run:
   that reproduce the true CMDP (`exact_counts`), planned episode after episode with no
   sampling (`perfect_model_run`). Its per-episode violations `v_k` are the swing alone.
 - **The bias** of the optimistic model as the run goes on: from a short pilot run of OptAug
-  (its positive violation per window, after pre-training), fitted as `b(k) = a / sqrt(k)`
-  on the pilot's last third (`fit_bias`; the radii shrink like `1/sqrt(visits)`) and
-  extrapolated.
+  (its positive violation per window, after pre-training), fitted as `a / sqrt(k)` on the
+  pilot's last third (`fit_bias`; the radii shrink like `1/sqrt(visits)`), and after the
+  pilot the lower of that and OptAug's **fluid run** (`fluid_run`): OptAug planning on
+  counts at their expectations, the visits growing by its plans' occupancies, from the
+  pilot's visits to `horizon` in a few hundred plans. The fluid run follows the radii's
+  `1/n` transient that the `1/sqrt(k)` extrapolation misses; it overstates the bias
+  where the radii use the empirical variance of rows seen a few times.
 
 In a run, OptAug's violation at episode `k` is modelled as `b(k) z` (`z`: the pilot's late
 violations over their mean positive part, the spread over seeds and episodes) and a
@@ -45,12 +49,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import layouts, planning, policies
+from . import layouts, policies
 from . import setting as setting_lib
 from .agents import registry
-from .agents.base import Agent, init_agent, model_fn
+from .agents.base import Agent, init_agent
 from .cmdp import CMDP, to_dense
-from .estimates import Counts, OptimisticModel
+from .estimates import Counts
 from .metrics import EpisodeLog
 
 # The Lagrangian agents of the registry: their swing is measured on the exact model.
@@ -102,78 +106,123 @@ def exact_counts(agent: Agent, cmdp: CMDP) -> Counts:
   )
 
 
-def radii_gap(
-  cmdp: CMDP,
-  model: Callable[[Counts], OptimisticModel],
-  counts: Counts,
-  setting: setting_lib.Setting | None,
-  pilot_visits: np.ndarray,
-  pilot_episodes: int,
-  horizon: int,
-  num_points: int = 48,
-) -> RadiiGap:
-  """`r(k)`: how far the optimistic model (`model`, the agent's `counts -> model` with its
-  setting, `delta` and `bonus_scale`) underestimates the optimal policy's constraint values
-  when the visits are those of a run at episode `k`, on a log grid of `num_points` episodes
-  from 1 to `horizon`.
-
-  The visits at episode `k` are the pilot's `pilot_visits [H, S, A]` (its mean over seeds
-  after `pilot_episodes`) scaled by `k / P` up to the pilot's end, then growing by the
-  optimal policy's occupancy `q*` (the CMDP's LP, HiGHS) per episode; the empirical means
-  are the true model (the bias of the radii, not the noise of the means). `counts` is a
-  template in the layout of the agent's `setting` (`init_agent(agent, cmdp).counts`). With
-  `V` the true values of `pi*` and `V-opt` their optimistic evaluation
-  (`optimistic_policy_evaluation` in the model's box, at its optimistic constraint costs),
-  `r(k) = max_i (V(d_i) - V-opt(d_i) - slack_i)^+`, `slack_i = alpha_i - V(d_i)`: an active
-  constraint's gap, or the part of an inactive one's beyond its slack.
-  """
-  from .lp import solve_lp
-
-  solution = solve_lp(cmdp)
+def expected_counts(
+  counts: Counts, cmdp: CMDP, setting: setting_lib.Setting | None
+) -> Callable[[jax.Array], Counts]:
+  """`n -> Counts`: counts in the layout of `counts` (a template of the agent's `setting`,
+  `init_agent(agent, cmdp).counts`) with the float visits `n [H, S, A]` and every other
+  statistic at its expectation under `cmdp` (`p n` transitions, pooled over h when the
+  setting pools; `c n` and `d n` cost sums): the empirical model of such counts is `cmdp`,
+  its radii those of `n` visits. A pair with less than one visit (one some seeds of a pilot
+  saw) counts one (the means divide by `n v 1`). Traceable in `n`."""
   dtype = counts.cost_sums.dtype
-  rows = layouts.of(setting_lib.resolve(setting).next_states()).entries(
-    np.asarray(to_dense(cmdp).transitions, np.float64)
-  )  # [H, S, A, N]
+  rows = jnp.asarray(
+    layouts.of(setting_lib.resolve(setting).next_states()).entries(
+      np.asarray(to_dense(cmdp).transitions, np.float64)
+    ),
+    dtype,
+  )  # [H, S, A, S' or N]
   pooled = counts.transitions.shape[0] == 1 and cmdp.horizon > 1
-  episodes = np.geomspace(1.0, float(max(horizon, 2)), num_points)
-  scale = np.minimum(episodes, pilot_episodes) / pilot_episodes
-  beyond = np.maximum(episodes - pilot_episodes, 0.0)
-  visits = (
-    scale[:, None, None, None] * np.asarray(pilot_visits, np.float64)[None]
-    + beyond[:, None, None, None] * np.asarray(solution.occupancy, np.float64)[None]
-  )
-  policy = jnp.asarray(solution.policy, dtype)
-  rows_j = jnp.asarray(rows, dtype)
   cost, constraint_costs = (jnp.asarray(x, dtype) for x in (cmdp.cost, cmdp.constraint_costs))
   zeros = lambda x: None if x is None else jnp.zeros_like(x)
 
-  @jax.jit
-  def optimistic_values(n):  # [H, S, A] -> [I]
-    transitions = rows_j * n[..., None]
+  def of(n: jax.Array) -> Counts:
+    n = jnp.asarray(n, dtype)
+    n = jnp.where(n > 0, jnp.maximum(n, 1.0), 0.0)
+    transitions = rows * n[..., None]
     if pooled:
       transitions = jnp.sum(transitions, axis=0, keepdims=True)
-    m = model(
-      counts._replace(
-        visits=n,
-        transitions=transitions,
-        cost_sums=cost * n,
-        constraint_cost_sums=constraint_costs * n,
-        cost_compensation=zeros(counts.cost_compensation),
-        constraint_cost_compensation=zeros(counts.constraint_cost_compensation),
-        off_support=zeros(counts.off_support),
-      )
+    return counts._replace(
+      visits=n,
+      transitions=transitions,
+      cost_sums=cost * n,
+      constraint_cost_sums=constraint_costs * n,
+      cost_compensation=zeros(counts.cost_compensation),
+      constraint_cost_compensation=zeros(counts.constraint_cost_compensation),
+      off_support=zeros(counts.off_support),
     )
-    box = m.transition_set()
-    evaluate = lambda d: planning.optimistic_policy_evaluation(d, policy, box)[0][
-      0, cmdp.initial_state
-    ]
-    return jax.vmap(evaluate)(m.constraint_costs)
 
-  optimistic = np.stack([np.asarray(optimistic_values(jnp.asarray(n, dtype))) for n in visits])
-  true = np.asarray(solution.constraint_values, np.float64)
-  slack = np.maximum(np.asarray(cmdp.thresholds, np.float64) - true, 0.0)
-  gap = np.max(np.maximum(true - optimistic - slack, 0.0), axis=-1)
-  return RadiiGap(episodes, gap)
+  return of
+
+
+class FluidRun(NamedTuple):
+  """An agent's run in expectation (`fluid_run`)."""
+
+  episodes: np.ndarray  # [G + 1] the intervals' ends (the first: where the run starts)
+  violations: np.ndarray  # [G, M] the true violation of each plan in each interval
+  visits: np.ndarray  # [H, S, A] the visits at the run's end
+
+  def positive(self, smooth: int = 2) -> Curve:
+    """The mean positive violation per interval (at its geometric centre), averaged over
+    `2 smooth + 1` neighbouring intervals (a mixed policy's plans jitter)."""
+    kernel = np.ones(2 * smooth + 1)
+    per = np.maximum(self.violations, 0.0).mean(axis=1)
+    level = np.convolve(per, kernel, "same") / np.convolve(np.ones_like(per), kernel, "same")
+    return Curve(np.sqrt(self.episodes[:-1] * self.episodes[1:]), level)
+
+
+def fluid_run(
+  agent: Agent,
+  cmdp: CMDP,
+  visits: np.ndarray,
+  first_episode: int,
+  horizon: int,
+  *,
+  num_points: int = 100,
+  plans: int = 4,
+  burn_in: int = 100,
+) -> FluidRun:
+  """`agent`'s run from episode `first_episode` to `horizon` in expectation: its plans on
+  counts whose statistics are their expectations under `cmdp` (`expected_counts`, in the
+  agent's setting), the visits growing by each plan's occupancy in the true CMDP.
+
+  It starts from `visits [H, S, A]` (a pilot's mean visits at `first_episode`); `burn_in`
+  plans at those counts settle the multipliers and the warm start; then each of
+  `num_points - 1` log-spaced intervals `[k_j, k_{j+1})` is `plans` plans, each adding
+  `(k_{j+1} - k_j) / plans` times its occupancy to the visits, at the episode index it
+  stands for. No sampling: the empirical means are the true ones, so the violation left is
+  the radii's bias at the visits the agent itself makes (optimism sends it to the pairs it
+  knows least, which the optimal policy's visits do not show). Where the radii use the
+  empirical variance (Bernstein), a rarely visited row's radius is wider with the true
+  means than with a run's (whose few draws make a degenerate row): the fluid run then
+  overstates the bias (docs/results/outlook/). One jitted call; `plans x (num_points - 1) +
+  burn_in` plans in all.
+  """
+  state = init_agent(agent, cmdp)
+  counts_of = expected_counts(state.counts, cmdp, getattr(agent.assumptions, "setting", None))
+  dtype = state.counts.cost_sums.dtype
+  ends = np.geomspace(first_episode, max(horizon, first_episode + 1), num_points)
+  n0 = jnp.asarray(visits, dtype)
+  start = jnp.asarray(first_episode, jnp.int32)
+  kernel = cmdp.transition_set()
+
+  @jax.jit
+  def run(state, ends):
+    def settle(st, _):
+      _, st, _ = agent.plan(st)
+      return st._replace(episode=start), None
+
+    state = state._replace(counts=counts_of(n0), episode=start)
+    state, _ = lax.scan(settle, state, None, length=burn_in)
+
+    def interval(carry, bounds):
+      def one(carry, i):
+        st, n = carry
+        step = (bounds[1] - bounds[0]) / plans
+        episode = jnp.floor(bounds[0] + i * step).astype(jnp.int32)
+        policy, st, _ = agent.plan(st._replace(episode=episode))
+        n = n + step * kernel.occupancy(policy, cmdp.initial_state).astype(dtype)
+        _, values = policies.policy_values(cmdp, policy)
+        return (st._replace(counts=counts_of(n)), n), jnp.max(values - cmdp.thresholds)
+
+      return lax.scan(one, carry, jnp.arange(plans, dtype=dtype))
+
+    pairs = jnp.stack([ends[:-1], ends[1:]], axis=1)
+    (_, n), violations = lax.scan(interval, (state, n0), pairs)
+    return violations, n
+
+  violations, n = run(state, jnp.asarray(ends, dtype))
+  return FluidRun(ends, np.asarray(violations, np.float64), np.asarray(n, np.float64))
 
 
 class PerfectModelLog(NamedTuple):
@@ -213,8 +262,7 @@ class Pilot(NamedTuple):
   seconds_per_seed_episode: float  # the last chunk's wall time / (seeds x its episodes)
   compile_seconds: float  # the first chunk's wall time less its share at that rate
   state: Any  # the final states, [seeds, ...]
-  visits: np.ndarray  # [C, H, S, A] the mean visits over the seeds after each chunk
-  chunk_ends: np.ndarray  # [C] the episodes those visits are after
+  visits: np.ndarray  # [H, S, A] the mean visits over the seeds at the pilot's end
 
 
 def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chunk: int) -> Pilot:
@@ -227,7 +275,7 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
     )
   )
   state = jax.vmap(lambda _: init_agent(agent, cmdp))(keys)
-  violations, pretraining, times, visits = [], [], [], []
+  violations, pretraining, times = [], [], []
   for _ in range(-(-num_episodes // chunk)):
     start = time.perf_counter()
     state, (viol, pre) = run(keys, state)
@@ -235,7 +283,6 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
     times.append(time.perf_counter() - start)
     violations.append(viol)
     pretraining.append(np.asarray(pre).all(axis=0))
-    visits.append(np.asarray(state.counts.visits, np.float64).mean(axis=0))
   per = times[-1] / (keys.shape[0] * chunk)
   return Pilot(
     violations=np.concatenate(violations, 1)[:, :num_episodes],
@@ -243,8 +290,7 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
     seconds_per_seed_episode=float(per),
     compile_seconds=float(max(times[0] - per * keys.shape[0] * chunk, 0.0)),
     state=state,
-    visits=np.stack(visits),
-    chunk_ends=chunk * np.arange(1, len(visits) + 1),
+    visits=np.asarray(state.counts.visits, np.float64).mean(axis=0),
   )
 
 
@@ -273,21 +319,22 @@ def _run_chunk(agent, key, cmdp, state, chunk):
   return state, (jnp.max(log.constraint_values - cmdp.thresholds, axis=-1), log.pretraining)
 
 
-class RadiiGap(NamedTuple):
-  """The optimistic model's gap at the optimal policy as the visits grow (`radii_gap`)."""
+class Curve(NamedTuple):
+  """A level by episode, read between its points linearly in `log k`
+  (`FluidRun.positive`)."""
 
-  episodes: np.ndarray  # [G] a log grid of 1-based episodes
-  gap: np.ndarray  # [G] r(k): max_i (V^{pi*}(d_i) - V-opt^{pi*}(d_i) - slack_i)^+
+  episodes: np.ndarray  # [G] 1-based episodes, increasing
+  values: np.ndarray  # [G]
 
   def at(self, k) -> np.ndarray:
-    """`r(k)`, interpolated linearly in `log k` (constant beyond the grid)."""
-    return np.interp(np.log(np.asarray(k, np.float64)), np.log(self.episodes), self.gap)
+    """The level at episodes `k` (constant beyond the first and the last point)."""
+    return np.interp(np.log(np.asarray(k, np.float64)), np.log(self.episodes), self.values)
 
 
 class BiasFit(NamedTuple):
-  """OptAug's positive violation in a pilot, fitted as `b(k) = a / sqrt(k) + c / k` (`c = 0`
-  in the default form), or as `b(k) = scale r(k)` over the radii's gap `r` (form "radii"),
-  see `fit_bias`."""
+  """OptAug's positive violation `b(k)` as the run goes on, from a pilot (see `fit_bias`):
+  `a / sqrt(k) + c / k` (`c = 0` but in the form "bernstein"), and in the form "fluid"
+  (default) the lower of `a / sqrt(k)` and OptAug's fluid run (`curve`) after the pilot."""
 
   a: float  # the 1/sqrt(k) term's coefficient (k the 1-based episode)
   c: float  # the 1/k term's
@@ -297,29 +344,31 @@ class BiasFit(NamedTuple):
   spread: np.ndarray  # [n] late violations / their mean positive part (the shape z)
   from_episode: int  # first episode of the fit
   free_exponent: float = float("nan")  # a free power-law fit on the same windows (diagnostic)
-  radii: RadiiGap | None = None  # form "radii": the gap whose shape b(k) follows
-  scale: float = float("nan")  # ... and its factor (the pilot's bias over the gap)
+  curve: Curve | None = None  # form "fluid": the fluid run's mean positive violation
+  form: str = "sqrt"
 
   def at(self, k) -> np.ndarray:
     """`b(k)`."""
     k = np.asarray(k, np.float64)
-    if self.radii is not None:
-      return self.scale * self.radii.at(k)
-    return self.a / np.sqrt(k) + self.c / k
+    fit = self.a / np.sqrt(k) + self.c / k
+    if self.curve is None:
+      return fit
+    return np.where(k < self.curve.episodes[0], fit, np.minimum(fit, self.curve.at(k)))
 
   def decay(self, k, k_ref: float) -> np.ndarray:
-    """How much of the estimation error at episode `k_ref` is left at `k >= k_ref` (at most
-    1): `sqrt(k_ref / k)`, or the gap's `r(k) / r(k_ref)` in the form "radii"."""
+    """How much of the estimation error at episode `k_ref` is left at `k` (at most 1):
+    `b(k) / b(k_ref)` (`sqrt(k_ref / k)` where `b(k_ref) = 0`)."""
     k = np.asarray(k, np.float64)
-    ref = float(self.radii.at(k_ref)) if self.radii is not None else 0.0
+    ref = float(self.at(k_ref))
     if ref > 0:
-      return np.minimum(1.0, self.radii.at(k) / ref)  # type: ignore[union-attr]
+      return np.minimum(1.0, self.at(k) / ref)
     return np.minimum(1.0, np.sqrt(k_ref / k))
 
   def describe(self) -> str:
-    if self.radii is not None:
-      return f"{self.scale:.3g} x r(k), the radii's gap at pi*"
-    return f"{self.a:.3g}/sqrt(k)" + (f" + {self.c:.3g}/k" if self.c else "")
+    fit = f"{self.a:.3g}/sqrt(k)" + (f" + {self.c:.3g}/k" if self.c else "")
+    if self.curve is not None:
+      return f"min({fit}, OptAug's fluid run) after the pilot"
+    return fit
 
 
 def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
@@ -327,7 +376,7 @@ def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
   return edges[edges > first] if len(edges) > 1 else np.array([last])
 
 
-BIAS_FORMS = ("sqrt", "bernstein", "radii")
+BIAS_FORMS = ("fluid", "sqrt", "bernstein")
 
 
 def fit_bias(
@@ -335,31 +384,32 @@ def fit_bias(
   pretraining: np.ndarray,
   threshold: float,
   form: str = "sqrt",
-  radii: RadiiGap | None = None,
+  curve: Curve | None = None,
 ) -> BiasFit:
   """`BiasFit` of OptAug's pilot `violations [seeds, P]`, over log-spaced windows after
   pre-training.
 
-  `form="sqrt"` (default): `b(k) = a / sqrt(k)`, `a` the mean of `b sqrt(k)` over the
-  windows ending in the pilot's last third (the latest bias anchors the extrapolation).
+  `form="sqrt"`: `b(k) = a / sqrt(k)`, `a` the mean of `b sqrt(k)` over the windows ending
+  in the pilot's last third (the latest bias anchors the extrapolation).
+  `form="fluid"` (`outlook`'s default): the same `a / sqrt(k)` up to the start of `curve`
+  (OptAug's fluid run from the pilot's end, `fluid_run` and `FluidRun.positive`), then the
+  lower of the two. Each errs high in a regime of its own: the `1/sqrt(k)` extrapolation
+  where the pilot ends in the transient of the whole-simplex boxes (the radii's `1/n` term
+  still falls faster: media_streaming, paper setting, bonus 0.1), the fluid run where the
+  radii use the empirical variance of rows visited a few times (the gridworlds, bura2022).
   `form="bernstein"`: `b(k) = a / sqrt(k) + c / k` with `a, c >= 0` (the form of the
   Bernstein radius `2 sqrt(p (1 - p) L / n) + 14 L / (3 n)` in the visits), by
-  non-negative least squares in relative error on the windows of the pilot's second half.
-  Measured against recorded runs (docs/results/outlook/), the second predicted too early
-  wherever the pilot ends in a steep transient (it then fits `a = 0`, a bias falling like
-  `1/k` for good), and agreed with fewer runs: it is not the default.
-  `form="radii"`: `b(k) = scale r(k)`, the shape of the setting's radii at the optimal
-  policy's visits (`radii`, from `radii_gap`: it follows the whole-simplex transient and
-  the radii's own mix of `1/sqrt(n)` and `1/n`), `scale` the mean of `b / r` over the
-  windows ending in the pilot's last third (the pilot gives the level, the radii the
-  decay).
+  non-negative least squares in relative error on the windows of the pilot's second half;
+  it predicted too early wherever the pilot ends in a steep transient (it then fits
+  `a = 0`, a bias falling like `1/k` for good).
+  Measured against recorded runs: docs/results/outlook/.
   """
   from scipy.optimize import nnls
 
   if form not in BIAS_FORMS:
     raise ValueError(f"form: expected one of {BIAS_FORMS}, got {form!r}")
-  if (form == "radii") != (radii is not None):
-    raise ValueError(f"radii: the form 'radii' takes the gap `radii`, got form {form!r}")
+  if (form == "fluid") != (curve is not None):
+    raise ValueError(f"curve: the form 'fluid' takes the fluid run's curve, got form {form!r}")
   num_episodes = violations.shape[1]
   first = int(np.argmin(pretraining)) if not pretraining.all() else num_episodes - 1
   ends = _windows(first, num_episodes)
@@ -367,33 +417,24 @@ def fit_bias(
   pos = np.array([np.maximum(violations[:, a:b], 0).mean() for a, b in zip(starts, ends)])
   share = np.array([(violations[:, a:b] > threshold).mean() for a, b in zip(starts, ends)])
   mid = np.sqrt((starts + 1.0) * ends)  # geometric centre of each window (1-based)
-  factor = float("nan")
-  if form == "radii":
-    gap = radii.at(mid)  # type: ignore[union-attr]
-    use = (ends > first + 2 * (num_episodes - first) // 3) & (gap > 0)
-    use = use if use.any() else gap > 0
-    factor = float(np.mean(pos[use] / gap[use])) if use.any() else 0.0
-    a, c = 0.0, 0.0
-    good = use & (pos > 0)
-  elif form == "sqrt":
-    use = ends > first + 2 * (num_episodes - first) // 3
-    use = use if use.any() else np.ones_like(use)
-    a, c = float(np.mean(pos[use] * np.sqrt(mid[use]))), 0.0
-    good = use & (pos > 0)
-  else:
+  a, c = 0.0, 0.0
+  if form == "bernstein":
     good = (ends > first + (num_episodes - first) // 2) & (pos > 0)
     if good.sum() >= 2:
       basis = np.stack([mid[good] ** -0.5, 1.0 / mid[good]], 1) / pos[good, None]
       (a, c), _ = nnls(basis, np.ones(good.sum()))
-    else:  # no violation late in the pilot: no bias left to extrapolate
-      a, c = 0.0, 0.0
+  else:
+    use = ends > first + 2 * (num_episodes - first) // 3
+    use = use if use.any() else np.ones_like(use)
+    a = float(np.mean(pos[use] * np.sqrt(mid[use])))
+    good = use & (pos > 0)
   free = (
     float(np.polyfit(np.log(mid[good]), np.log(pos[good]), 1)[0]) if good.sum() >= 2 else np.nan
   )
   late = violations[:, first + 3 * (num_episodes - first) // 4 :].ravel()
   scale = np.maximum(late, 0).mean()
   spread = late / scale if scale > 0 else np.zeros_like(late)
-  return BiasFit(float(a), float(c), ends, pos, share, spread, first + 1, free, radii, factor)
+  return BiasFit(float(a), float(c), ends, pos, share, spread, first + 1, free, curve, form)
 
 
 class Prediction(NamedTuple):
@@ -441,10 +482,10 @@ def predict(
   The Lagrangian agent's level (mean positive violation, share above `threshold`) is its
   pilot's over the pilot's last third, at episode `k_p`; from there it moves to its
   perfect-model level (the late half of `swing`) as the estimation error shrinks: `L(k) =
-  L_pm + (L_pilot - L_pm) D(k)`, `D = bias.decay(k, k_p)` (`sqrt(k_p / k)`, or the radii's
-  gap's decay in the form "radii"). OptAug's violation is `b(k) z`. The predicted
-  episode is the first on a log grid (from the end of pre-training to `horizon`) from
-  which a criterion holds for the rest of the grid (`None`: not at `horizon`).
+  L_pm + (L_pilot - L_pm) D(k)`, `D = bias.decay(k, k_p)` (as OptAug's bias falls). OptAug's
+  violation is `b(k) z`. The predicted episode is the first on a log grid (from the end of
+  pre-training to `horizon`) from which a criterion holds for the rest of the grid (`None`:
+  not at `horizon`).
   """
   grid = np.unique(np.round(np.geomspace(max(bias.from_episode, 1), horizon, 400)).astype(int))
   z = bias.spread if bias.spread.size else np.zeros(1)
@@ -519,6 +560,7 @@ class Outlook(NamedTuple):
   seconds_per_seed_episode: dict[str, float]  # per agent, late in its pilot (see `outlook`)
   pilots: dict[str, Pilot]
   config: dict[str, Any]
+  fluid: FluidRun | None = None  # OptAug's, in the form "fluid"
 
   def measurements(self) -> Measurements:
     """The runs this outlook made, to fit and predict again (`outlook(measurements=...)`)."""
@@ -538,18 +580,24 @@ class Outlook(NamedTuple):
         "c": self.bias.c,
         "free_exponent": self.bias.free_exponent,
         "from_episode": self.bias.from_episode,
-        "scale": self.bias.scale,
-        "radii": None
-        if self.bias.radii is None
+        "form": self.bias.form,
+        "curve": None
+        if self.bias.curve is None
         else {
-          "episodes": self.bias.radii.episodes.tolist(),
-          "gap": self.bias.radii.gap.tolist(),
+          "episodes": self.bias.curve.episodes.tolist(),
+          "values": self.bias.curve.values.tolist(),
         },
         "windows": self.bias.windows.tolist(),
         "positive": self.bias.positive.tolist(),
         "share": self.bias.share.tolist(),
       },
       "predictions": {n: p._asdict() for n, p in self.predictions.items()},
+      "fluid": None
+      if self.fluid is None
+      else {
+        "episodes": self.fluid.episodes.tolist(),
+        "violations": self.fluid.violations.tolist(),
+      },
       "seconds_per_seed_episode": self.seconds_per_seed_episode,
     }
 
@@ -568,7 +616,7 @@ def outlook(
   horizon: int = 10**6,
   chunk: int = 250,
   num_seeds: int | None = None,
-  bias_form: str = "sqrt",
+  bias_form: str = "fluid",
   measurements: Measurements | None = None,
 ) -> Outlook:
   """Predicts whether, and when, OptAug and each Lagrangian agent separate on `benchmark`.
@@ -587,9 +635,9 @@ def outlook(
     threshold: the violation that counts an episode as violating.
     horizon: the last episode a prediction looks at.
     chunk: episodes per jitted call of the pilots.
-    bias_form: the form of OptAug's bias fit (`fit_bias`): "sqrt" (default),
-      "bernstein", or "radii" (the decay of OptAug's radii at the optimal policy's visits,
-      `radii_gap`, scaled to the pilot).
+    bias_form: the form of OptAug's bias (`fit_bias`): "fluid" (default: the lower of the
+      pilot's `a / sqrt(k)` and OptAug's fluid run from the pilot's end, `fluid_run`),
+      "sqrt" or "bernstein" (a fit to the pilot alone).
     num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed in a
       batch of that many vmapped seeds (at most 256), from its pilot's final states; `None`:
       the pilot's last chunk's cost.
@@ -651,33 +699,26 @@ def outlook(
       )
     swings, pilots = dict(measurements.swings), dict(measurements.pilots)
     costs = dict(measurements.seconds_per_seed_episode)
-  radii = None
-  if bias_form == "radii":
-    mine = registry.factory_arguments("optaug", benchmark, **registry.options_of("optaug", options))
-    radii = radii_gap(
-      cmdp,
-      model_fn(
-        num_episodes=num_episodes,
-        delta=mine["delta"],
-        bonus_scale=mine["bonus_scale"],
-        setting=mine["setting"],
-      ),
-      init_agent(built["optaug"], cmdp).counts,
-      mine["setting"],
-      pilots["optaug"].visits[-1],
-      pilot_episodes,
-      horizon,
-    )
+  curve, fluid = None, None
+  if bias_form == "fluid":
+    pilot = pilots["optaug"]
+    fluid = fluid_run(built["optaug"], cmdp, pilot.visits, pilot.violations.shape[1], horizon)
+    curve = fluid.positive()
   bias = fit_bias(
     pilots["optaug"].violations,
     pilots["optaug"].pretraining,
     threshold,
     form=bias_form,
-    radii=radii,
+    curve=curve,
   )
   predictions = {
     n: predict(
-      n, np.asarray(swings[n]), bias, pilots[n].violations, threshold=threshold, horizon=horizon
+      n,
+      np.asarray(swings[n]),
+      bias,
+      pilots[n].violations,
+      threshold=threshold,
+      horizon=horizon,
     )
     for n in lagrangian
   }
@@ -688,6 +729,7 @@ def outlook(
     seconds_per_seed_episode=costs,
     pilots=pilots,
     config=config,
+    fluid=fluid,
   )
 
 

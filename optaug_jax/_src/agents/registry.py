@@ -80,24 +80,6 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
   Returns:
     The `Agent`.
   """
-  return _spec(name).factory(num_episodes=num_episodes, **_factory_kwargs(name, benchmark, options))
-
-
-def factory_arguments(name: str, benchmark, **options) -> dict[str, Any]:
-  """Every argument but `num_episodes` that `make_agent(name, benchmark, **options)` hands
-  the factory, with the factory's defaults for those not given (e.g. the `delta`,
-  `bonus_scale` and `setting` the agent's confidence radii use)."""
-  signature = inspect.signature(_spec(name).factory)
-  defaults = {
-    k: p.default
-    for k, p in signature.parameters.items()
-    if p.default is not inspect.Parameter.empty and k != "num_episodes"
-  }
-  return {**defaults, **_factory_kwargs(name, benchmark, options)}
-
-
-def _factory_kwargs(name: str, benchmark, options: Mapping[str, Any]) -> dict[str, Any]:
-  """`make_agent`'s checks of `benchmark` and `options`; the factory's keyword arguments."""
   spec = _spec(name)
   if not hasattr(benchmark, "cmdp"):
     raise ValueError(
@@ -116,7 +98,7 @@ def _factory_kwargs(name: str, benchmark, options: Mapping[str, Any]) -> dict[st
   kwargs.update(options)
   if isinstance(kwargs.get("setting"), str):
     kwargs["setting"] = setting_lib.named_setting(kwargs["setting"], benchmark.cmdp)
-  return kwargs
+  return spec.factory(num_episodes=num_episodes, **kwargs)
 
 
 def make_agents(names, benchmark, *, num_episodes: int, options: Mapping[str, Any]) -> dict:
@@ -125,21 +107,15 @@ def make_agents(names, benchmark, *, num_episodes: int, options: Mapping[str, An
   `options` maps an option name to a value for every agent that accepts it, or to a dict
   `{agent name: value}` for agent-specific values.
   """
-  return {
-    name: make_agent(name, benchmark, num_episodes=num_episodes, **options_of(name, options))
-    for name in names
-  }
-
-
-def options_of(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
-  """The options of `make_agents` that agent `name` takes: a value given for every agent
-  that accepts it, or the agent's own entry of a `{agent name: value}` dict."""
-  accepted = agent_options(name)
-  mine = {}
-  for key, value in options.items():
-    if isinstance(value, dict):
-      if name in value:
-        mine[key] = value[name]
-    elif key in accepted:
-      mine[key] = value
-  return mine
+  agents = {}
+  for name in names:
+    accepted = agent_options(name)
+    mine = {}
+    for key, value in options.items():
+      if isinstance(value, dict):
+        if name in value:
+          mine[key] = value[name]
+      elif key in accepted:
+        mine[key] = value
+    agents[name] = make_agent(name, benchmark, num_episodes=num_episodes, **mine)
+  return agents

@@ -10,8 +10,8 @@ the agents as configured (`oj.analysis.outlook`):
   per-episode violation, the share above --threshold, the mean positive violation;
 - OptAug's estimation bias as the run goes on: a pilot run (--pilot-episodes x
   --pilot-seeds, vmapped), its positive violation after pre-training fitted as
-  a / sqrt(k) on the pilot's last third (or, --bias-form radii, as the decay of OptAug's
-  radii at the optimal policy's visits, scaled to the pilot), extrapolated;
+  a / sqrt(k) on the pilot's last third, after the pilot the lower of that and OptAug's
+  fluid run (its plans on counts at their expectations, from the pilot's visits on);
 - each agent's cost per seed-episode in its pilot, and so the wall time of the planned run
   here;
 - the episode from which OptAug's mean positive violation is at most half the Lagrangian
@@ -98,11 +98,11 @@ def parse_args(argv=None):
   p.add_argument(
     "--bias-form",
     choices=oj.analysis.BIAS_FORMS,
-    default="sqrt",
-    help="OptAug's bias fit: a/sqrt(k) on the pilot's last third (default); a/sqrt(k) +"
-    " c/k on its second half (docs/results/outlook: it predicted too early more often); or"
-    " 'radii': the decay of OptAug's confidence radii at the optimal policy's visits, scaled"
-    " to the pilot's last third",
+    default="fluid",
+    help="OptAug's bias: 'fluid' (default) a/sqrt(k) fitted on the pilot's last third, after"
+    " the pilot the lower of that and OptAug's fluid run (its plans on expected counts);"
+    " 'sqrt' the fit alone; 'bernstein' a/sqrt(k) + c/k on the pilot's second half"
+    " (docs/results/outlook compares them)",
   )
   p.add_argument(
     "--refit",
@@ -181,7 +181,6 @@ def load_measurements(directory, arguments_now: dict) -> oj.analysis.Measurement
       compile_seconds=float("nan"),
       state=None,
       visits=arrays[f"{name}/visits"].astype(np.float64),
-      chunk_ends=arrays[f"{name}/chunk_ends"],
     )
     for name in summary["config"]["agents"]
   }
@@ -191,14 +190,13 @@ def load_measurements(directory, arguments_now: dict) -> oj.analysis.Measurement
 
 def pilot_arrays(out) -> dict[str, np.ndarray]:
   """What the outlook measured, as arrays (a fit can be made again from them): per agent its
-  pilot's violations `[seeds, P]`, pre-training flags `[P]`, mean visits after each chunk
-  `[C, H, S, A]` and those chunks' ends, and each perfect-model run's violations `[N]`."""
+  pilot's violations `[seeds, P]`, pre-training flags `[P]` and mean visits at its end
+  `[H, S, A]`, and each perfect-model run's violations `[N]`."""
   arrays = {}
   for name, pilot in out.pilots.items():
     arrays[f"{name}/violations"] = pilot.violations
     arrays[f"{name}/pretraining"] = pilot.pretraining
     arrays[f"{name}/visits"] = pilot.visits.astype(np.float32)
-    arrays[f"{name}/chunk_ends"] = pilot.chunk_ends
   for name, swing in out.swings.items():
     arrays[f"{name}/perfect_model_violations"] = swing
   return arrays
@@ -258,7 +256,9 @@ def plot(out, args, run_dir):
   b = out.bias
   ax.plot(b.windows, b.positive, "o", color="C0", label="OptAug pilot: mean [v]+ per window")
   k = np.geomspace(max(b.from_episode, 1), args.up_to, 200)
-  ax.plot(k, b.at(k), "--", color="C0", label=f"bias fit {b.describe()}")
+  ax.plot(k, b.at(k), "--", color="C0", label=f"bias {b.describe()}")
+  if b.curve is not None:
+    ax.plot(b.curve.episodes, b.curve.values, ":", color="C0", lw=1, label="OptAug's fluid run")
   ax.axhline(args.threshold, color="k", lw=0.8, ls=":", label=f"threshold {args.threshold:g}")
   for i, (name, p) in enumerate(out.predictions.items()):
     color = f"C{i + 1}"
