@@ -49,7 +49,7 @@ def parse_args(argv=None):
   p.add_argument("--out", default="results/outlook_validation", help="the table's directory")
   p.add_argument("--pilot-episodes", type=cli.positive_int, default=2000)
   p.add_argument("--pilot-seeds", type=cli.positive_int, default=4)
-  p.add_argument("--bias-form", default="sqrt", help="outlook.py's --bias-form")
+  p.add_argument("--bias-form", default="fluid", help="outlook.py's --bias-form")
   p.add_argument(
     "--refit-from",
     metavar="DIR",

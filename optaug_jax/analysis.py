@@ -11,22 +11,24 @@ from optaug_jax._src.outlook import (
   BIAS_FORMS,
   LAGRANGIAN,
   BiasFit,
-  Curve,
-  FluidRun,
   Measurements,
   Outlook,
-  PerfectModelLog,
-  Pilot,
   Prediction,
-  exact_counts,
-  expected_counts,
   fit_bias,
-  fluid_run,
   measured_separation,
   outlook,
+  predict,
+)
+from optaug_jax._src.outlook_runs import (
+  Curve,
+  FluidRun,
+  PerfectModelLog,
+  Pilot,
+  exact_counts,
+  expected_counts,
+  fluid_run,
   perfect_model_run,
   pilot_run,
-  predict,
 )
 from optaug_jax._src.sensitivity import InnerSensitivities, inner_sensitivities
 
