@@ -51,7 +51,15 @@ def normalise(text: str) -> str:
     skipping = False
     line = re.sub(r",? ?stack_frame_id=\d+", "", line)
     out.append(re.sub(r",? ?metadata=\{[^}]*\}", "", line))
-  return "\n".join(out)
+  return _renumbered("\n".join(out))
+
+
+def _renumbered(text: str) -> str:
+  """The module with its instructions' and computations' names replaced by their order of
+  first appearance: XLA derives them from the op names (a `jax.named_scope` renumbers
+  `%broadcast_in_dim.25` as `.10` in an otherwise identical program)."""
+  names: dict[str, str] = {}
+  return re.sub(r"%[\w.\-]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), text)
 
 
 def compare(before: str, after: str) -> tuple[list[str], list[str], list[str]]:

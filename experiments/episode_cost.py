@@ -17,7 +17,9 @@ Printed and saved (`--out`, JSON with the hardware and the arguments): seconds p
 seed-episode of each agent, each OptAug's ratio to OptDual, and its extended DPs per
 episode (mean over seeds and episodes, the mean over episodes of the maximum over the
 vmapped seeds, which is what a batch pays, and the largest), and the fraction of its solves
-certified.
+certified. With `--profile`, each window's op time by phase of the episode (one chunk of
+`--profile-episodes` after the window, `experiments/perf/phases.py`): where OptAug's
+episode spends what OptDual's does not.
 
   python experiments/episode_cost.py                    # every problem, 16 seeds
   python experiments/episode_cost.py --problems media_streaming,lost_sales --late-after 0
@@ -39,6 +41,9 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax._src.layouts import sparse as sparse_layout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perf import phases  # noqa: E402
 
 PROBLEMS = {
   # name: (benchmark, its kwargs, setting, bonus scale)
@@ -100,6 +105,16 @@ def _chunk(agent, cmdp, n, batch_size=None):
   run = lambda key, state, model: oj.run(agent, key, model, num_episodes=n, state=state)
   fn = jax.jit(jax.vmap(run, in_axes=(0, 0, None)))
   return lambda keys, state: fn(keys, state, cmdp)
+
+
+def _phases(agent, cmdp, state, seeds, episodes, stage):
+  """Op seconds per seed-episode by phase (`perf/phases.py`) of `episodes` episodes from
+  `state`, every seed vmapped (a chunk compiled for the profile alone)."""
+  run = lambda key, st, model: oj.run(agent, key, model, num_episodes=episodes, state=st)
+  keys = _keys(seeds, stage)
+  compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
+  per = phases.phase_profile(compiled, (keys, state, cmdp), calls=2)
+  return {k: v / (seeds * episodes) for k, v in per.items()}
 
 
 def _keys(seeds, stage):
@@ -225,11 +240,19 @@ def measure(args, problem):
     state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, stage=0)
     state, seconds, log = _play(fn, state, args.seeds, args.early, args.chunk, stage=1)
     row[f"early_{name}_s"] = seconds / (args.seeds * args.early)
+    if args.profile:
+      row[f"early_{name}_phases"] = _phases(
+        agent, cmdp, state, args.seeds, args.profile_episodes, 3
+      )
     windows = {"early": log}
     if args.late_after > args.early:
       state = _cached_state(args, problem, name, fn, state)
       state, seconds, log = _play(fn, state, args.seeds, args.window, args.chunk, stage=2)
       row[f"late_{name}_s"] = seconds / (args.seeds * args.window)
+      if args.profile:
+        row[f"late_{name}_phases"] = _phases(
+          agent, cmdp, state, args.seeds, args.profile_episodes, 4
+        )
       windows["late"] = log
     if name.startswith("optaug"):
       prefix = "" if name == "optaug" else "cold_"
@@ -317,6 +340,12 @@ def _print(row):
         )
     if len(parts) > 1:
       print(" | ".join(parts), flush=True)
+  for w in ("early", "late"):
+    for name in ("optaug", "optaug_cold", "optdual"):
+      ph = row.get(f"{w}_{name}_phases")
+      if ph:
+        cells = ", ".join(f"{k} {1e3 * v:.3f}" for k, v in ph.items() if v > 0)
+        print(f"  {w} {name} op ms per seed-episode: {cells}", flush=True)
 
 
 def main(argv=None):
@@ -381,6 +410,13 @@ def main(argv=None):
     " always unrolled, one chunk after pre-training, timed in turns",
   )
   p.add_argument("--reps", type=int, default=5, help="timed chunks of each (--unroll-stationary)")
+  p.add_argument(
+    "--profile",
+    action="store_true",
+    help="also each window's op time by phase of the episode (XLA:CPU trace of one chunk"
+    " of --profile-episodes after the window; experiments/perf/phases.py)",
+  )
+  p.add_argument("--profile-episodes", type=int, default=20)
   args = p.parse_args(argv)
   problems = args.problems.split(",")
   unknown = sorted(set(problems) - set(PROBLEMS))

@@ -374,30 +374,39 @@ def test_fingerprint_compare_finds_one_ulp_and_maps_renamed_fields(tmp_path):
 
 def test_compiled_programs_compare_ignores_the_source_and_finds_an_operation(tmp_path):
   """`experiments/compiled_programs.py --compare`: programs that differ only in what names
-  the source (metadata, the file and function tables) are the same; another operation, or
-  a missing program, is reported (exit status 1)."""
+  the source (metadata, the file and function tables, the instructions' numbering, which
+  XLA derives from op names) are the same; another operation, another operand, or a
+  missing program, is reported (exit status 1)."""
 
   def compare(before, after):  # the script's exit status (it is run, never imported)
     script = ROOT / "experiments" / "compiled_programs.py"
     command = [sys.executable, str(script), "--compare", str(before), str(after)]
     return subprocess.run(command, capture_output=True, text=True).returncode
 
-  def program(op, source):
+  def program(op, source, n=1, operand=None):
+    operand = operand or f"%s.{n}"
     return (
       "HloModule jit_f\n\nFileNames\n"
       f'1 "{source}/planning.py"\n\nFunctionNames\n1 "step"\n\n'
-      "ENTRY %main (x: f32[3]) -> f32[3] {\n"
-      f'  ROOT %r = f32[3] {op}(%x, %x), metadata={{op_name="jit(f)/{source}"}}'
+      "ENTRY %main (x: f32[3], y: f32[3]) -> f32[3] {\n"
+      f"  %s.{n} = f32[3] sine(%x)\n"
+      f'  ROOT %r = f32[3] {op}({operand}, %x), metadata={{op_name="jit(f)/{source}"}}'
       ", stack_frame_id=1\n}\n"
     )
 
   folders = {}
-  for name, op, source in (("a", "add", "/x"), ("b", "add", "/y"), ("c", "multiply", "/x")):
+  for name, text in (
+    ("a", program("add", "/x")),
+    ("b", program("add", "/y", n=7)),
+    ("c", program("multiply", "/x")),
+    ("d", program("add", "/x", operand="%y")),
+  ):
     folders[name] = tmp_path / name
     folders[name].mkdir()
-    (folders[name] / "lmo.txt").write_text(program(op, source))
+    (folders[name] / "lmo.txt").write_text(text)
   assert compare(folders["a"], folders["b"]) == 0
   assert compare(folders["a"], folders["c"]) == 1
+  assert compare(folders["a"], folders["d"]) == 1
   (folders["a"] / "vertex.txt").write_text(program("add", "/x"))
   assert compare(folders["a"], folders["b"]) == 1  # missing after
 

@@ -360,6 +360,7 @@ def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
   return lower, jnp.clip(est.transitions + radius, 0.0, 1.0)
 
 
+@jax.named_scope("optimistic_model")
 def optimistic_model(
   counts: Counts,
   *,

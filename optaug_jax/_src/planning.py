@@ -138,6 +138,7 @@ def _forward_deterministic(layout, actions, p_greedy, ns_greedy, initial_state, 
   return q, d
 
 
+@jax.named_scope("extended_dp")
 def extended_lmo(
   reward: jax.Array,
   transitions: TransitionSetLike,
@@ -185,6 +186,7 @@ def extended_lmo(
   )
 
 
+@jax.named_scope("refill")
 def policy_vertex(
   reward: jax.Array,
   actions: jax.Array,

@@ -48,10 +48,16 @@ def episode_step(
 
 def _episode(agent, cmdp, state, key):
   """`episode_step` without its checks (the body of a run's scan)."""
-  policy, state, info = agent.plan(state)
-  trajectory = sample_episode(key, cmdp, policy)
-  state = agent.update(state, trajectory)
-  cost_value, constraint_values = policies.policy_values(cmdp, policy)
+  # The named scopes name the episode's phases in the compiled program's metadata (what
+  # `experiments/perf/phases.py` attributes op time to); they change no operation.
+  with jax.named_scope("plan"):
+    policy, state, info = agent.plan(state)
+  with jax.named_scope("play"):
+    trajectory = sample_episode(key, cmdp, policy)
+  with jax.named_scope("update"):
+    state = agent.update(state, trajectory)
+  with jax.named_scope("evaluate"):
+    cost_value, constraint_values = policies.policy_values(cmdp, policy)
   log = EpisodeLog(
     cost_value=cost_value,
     constraint_values=constraint_values,

@@ -52,6 +52,7 @@ class InnerSolver(Protocol):
     ...
 
 
+@jax.named_scope("inner_solve")
 def solve_inner(
   problem: problem_lib.InnerProblem,
   multipliers: jax.Array,

@@ -1,0 +1,95 @@
+"""XLA:CPU op time of a compiled program by the phase of the episode that emitted each op.
+
+The library names an episode's phases with `jax.named_scope` (`runner._episode`: "plan",
+"play", "update", "evaluate"; inside them "optimistic_model", "inner_solve",
+"extended_dp", "refill"); the scopes end up in the `op_name` metadata of the compiled
+HLO's instructions. `phase_profile` runs the compiled program under `jax.profiler.trace`,
+reads the Perfetto trace's op events (each named after the instruction it runs) and adds
+their durations to the innermost phase in the instruction's `op_name`. Control-flow
+instructions (`while`, `conditional`, `call`) are containers whose events span their
+bodies' ops and are not counted.
+
+Op time is summed over the threads that ran ops (on a 2-core machine it can exceed the
+wall time) and the profiler inflates the many tiny ops: read phases against each other
+and against the other agent's, in the same run.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import gzip
+import json
+import os
+import re
+import tempfile
+
+import jax
+
+# Innermost first: an op is attributed to the first of these found in its scope path.
+PHASES = (
+  "extended_dp",
+  "refill",
+  "inner_solve",
+  "optimistic_model",
+  "plan",
+  "play",
+  "update",
+  "evaluate",
+)
+OTHER = "other"
+_CONTAINERS = ("while", "conditional", "call")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*.*?\s([\w\-]+)\(")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def phase_of(op_name: str) -> str:
+  """The innermost of `PHASES` in an instruction's `op_name` path (`OTHER`: none)."""
+  parts = op_name.split("/")
+  for phase in PHASES:
+    if phase in parts:
+      return phase
+  return OTHER
+
+
+def instruction_phases(hlo_text: str) -> dict[str, str | None]:
+  """Each instruction of an optimised HLO module's text: its phase, or `None` for a
+  control-flow container (not counted)."""
+  phases: dict[str, str | None] = {}
+  for line in hlo_text.splitlines():
+    m = _INSTRUCTION.match(line)
+    if m is None:
+      continue
+    name, opcode = m.groups()
+    op = _OP_NAME.search(line)
+    phases[name] = None if opcode in _CONTAINERS else phase_of(op.group(1) if op else "")
+  return phases
+
+
+def phase_profile(compiled, args, calls: int = 3) -> dict[str, float]:
+  """Op time per call of `compiled(*args)`, in seconds, by phase (`PHASES`, `OTHER`: ops
+  in no phase, e.g. the copies XLA adds around loops, which carry no op name). Events that
+  name no instruction of the module (the runtime's own) are left out."""
+  phases = instruction_phases(compiled.as_text())
+  jax.block_until_ready(compiled(*args))
+  with tempfile.TemporaryDirectory() as d:
+    with jax.profiler.trace(d, create_perfetto_trace=True):
+      for _ in range(calls):
+        jax.block_until_ready(compiled(*args))
+    files = glob.glob(os.path.join(d, "**", "*perfetto_trace.json.gz"), recursive=True)
+    if not files:
+      return {}
+    with gzip.open(files[0]) as f:
+      trace = json.load(f)
+  events = trace["traceEvents"] if isinstance(trace, dict) else trace
+  total: collections.Counter = collections.Counter()
+  for e in events:
+    if e.get("ph") != "X" or "dur" not in e:
+      continue
+    name = e.get("name", "")
+    if name not in phases:
+      continue
+    phase = phases[name]
+    if phase is not None:
+      total[phase] += e["dur"] * 1e-6
+  return {k: total[k] / calls for k in PHASES + (OTHER,)}
