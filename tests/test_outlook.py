@@ -267,6 +267,27 @@ def test_fit_bias_fluid_is_the_fit_then_the_lower_of_it_and_the_fluid_run():
     oj.analysis.fit_bias(violations, pretraining, 0.05, form="sqrt", curve=curve)
 
 
+@pytest.mark.parametrize("start", [0.25, 4.0])
+def test_fit_bias_fluid_joins_a_run_that_starts_below_the_fit(start):
+  """A fluid run starting at a quarter of the fit is scaled by 4 (the bias does not drop
+  at the pilot's end; the run's 1/k shape from there on); one starting 4x above it is
+  left as it is (the fit holds until the run falls below it)."""
+  k = np.arange(1, 3001, dtype=np.float64)
+  pretraining = k <= 100
+  violations = np.tile(np.where(pretraining, -1.0, 5.0 / np.sqrt(k)), (4, 1))
+  episodes = np.geomspace(3000, 1e6, 50)
+  fit = oj.analysis.fit_bias(violations, pretraining, 0.05, form="sqrt")
+  level = start * fit.a / np.sqrt(3000.0)
+  curve = oj.analysis.Curve(episodes, level * 3000 / episodes)
+  joined = oj.analysis.fit_bias(violations, pretraining, 0.05, form="fluid", curve=curve)
+  assert joined.join() == pytest.approx(max(1.0, 1.0 / start), rel=1e-9)
+  at = np.array([2999.0, 3000.0, 3e4, 3e5])
+  scaled = max(1.0, 1.0 / start) * curve.at(at)  # the run read between its points
+  want = np.where(at < 3000, fit.a / np.sqrt(at), np.minimum(fit.a / np.sqrt(at), scaled))
+  np.testing.assert_allclose(joined.at(at), want, rtol=1e-9)
+  assert ("x OptAug's fluid run" in joined.describe()) == (start < 1)
+
+
 def test_outlook_fluid_runs_optaug_as_configured_from_its_pilot():
   """The default form runs OptAug as it was configured (a bonus for OptAug alone) from its
   pilot's visits at the pilot's end; fitted again from the same measurements in the form

@@ -69,7 +69,8 @@ SHARE_MARGIN = 0.1
 class BiasFit(NamedTuple):
   """OptAug's positive violation `b(k)` as the run goes on, from a pilot (see `fit_bias`):
   `a / sqrt(k) + c / k` (`c = 0` but in the form "bernstein"), and in the form "fluid"
-  (default) the lower of `a / sqrt(k)` and OptAug's fluid run (`curve`) after the pilot."""
+  (default) the lower of `a / sqrt(k)` and OptAug's fluid run (`curve`, scaled by `join`)
+  after the pilot."""
 
   a: float  # the 1/sqrt(k) term's coefficient (k the 1-based episode)
   c: float  # the 1/k term's
@@ -88,7 +89,19 @@ class BiasFit(NamedTuple):
     fit = self.a / np.sqrt(k) + self.c / k
     if self.curve is None:
       return fit
-    return np.where(k < self.curve.episodes[0], fit, np.minimum(fit, self.curve.at(k)))
+    k0 = self.curve.episodes[0]
+    return np.where(k < k0, fit, np.minimum(fit, self.join() * self.curve.at(k)))
+
+  def join(self) -> float:
+    """The factor (at least 1) that carries the pilot's level into the fluid run: where the
+    run starts below the fit at its first point, it is scaled up to meet it there (the bias
+    does not drop at the pilot's end; the run gives its shape from there on)."""
+    if self.curve is None:
+      return 1.0
+    k0 = float(self.curve.episodes[0])
+    start = float(self.curve.at(k0))
+    fit = self.a / np.sqrt(k0) + self.c / k0
+    return max(1.0, fit / start) if start > 0 else 1.0
 
   def decay(self, k, k_ref: float) -> np.ndarray:
     """How much of the estimation error at episode `k_ref` is left at `k` (at most 1):
@@ -102,7 +115,9 @@ class BiasFit(NamedTuple):
   def describe(self) -> str:
     fit = f"{self.a:.3g}/sqrt(k)" + (f" + {self.c:.3g}/k" if self.c else "")
     if self.curve is not None:
-      return f"min({fit}, OptAug's fluid run) after the pilot"
+      join = self.join()
+      scaled = f"{join:.3g} x " if join > 1.0 else ""
+      return f"min({fit}, {scaled}OptAug's fluid run) after the pilot"
     return fit
 
 
@@ -128,10 +143,13 @@ def fit_bias(
   in the pilot's last third (the latest bias anchors the extrapolation).
   `form="fluid"` (`outlook`'s default): the same `a / sqrt(k)` up to the start of `curve`
   (OptAug's fluid run from the pilot's end, `fluid_run` and `FluidRun.positive`), then the
-  lower of the two. Each errs high in a regime of its own: the `1/sqrt(k)` extrapolation
-  where the pilot ends in the transient of the whole-simplex boxes (the radii's `1/n` term
-  still falls faster: media_streaming, paper setting, bonus 0.1), the fluid run where the
-  radii use the empirical variance of rows visited a few times (the gridworlds, bura2022).
+  lower of the two, the run scaled up to meet the fit at its start where it starts below
+  (`BiasFit.join`: without it the bias dropped at the pilot's end, and `factored`'s
+  predictions sat at the first point after it, 0.50-0.54 of the measured). Each errs high
+  in a regime of its own: the `1/sqrt(k)` extrapolation where the pilot ends in the
+  transient of the whole-simplex boxes (the radii's `1/n` term still falls faster:
+  media_streaming, paper setting, bonus 0.1), the fluid run where the radii use the
+  empirical variance of rows visited a few times (the gridworlds, bura2022).
   `form="bernstein"`: `b(k) = a / sqrt(k) + c / k` with `a, c >= 0` (the form of the
   Bernstein radius `2 sqrt(p (1 - p) L / n) + 14 L / (3 n)` in the visits), by
   non-negative least squares in relative error on the windows of the pilot's second half;
