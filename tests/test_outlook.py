@@ -73,6 +73,24 @@ def test_prediction_of_the_positive_violation_in_closed_form():
   assert "separates by about episode" in p.verdict
 
 
+def test_prediction_reads_the_pilots_own_windows_within_the_pilot():
+  """OptAug's pilot violates by 1 until episode 1,000 and by 0.01 after it; the fit on the
+  pilot's last third (`a / sqrt(k)`, a = 0.01 sqrt(k)) extrapolated back would separate
+  from a Lagrangian level of 0.2 right after pre-training. Within the pilot the prediction
+  reads the measured windows: the separation comes with the first window after 1,000."""
+  k = np.arange(1, 2001)
+  pretraining = k <= 100
+  violations = np.tile(np.where(pretraining, -1.0, np.where(k <= 1000, 1.0, 0.01)), (4, 1))
+  bias = oj.analysis.fit_bias(violations, pretraining, 0.05)
+  swing = np.tile([0.4, -0.4], 500)
+  pilot = np.tile([0.4, -0.4], (4, 1000))
+  p = oj.analysis.predict("optdual", swing, bias, pilot, threshold=0.05, horizon=10**6)
+  first_after = bias.windows[np.searchsorted(bias.windows, 1000) + 1]  # a window all past 1,000
+  assert 1000 < p.positive_episode <= first_after
+  assert 1000 < p.share_episode <= first_after
+  assert bias.a / np.sqrt(101) < 0.1  # the extrapolated fit alone: half of 0.2 at episode 101
+
+
 def test_a_swing_below_the_threshold_never_separates_the_share():
   swing = np.tile([0.02, -0.02], 500)  # the user's delivery CMDP: alpha - 0.007 to + 0.024
   pilot = np.tile([0.02, -0.02], (4, 1000))

@@ -129,6 +129,14 @@ def _windows(first: int, last: int, num: int = 14) -> np.ndarray:
 BIAS_FORMS = ("fluid", "sqrt", "bernstein")
 
 
+def _window_levels(violations: np.ndarray, starts, ends, threshold: float):
+  """`(mean positive violation, share above threshold)` of `violations [seeds, P]` over
+  each window `[start, end)` (0-based episodes)."""
+  pos = np.array([np.maximum(violations[:, a:b], 0).mean() for a, b in zip(starts, ends)])
+  share = np.array([(violations[:, a:b] > threshold).mean() for a, b in zip(starts, ends)])
+  return pos, share
+
+
 def fit_bias(
   violations: np.ndarray,
   pretraining: np.ndarray,
@@ -167,8 +175,7 @@ def fit_bias(
   first = int(np.argmin(pretraining)) if not pretraining.all() else num_episodes - 1
   ends = _windows(first, num_episodes)
   starts = np.concatenate([[first], ends[:-1]])
-  pos = np.array([np.maximum(violations[:, a:b], 0).mean() for a, b in zip(starts, ends)])
-  share = np.array([(violations[:, a:b] > threshold).mean() for a, b in zip(starts, ends)])
+  pos, share = _window_levels(violations, starts, ends, threshold)
   mid = np.sqrt((starts + 1.0) * ends)  # geometric centre of each window (1-based)
   a, c = 0.0, 0.0
   if form == "bernstein":
@@ -236,9 +243,11 @@ def predict(
   pilot's over the pilot's last third, at episode `k_p`; from there it moves to its
   perfect-model level (the late half of `swing`) as the estimation error shrinks: `L(k) =
   L_pm + (L_pilot - L_pm) D(k)`, `D = bias.decay(k, k_p)` (as OptAug's bias falls). OptAug's
-  violation is `b(k) z`. The predicted episode is the first on a log grid (from the end of
-  pre-training to `horizon`) from which a criterion holds for the rest of the grid (`None`:
-  not at `horizon`).
+  violation is `b(k) z`. Up to the pilot's end both agents' levels are their pilots' own
+  (OptAug's windows, `BiasFit.positive` and `.share`, and the agent's over the same
+  windows): measured where measured, the model beyond. The predicted episode is the first
+  on a log grid (from the end of pre-training to `horizon`) from which a criterion holds
+  for the rest of the grid (`None`: not at `horizon`).
   """
   grid = np.unique(np.round(np.geomspace(max(bias.from_episode, 1), horizon, 400)).astype(int))
   z = bias.spread if bias.spread.size else np.zeros(1)
@@ -251,6 +260,14 @@ def predict(
   b = bias.at(grid)
   pos_a = np.array([np.maximum(x * z, 0).mean() for x in b])
   share_a = np.array([(x * z > threshold).mean() for x in b])
+  ends = np.asarray(bias.windows)
+  if ends.size and pilot.shape[1] >= ends[-1]:  # within the pilot: its windows
+    starts = np.concatenate([[bias.from_episode - 1], ends[:-1]])
+    lag_pos, lag_share = _window_levels(pilot, starts, ends, threshold)
+    inside = grid <= ends[-1]
+    i = np.searchsorted(ends, grid[inside])  # the window of k: start < k <= end (1-based k)
+    pos_a[inside], share_a[inside] = bias.positive[i], bias.share[i]
+    pos_l[inside], share_l[inside] = lag_pos[i], lag_share[i]
   pos_ok = (pos_l >= MIN_POSITIVE) & (pos_a <= 0.5 * pos_l)
   share_ok = share_a <= share_l - SHARE_MARGIN
   low, high = (float(x) for x in np.quantile(late, [0.05, 0.95]))
