@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 import optaug_jax as oj
@@ -436,3 +437,43 @@ def test_episode_cost_counts_the_dps_of_every_timed_episode(tmp_path):
   assert row["early_episodes"] == 30
   assert 1.0 <= row["early_dp_mean"] <= row["early_dp_vmapped_max_mean"] <= row["early_dp_max"]
   assert row["early_certified"] == 1.0
+
+
+def test_phase_profile_attributes_ops_to_the_innermost_named_phase():
+  """`experiments/perf/phases.py`: each instruction of a compiled program goes to the
+  innermost of the episode's phases in its op name, through a transform's wrapper
+  (`vmap(extended_dp)`: the exact search's DP inside `for_active`'s batching rule), and
+  control-flow containers to none."""
+  sys.path.insert(0, str(EXPERIMENTS))
+  try:
+    from perf import phases
+  finally:
+    sys.path.remove(str(EXPERIMENTS))
+  from optaug_jax._src import batching
+
+  @jax.named_scope("extended_dp")
+  def dp(x):
+    return jnp.sin(x) * 3.0
+
+  def episode(active, x):
+    with jax.named_scope("plan"):
+      with jax.named_scope("inner_solve"):
+        y = batching.for_active(active, dp, x)
+        y = jax.lax.fori_loop(0, 3, lambda i, c: jnp.cos(c), y)
+    with jax.named_scope("play"):
+      return jnp.exp(y) + 1.0
+
+  active = jnp.array([True, False, True, True])
+  text = jax.jit(jax.vmap(episode)).lower(active, jnp.ones((4, 7))).compile().as_text()
+  ops = {}
+  for line in text.splitlines():
+    m = phases._OP_NAME.search(line)
+    for op in ("sine", "cosine", "exponential", "while"):
+      if m and f" {op}(" in line:
+        ops.setdefault(op, set()).add(phases.phase_of(m.group(1)))
+  assert ops["sine"] == {"extended_dp"}  # every bucket of for_active's rule
+  assert ops["cosine"] == {"inner_solve"} and ops["exponential"] == {"play"}
+  assert phases.phase_of("jit(f)/vmap(jit(run))/while/body/copy") == phases.OTHER
+  found = phases.instruction_phases(text)
+  assert None in found.values()  # the fori_loop's while: a container, not counted
+  assert {"extended_dp", "inner_solve", "play"} <= set(found.values())

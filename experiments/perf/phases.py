@@ -41,11 +41,18 @@ OTHER = "other"
 _CONTAINERS = ("while", "conditional", "call")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*.*?\s([\w\-]+)\(")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
+_TRANSFORMED = re.compile(r"^\w+\((.*)\)$")  # `vmap(extended_dp)`: a scope under a transform
+
+
+def _scope(part: str) -> str:
+  while (m := _TRANSFORMED.match(part)) is not None:
+    part = m.group(1)
+  return part
 
 
 def phase_of(op_name: str) -> str:
   """The innermost of `PHASES` in an instruction's `op_name` path (`OTHER`: none)."""
-  parts = op_name.split("/")
+  parts = [_scope(p) for p in op_name.split("/")]
   for phase in PHASES:
     if phase in parts:
       return phase
