@@ -109,12 +109,22 @@ def _chunk(agent, cmdp, n, batch_size=None):
 
 def _phases(agent, cmdp, state, seeds, episodes, stage):
   """Op seconds per seed-episode by phase (`perf/phases.py`) of `episodes` episodes from
-  `state`, every seed vmapped (a chunk compiled for the profile alone)."""
+  `state`, every seed vmapped (a chunk compiled for the profile alone), with that chunk's
+  wall seconds per seed-episode (untraced) and its DP statistics (`_dp_stats`): the
+  profile describes these episodes, not the window's."""
   run = lambda key, st, model: oj.run(agent, key, model, num_episodes=episodes, state=st)
   keys = _keys(seeds, stage)
   compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
   per = phases.phase_profile(compiled, (keys, state, cmdp), calls=2)
-  return {k: v / (seeds * episodes) for k, v in per.items()}
+  out = {k: v / (seeds * episodes) for k, v in per.items()}
+  start = time.perf_counter()
+  _, log = jax.block_until_ready(compiled(keys, state, cmdp))
+  out["wall"] = (time.perf_counter() - start) / (seeds * episodes)
+  window = _Window()
+  window.add(log)
+  if window.dp_calls:
+    out.update({f"chunk_{k}": v for k, v in _dp_stats(window).items()})
+  return out
 
 
 def _keys(seeds, stage):
@@ -344,7 +354,11 @@ def _print(row):
     for name in ("optaug", "optaug_cold", "optdual"):
       ph = row.get(f"{w}_{name}_phases")
       if ph:
-        cells = ", ".join(f"{k} {1e3 * v:.3f}" for k, v in ph.items() if v > 0)
+        cells = ", ".join(
+          f"{k} {1e3 * v:.3f}" for k, v in ph.items() if v > 0 and not k.startswith("chunk_")
+        )
+        if "chunk_dp_mean" in ph:
+          cells += f"; its DPs {ph['chunk_dp_mean']:.2f} ({ph['chunk_dp_vmapped_max_mean']:.2f})"
         print(f"  {w} {name} op ms per seed-episode: {cells}", flush=True)
 
 
