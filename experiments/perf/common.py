@@ -143,16 +143,10 @@ def lmos_in_a_loop(reward, lower, upper, fill=oj.kernels.DEFAULT_FILL):
   return jax.lax.fori_loop(0, LOOP_LMOS, body, jnp.zeros_like(reward))
 
 
-def thunk_profile(compiled, args, calls=3, top=8):
-  """XLA:CPU time per kind of compiled op (thunk) over `calls` calls of `compiled`.
-
-  Reads the Perfetto trace of `jax.profiler.trace`; a kind is the op's name without its
-  numeric suffix (`ynn_fusion.7` -> `ynn_fusion`). Returns rows `(kind, us per call,
-  events per call, share of the op time)`, largest first, or `[]` where the trace has no
-  op events (other backends).
-  """
-  import collections  # pylint: disable=g-import-not-at-top
-  import glob
+def trace_events(compiled, args, calls):
+  """The Perfetto trace events of `calls` calls of `compiled(*args)` under
+  `jax.profiler.trace` (after one untraced call); `[]` where the trace has none."""
+  import glob  # pylint: disable=g-import-not-at-top
   import gzip
   import tempfile
 
@@ -166,7 +160,20 @@ def thunk_profile(compiled, args, calls=3, top=8):
       return []
     with gzip.open(files[0]) as f:
       trace = json.load(f)
-  events = trace["traceEvents"] if isinstance(trace, dict) else trace
+  return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
+def thunk_profile(compiled, args, calls=3, top=8):
+  """XLA:CPU time per kind of compiled op (thunk) over `calls` calls of `compiled`.
+
+  Reads the Perfetto trace of `jax.profiler.trace`; a kind is the op's name without its
+  numeric suffix (`ynn_fusion.7` -> `ynn_fusion`). Returns rows `(kind, us per call,
+  events per call, share of the op time)`, largest first, or `[]` where the trace has no
+  op events (other backends).
+  """
+  import collections  # pylint: disable=g-import-not-at-top
+
+  events = trace_events(compiled, args, calls)
   skip = ("$", "ThunkExecutor", "PjitFunction", "CommonPjRt", "end:", "while")
   total, count = collections.Counter(), collections.Counter()
   for e in events:

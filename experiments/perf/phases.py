@@ -17,14 +17,9 @@ and against the other agent's, in the same run.
 from __future__ import annotations
 
 import collections
-import glob
-import gzip
-import json
-import os
 import re
-import tempfile
 
-import jax
+from . import common
 
 # Innermost first: an op is attributed to the first of these found in its scope path.
 PHASES = (
@@ -78,19 +73,8 @@ def phase_profile(compiled, args, calls: int = 3) -> dict[str, float]:
   in no phase, e.g. the copies XLA adds around loops, which carry no op name). Events that
   name no instruction of the module (the runtime's own) are left out."""
   phases = instruction_phases(compiled.as_text())
-  jax.block_until_ready(compiled(*args))
-  with tempfile.TemporaryDirectory() as d:
-    with jax.profiler.trace(d, create_perfetto_trace=True):
-      for _ in range(calls):
-        jax.block_until_ready(compiled(*args))
-    files = glob.glob(os.path.join(d, "**", "*perfetto_trace.json.gz"), recursive=True)
-    if not files:
-      return {}
-    with gzip.open(files[0]) as f:
-      trace = json.load(f)
-  events = trace["traceEvents"] if isinstance(trace, dict) else trace
   total: collections.Counter = collections.Counter()
-  for e in events:
+  for e in common.trace_events(compiled, args, calls):
     if e.get("ph") != "X" or "dur" not in e:
       continue
     name = e.get("name", "")
