@@ -436,7 +436,7 @@ def main(argv=None):
   unknown = sorted(set(problems) - set(PROBLEMS))
   if unknown:
     p.error(f"--problems: unknown {', '.join(unknown)}; choose from {', '.join(PROBLEMS)}")
-  for flag in ("seeds", "early", "window", "chunk"):
+  for flag in ("seeds", "early", "window", "chunk", "profile_episodes"):
     if getattr(args, flag) < 1:
       p.error(f"--{flag}: must be >= 1, got {getattr(args, flag)}")
   for flag in ("early", "window", "late_after"):
