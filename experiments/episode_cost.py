@@ -438,7 +438,7 @@ def main(argv=None):
     p.error(f"--problems: unknown {', '.join(unknown)}; choose from {', '.join(PROBLEMS)}")
   for flag in ("seeds", "early", "window", "chunk", "profile_episodes"):
     if getattr(args, flag) < 1:
-      p.error(f"--{flag}: must be >= 1, got {getattr(args, flag)}")
+      p.error(f"--{flag.replace('_', '-')}: must be >= 1, got {getattr(args, flag)}")
   for flag in ("early", "window", "late_after"):
     if getattr(args, flag) % args.chunk:
       p.error(
