@@ -6,7 +6,7 @@ outlook.py --like RUN_DIR` (the run's own flags; the pilot and perfect-model run
 outlook's, the run's files are only read) into OUT/<name>, then tabulates, per Lagrangian
 agent, the predicted and measured episodes from which OptAug's mean positive violation is
 at most half the agent's and its share of episodes violating by more than 0.05 is 0.1
-lower (`oj.analysis.measured_separation` on the run's windows), and their ratio. A
+lower (`oj.analysis.measured_separation` on the run's log-grid windows), and their ratio. A
 prediction beyond the run's length and a measured "not within" agree. Writes
 OUT/validation.json and OUT/validation.md and prints the table.
 
@@ -25,7 +25,6 @@ import pathlib
 
 import jax
 
-import optaug_jax as oj
 from optaug_jax.experiment import cli, outlook, result_files
 
 RUNS = {
@@ -125,9 +124,9 @@ def main(argv=None):
     out_dir = os.path.join(args.out, name.replace(" ", "_").replace(",", ""))
     saved = _outlook(args, run, out_dir)
     episodes = json.loads((pathlib.Path(run) / "config.json").read_text())["arguments"]["episodes"]
-    measured = json.loads((pathlib.Path(run) / "summary.json").read_text())["agents"]
+    measured = outlook.measured_in_run(run, saved["predictions"])
     for agent, p in saved["predictions"].items():
-      m = oj.analysis.measured_separation(measured, "optaug", agent) if agent in measured else {}
+      m = measured.get(agent, {})
       predicted = {"positive": p["positive_episode"], "share": p["share_episode"]}
       rows.append(
         {

@@ -152,6 +152,28 @@ def test_outlook_script_writes_its_files_and_compares_with_a_run(tmp_path):
     outlook.main(flags + ["--threshold", "0.1", "--out", str(tmp_path / "o3")])
 
 
+def test_measured_on_the_log_grid_merges_the_windows_it_leaves_out():
+  """A short window that ends at an inserted point (a run's K/2) is merged into the next,
+  the means weighted by episodes: checked against per-episode values averaged by hand."""
+  t = [10, 20, 40, 80, 160, 170, 320]  # 170: inserted, a window of 10 episodes
+  per_episode_a = np.repeat([0.0, 1.0, 0.2, 0.1, 0.0, 0.5, 0.0], np.diff(t, prepend=0))
+  per_episode_l = np.full(320, 0.4)
+  window = lambda x: [x[s:e].mean() for s, e in zip([0, *t[:-1]], t)]
+  a, lag = window(per_episode_a), window(per_episode_l)
+  summary = _summary(t, pos_a=a, pos_l=lag, share_a=a, share_l=lag)
+  # Every window: 170's (0.5) fails both criteria, so they hold from 320 only (last tenth).
+  strict = oj.analysis.measured_separation(summary, "optaug", "optdual")
+  assert strict == {"positive": None, "share": None}
+  # On the grid: (160, 320] holds 0.5 * 10 / 160 = 0.03 (unweighted, (0.5 + 0) / 2 would
+  # fail [v]+'s bar 0.2), so both hold from the window after 20's (1.0).
+  grid = [10, 20, 40, 80, 160, 320]
+  merged = oj.analysis.measured_separation(summary, "optaug", "optdual", windows=grid)
+  assert merged == {"positive": 40, "share": 40}
+  for bad in ([10, 20, 40], [10, 25, 320]):
+    with pytest.raises(ValueError, match="windows"):
+      oj.analysis.measured_separation(summary, "optaug", "optdual", windows=bad)
+
+
 def test_a_separation_in_the_last_tenth_only_is_not_established():
   t = [10, 20, 40, 80, 160, 320, 1000]
   summary = _summary(

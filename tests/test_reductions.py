@@ -32,6 +32,10 @@ def test_trace_episodes_are_log_spaced_with_the_fixed_points():
   t = reductions.trace_episodes(1000, 20)
   assert t[0] == 1 and t[-1] == 1000 and {500, 900} <= set(t.tolist())
   assert np.all(np.diff(t) > 0)
+  grid = reductions.log_grid(1000, 20)  # the same without K/2 and 9K/10, off the grid here
+  assert set(t.tolist()) - set(grid.tolist()) == {500, 900} and grid[-1] == 1000
+  ratios = grid[1:] / grid[:-1]
+  assert np.all(ratios[grid[1:] > 20] < 1.5)  # 1000^(1/19) = 1.44 once rounding is gone
 
 
 @pytest.mark.parametrize("sizes", [(50,), (7, 13, 30), (1,) * 50])

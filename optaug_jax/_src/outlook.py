@@ -504,18 +504,27 @@ def outlook(
 
 
 def measured_separation(
-  summary: Mapping[str, Any], optaug: str, lagrangian: str, threshold: float = 0.05
+  summary: Mapping[str, Any],
+  optaug: str,
+  lagrangian: str,
+  threshold: float = 0.05,
+  windows: Sequence[int] | None = None,
 ) -> dict[str, int | None]:
   """The separation episodes of a finished run (a `headline.py` `summary.json`'s "agents"):
   the first trace episode from which each criterion holds in every later window (`None`:
   not by the run's end, or only in its last tenth: too few episodes to tell it from
-  noise)."""
+  noise). `windows`: the trace episodes that end a window (`None`: every one); the windows
+  between are merged into the next, their means weighted by their episodes. A run's log
+  grid (`experiment.reductions.log_grid`) leaves out K/2 and 9K/10, which split a window
+  of the grid in two (one of them 76 episodes where its neighbours hold 2,000)."""
   a, lag = summary[optaug], summary[lagrangian]
   t = np.asarray(a["episodes"])
-  pos_a = np.asarray(a["window_positive_violation"]["mean"])
-  pos_l = np.asarray(lag["window_positive_violation"]["mean"])
-  share_a = np.asarray(a["window_unsafe"][str(threshold)])
-  share_l = np.asarray(lag["window_unsafe"][str(threshold)])
+  merge = _window_merger(t, windows)
+  t = t if windows is None else np.asarray(windows)
+  pos_a = merge(a["window_positive_violation"]["mean"])
+  pos_l = merge(lag["window_positive_violation"]["mean"])
+  share_a = merge(a["window_unsafe"][str(threshold)])
+  share_l = merge(lag["window_unsafe"][str(threshold)])
   pos_ok = (pos_l >= MIN_POSITIVE) & (pos_a <= 0.5 * pos_l)
   share_ok = share_a <= share_l - SHARE_MARGIN
   established = lambda k: None if k is None or k > 0.9 * t[-1] else k
@@ -523,6 +532,18 @@ def measured_separation(
     "positive": established(_holds_from(t, pos_ok)),
     "share": established(_holds_from(t, share_ok)),
   }
+
+
+def _window_merger(t: np.ndarray, windows: Sequence[int] | None):
+  """Window means over `t`'s windows -> over the windows that end at `windows`."""
+  if windows is None:
+    return np.asarray
+  ends = np.searchsorted(t, windows)
+  if not (np.all(t[np.minimum(ends, len(t) - 1)] == windows) and windows[-1] == t[-1]):
+    raise ValueError(f"windows: must be trace episodes ending at the last, {t[-1]}")
+  width = np.diff(t, prepend=0)
+  cum = lambda x: np.concatenate([[0.0], np.cumsum(np.asarray(x) * width)])
+  return lambda x: np.diff(cum(x)[ends + 1], prepend=0.0) / np.diff(t[ends], prepend=0)
 
 
 def _holds_from(episodes: np.ndarray, ok) -> int | None:

@@ -43,7 +43,7 @@ import numpy as np
 
 import optaug_jax as oj
 
-from . import arguments, cli, problems, result_files, runs
+from . import arguments, cli, problems, reductions, result_files, runs
 
 OUTPUTS = ("config.json", "outlook.json", "outlook.md", "outlook.png", "pilots.npz")
 # The run flags `--like` takes from a config.json (the rest describe the run's files).
@@ -139,15 +139,20 @@ def _check_like_problem(like: str, bench, record) -> None:
   )
 
 
-def _measured(like: str | None, predictions) -> dict:
+def measured_in_run(like: str | None, predictions) -> dict:
+  """The separation episodes of the finished run `like` (a headline.py directory) against
+  each of `predictions`' agents it ran, on its log grid (its K/2 and 9K/10 windows merged
+  into the next: `oj.analysis.measured_separation`); `{}` without a run."""
   if not like:
     return {}
   path = pathlib.Path(like) / "summary.json"
   if not path.is_file():
     return {}
   agents = json.loads(path.read_text())["agents"]
+  flags = json.loads((pathlib.Path(like) / "config.json").read_text())["arguments"]
+  grid = reductions.log_grid(flags["episodes"], flags["trace_points"]).tolist()
   return {
-    name: oj.analysis.measured_separation(agents, "optaug", name)
+    name: oj.analysis.measured_separation(agents, "optaug", name, windows=grid)
     for name in predictions
     if name in agents and "optaug" in agents
   }
@@ -316,7 +321,7 @@ def main(argv=None):
       bias_form=args.bias_form,
       measurements=measurements,
     )
-    measured = _measured(args.like, out.predictions)
+    measured = measured_in_run(args.like, out.predictions)
     summary = out.summary()
     summary["measured"] = measured
     summary["like"] = args.like

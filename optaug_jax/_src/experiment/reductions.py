@@ -49,11 +49,16 @@ class FullLogs:
     return {f: v[0] for f, v in self.logs.items()}
 
 
+def log_grid(num_episodes: int, points: int) -> np.ndarray:
+  """The log-spaced 1-based episodes of `trace_episodes` (K among them): the ends of windows
+  that grow along the run, which the separation is measured on."""
+  return np.unique(np.round(np.logspace(0, np.log10(num_episodes), points)).astype(np.int64))
+
+
 def trace_episodes(num_episodes: int, points: int) -> np.ndarray:
-  """Log-spaced 1-based episodes, with K/2, 9K/10 and K always among them."""
-  t = np.unique(np.round(np.logspace(0, np.log10(num_episodes), points)).astype(np.int64))
+  """`log_grid`'s episodes, with K/2 and 9K/10 (the late tail's start) always among them."""
   extra = [max(1, num_episodes // 2), max(1, (9 * num_episodes) // 10), num_episodes]
-  return np.unique(np.concatenate([t, extra]))
+  return np.unique(np.concatenate([log_grid(num_episodes, points), extra]))
 
 
 class LongRun:
