@@ -4,6 +4,7 @@ descent of `known_model.py` (another DP), the prediction and the measured separa
 inputs whose answer is known in closed form."""
 
 import json
+import pathlib
 
 import jax
 import numpy as np
@@ -172,6 +173,22 @@ def test_measured_on_the_log_grid_merges_the_windows_it_leaves_out():
   for bad in ([10, 20, 40], [10, 25, 320]):
     with pytest.raises(ValueError, match="windows"):
       oj.analysis.measured_separation(summary, "optaug", "optdual", windows=bad)
+
+
+def test_a_recorded_run_is_measured_on_its_log_grid():
+  """The 30,000-episode gridworld 121 run (docs/results/size_claim): its K/2 window, (14,914,
+  15,000], 86 episodes, set the share's separation at 17,761 on every window; on the run's
+  log grid (its config's 60 trace points) it is merged into (14,914, 17,761]."""
+  from optaug_jax.experiment import outlook
+
+  run = pathlib.Path(__file__).parents[1] / "docs/results/size_claim"
+  agents = json.loads((run / "summary.json").read_text())["agents"]
+  assert 15000 in agents["optaug"]["episodes"]
+  every = oj.analysis.measured_separation(agents, "optaug", "optdual")
+  grid = outlook.measured_in_run(str(run), ["optdual", "not_run"])
+  assert set(grid) == {"optdual"}
+  assert every["share"] == 17761 and grid["optdual"]["share"] == 1292
+  assert every["positive"] == grid["optdual"]["positive"] == 1085
 
 
 def test_a_separation_in_the_last_tenth_only_is_not_established():
