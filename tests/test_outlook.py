@@ -385,8 +385,6 @@ def test_fluid_run_follows_a_recorded_run():
   docs/results/headline/media_streaming (64 seeds, paper setting, bonus 0.1): its mean
   positive violation within 25% of the run's windows from 5,000 to 90,000 episodes (a
   Monte Carlo reference: the run's windows are means over 64 seeds)."""
-  import pathlib
-
   summary = pathlib.Path(__file__).parents[1] / "docs/results/headline/media_streaming"
   run = json.loads((summary / "summary.json").read_text())["agents"]["optaug"]
   bench = oj.benchmarks.make_benchmark("media_streaming")
