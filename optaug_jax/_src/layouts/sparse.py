@@ -114,33 +114,34 @@ class Sparse:
     """The rows `(s, actions[h, s])` of every step filled in the order of
     `order_values[h]`: `(p [H, S, N], next states [H, S, N])`.
 
-    Every step's rows at once, slot-major `[N, H, S]` (no scan: a step's rows are `S N`
-    entries, and a scan step per `h` costs more than its fill; a stationary `[1, ...]`
-    array broadcasts). The policy's rows are picked by a chain of selects over the `A`
-    actions (exact, and vectorised where a gather is not) before the slot axis moves
-    first, and the slot-major arrays come out of a `lax.map` over the slots, whose outputs
-    are buffers (the barrier keeps XLA from forwarding its inputs past the loop): fused
-    into the fill instead, the picks, the transposes and the gather of the keys
-    `order_values[h, ns[h, s]]` are evaluated again for each of its `N` fusions
-    (lost_sales, 13 slots: the re-fill 45% cheaper, the same bits).
+    Every step's rows at once (no scan: a step's rows are `S N` entries, and a scan step
+    per `h` costs more than its fill; a stationary `[1, ...]` array broadcasts). The
+    policy's rows are picked by a chain of selects over the `A` actions (exact, and
+    vectorised where a gather is not) and the keys `order_values[h, ns[h, s, n]]`
+    gathered, all in the rows' own `[H, S, N]` layout, each behind an
+    `optimization_barrier` (a buffer of its own); only the fill sees them slot-major.
+    Fused into the fill instead, the picks, the transposes and the gather are evaluated
+    again for each of its `N` fusions (lost_sales, 13 slots: 45% dearer). Before, the
+    picks were moved slot-major and the buffers came out of a `lax.map` over the slots:
+    the same bits, about 10% more wall time per OptAug episode on gridworld(20) and 5-9%
+    on delivery (docs/results/episode_cost/).
     """
     horizon = actions.shape[0]
-    steps = jnp.arange(horizon)[:, None] * order_values.shape[-1]
+    steps = jnp.arange(horizon)[:, None, None] * order_values.shape[-1]
     flat = order_values.reshape(-1)
 
-    def pick(x):  # [H or 1, S, A, N] -> [N, H, S], the entries of the policy's rows
+    def pick(x):  # [H or 1, S, A, N] -> [H, S, N], the entries of the policy's rows
       out = x[:, :, 0]
       for a in range(1, x.shape[2]):
         out = jnp.where((actions == a)[..., None], x[:, :, a], out)
-      return jnp.moveaxis(jnp.broadcast_to(out, actions.shape + x.shape[-1:]), -1, 0)
+      return jnp.broadcast_to(out, actions.shape + x.shape[-1:])
 
-    def slot(rows):
-      lo, up, ns = jax.lax.optimization_barrier(rows)
-      return lo, up, ns, flat[box.slot_states(ns) + steps]
-
-    lo, up, ns, keys = jax.lax.map(slot, (pick(lower), pick(upper), pick(self.next_states)))
-    _, p = box.slot_fill(keys, lo, up)
-    return jnp.moveaxis(p, 0, -1), jnp.moveaxis(ns, 0, -1)
+    barrier = jax.lax.optimization_barrier
+    lo, up, ns = barrier((pick(lower), pick(upper), pick(self.next_states)))
+    keys = barrier(flat[box.slot_states(ns) + steps])
+    first = lambda x: jnp.moveaxis(x, -1, 0)
+    _, p = box.slot_fill(first(keys), first(lo), first(up))
+    return jnp.moveaxis(p, 0, -1), ns
 
   def index_order_point(self, lower, upper, dtype) -> jax.Array:
     """The box's point filled in the order of the slots' next states."""
