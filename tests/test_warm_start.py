@@ -12,6 +12,7 @@ import references as ref
 
 import optaug_jax as oj
 from optaug_jax._src import planning
+from optaug_jax._src.layouts import sparse as sparse_layout
 
 S, A, H = 4, 3, 4
 
@@ -101,11 +102,14 @@ def test_policy_vertex_against_a_fill_loop_bounds_the_extended_lp():
   assert max(float(jax.tree.map(lambda x: x[i], batched).value) for i in range(5)) > optimum + 1e-3
 
 
+@pytest.mark.parametrize("slot_major", [False, True])
 @pytest.mark.parametrize("stationary", [True, False])
-def test_sparse_policy_vertex_against_a_fill_loop(stationary):
+def test_sparse_policy_vertex_against_a_fill_loop(stationary, slot_major, monkeypatch):
   """The sparse layout (3 slots of 4 states, some empty; a stationary `[1, ...]` box and
   support, or one per step): random policies and fill orders against the NumPy loop on the
-  same box written densely. Under `jit` and `vmap` as one by one."""
+  same box written densely. Under `jit` and `vmap` as one by one. Both ways of picking
+  the rows (`SLOT_MAJOR_PICK_MIN_SLOTS`: slot-major from that many slots)."""
+  monkeypatch.setattr(sparse_layout, "SLOT_MAJOR_PICK_MIN_SLOTS", 1 if slot_major else 99)
   rng = np.random.default_rng(7)
   steps, n = (1 if stationary else H), 3
   next_states = np.stack(

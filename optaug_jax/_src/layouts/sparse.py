@@ -26,6 +26,13 @@ from .. import box
 # `horizon.UNROLL_HORIZON` (`oj.kernels.STATIONARY_ROLL_MIN_SLOTS` is a read-only copy).
 # Measurements: docs/design.md, "Tuned constants".
 STATIONARY_ROLL_MIN_SLOTS = 8
+# `Sparse.ordered_fill` (the warm start's re-fill) picks the policy's rows slot-major, out of
+# a `lax.map` over the slots, from this many slots per row; below, in the rows' own
+# `[H, S, N]` layout. The same bits; OptAug's episode, 16 seeds vmapped, bonus 1, against
+# the other way: lost_sales (13 slots) 3.86 against 4.53 ms, gridworld(20) (5 slots) 5.78
+# against 6.55, delivery 1.26 against 1.33, the queue (3) 0.97 against 0.98
+# (docs/results/episode_cost/, 2026-11-28).
+SLOT_MAJOR_PICK_MIN_SLOTS = 8
 
 
 def scatter(weights: jax.Array, slots: jax.Array, num_states: int) -> jax.Array:
@@ -117,28 +124,38 @@ class Sparse:
     Every step's rows at once (no scan: a step's rows are `S N` entries, and a scan step
     per `h` costs more than its fill; a stationary `[1, ...]` array broadcasts). The
     policy's rows are picked by a chain of selects over the `A` actions (exact, and
-    vectorised where a gather is not) and the keys `order_values[h, ns[h, s, n]]`
-    gathered, all in the rows' own `[H, S, N]` layout, each behind an
-    `optimization_barrier` (a buffer of its own); only the fill sees them slot-major.
-    Fused into the fill instead, the picks, the transposes and the gather are evaluated
-    again for each of its `N` fusions (lost_sales, 13 slots: 45% dearer). Before, the
-    picks were moved slot-major and the buffers came out of a `lax.map` over the slots:
-    the same bits, about 10% more wall time per OptAug episode on gridworld(20) and 5-9%
-    on delivery (docs/results/episode_cost/).
+    vectorised where a gather is not), then the keys `order_values[h, ns[h, s, n]]` are
+    gathered. The picks and the keys are buffers of their own: fused into the fill, they
+    would be evaluated again for each of its `N` fusions (lost_sales, 13 slots: 45%
+    dearer). From `SLOT_MAJOR_PICK_MIN_SLOTS` slots they are moved slot-major and come
+    out of a `lax.map` over the slots (the barrier keeps XLA from forwarding its inputs
+    past the loop); below, they stay in the rows' `[H, S, N]` layout behind
+    `optimization_barrier`s and only the fill sees them slot-major. The same bits.
     """
-    horizon = actions.shape[0]
-    steps = jnp.arange(horizon)[:, None, None] * order_values.shape[-1]
+    step_starts = jnp.arange(actions.shape[0]) * order_values.shape[-1]  # in the flat keys
     flat = order_values.reshape(-1)
+    slot_major = self.next_states.shape[-1] >= SLOT_MAJOR_PICK_MIN_SLOTS
 
     def pick(x):  # [H or 1, S, A, N] -> [H, S, N], the entries of the policy's rows
       out = x[:, :, 0]
       for a in range(1, x.shape[2]):
         out = jnp.where((actions == a)[..., None], x[:, :, a], out)
-      return jnp.broadcast_to(out, actions.shape + x.shape[-1:])
+      out = jnp.broadcast_to(out, actions.shape + x.shape[-1:])
+      return jnp.moveaxis(out, -1, 0) if slot_major else out  # [N, H, S] or [H, S, N]
 
     barrier = jax.lax.optimization_barrier
-    lo, up, ns = barrier((pick(lower), pick(upper), pick(self.next_states)))
-    keys = barrier(flat[box.slot_states(ns) + steps])
+    rows = (pick(lower), pick(upper), pick(self.next_states))
+    if slot_major:
+
+      def slot(rows):
+        lo, up, ns = barrier(rows)
+        return lo, up, ns, flat[box.slot_states(ns) + step_starts[:, None]]
+
+      lo, up, ns, keys = jax.lax.map(slot, rows)
+      _, p = box.slot_fill(keys, lo, up)
+      return jnp.moveaxis(p, 0, -1), jnp.moveaxis(ns, 0, -1)
+    lo, up, ns = barrier(rows)
+    keys = barrier(flat[box.slot_states(ns) + step_starts[:, None, None]])
     first = lambda x: jnp.moveaxis(x, -1, 0)
     _, p = box.slot_fill(first(keys), first(lo), first(up))
     return jnp.moveaxis(p, 0, -1), ns
