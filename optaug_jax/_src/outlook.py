@@ -516,7 +516,8 @@ def measured_separation(
   noise). `windows`: the trace episodes that end a window (`None`: every one); the windows
   between are merged into the next, their means weighted by their episodes. A run's log
   grid (`experiment.reductions.log_grid`) leaves out K/2 and 9K/10, which split a window
-  of the grid in two (one of them 76 episodes where its neighbours hold 2,000)."""
+  of the grid in two (on the 30,000-episode gridworld run, 86 episodes between windows of
+  2,391 and 2,761)."""
   a, lag = summary[optaug], summary[lagrangian]
   t = np.asarray(a["episodes"])
   merge = _window_merger(t, windows)
