@@ -13,6 +13,13 @@ import numpy as np
 
 # A fit must span this factor in episodes (K over its first episode) to tell c t from b sqrt(t).
 MIN_FIT_SPAN = 20
+# A linear part `c (K - t0)` below this share of the fitted growth is the least squares'
+# rounding, not a term: on a curve with no linear term (`10 sqrt(t)`) `c` comes out at
+# +-1e-16, its sign set by the BLAS kernel the CPU selects, and read as a sign it made the
+# verdict "bending" on one machine and "sublinear" on another. Float64 rounding times the
+# basis' condition number (columns 1, sqrt(t), t over five orders) is far below it, and a
+# real linear term far above it.
+ROUNDING_SHARE = 1e-8
 
 
 def fit_regret(curves, trace, num_episodes, rng, pretraining: int = 0):
@@ -55,6 +62,8 @@ def fit_verdict(fit: dict, num_episodes: int) -> tuple[str, str]:
   sqrt_part = fit["b"] * (np.sqrt(num_episodes) - np.sqrt(first))
   linear_part = c * (num_episodes - first)
   share = linear_part / max(abs(linear_part) + abs(sqrt_part), 1e-12)
+  if abs(share) < ROUNDING_SHARE:
+    return "sublinear", f"sublinear: c = {c:.3g} is zero to rounding ({share:.1g} of the growth)"
   if lo > 0 and share >= 0.25:
     return "linear", f"grows linearly: c = {c:.3g} [{lo:.3g}, {hi:.3g}], {share:.0%} of the growth"
   if hi < 0:

@@ -61,7 +61,8 @@ COLUMNS = {
   " over the trace episodes t >= max(K/100, the end of pre-training + 1); c95: 95% bootstrap"
   " interval of c over seeds (1000 resamples); verdict: 'linear' (c95 above 0 and c t at"
   " least a quarter of the fitted growth), 'bending' (c95 below 0: still curving over),"
-  " 'sublinear' (c95 holds 0, or a small linear part) or 'undetermined' (the fit spans less"
+  " 'sublinear' (c95 holds 0, a small linear part, or a c that is zero to rounding: c t below"
+  " ROUNDING_SHARE = 1e-8 of the fitted growth) or 'undetermined' (the fit spans less"
   " than MIN_FIT_SPAN = 20x in episodes: too short to tell a linear term from a bending"
   " one); reading: the verdict in words",
   "final": "cumulative regrets at K: mean over seeds and 95% interval",
