@@ -49,19 +49,21 @@ def test_the_fit_of_a_long_run_starts_after_pre_training():
   assert fit["verdict"] == "sublinear", fit["reading"]
 
 
+def _sqrt_fit(c):  # a fit of 10 sqrt(t) from episode 3625 whose c (and its interval) is c
+  return {"fit_from_episode": 3625, "c95": [c, c], "c": c, "b": 10.0}
+
+
 @pytest.mark.parametrize("c", [-1.5e-16, 1.5e-16, 0.0])
 def test_a_c_at_rounding_is_no_linear_term_whatever_its_sign(c):
   """The least squares' c on a curve without a linear term is +-1e-16, its sign the BLAS
   kernel's (it read "bending" on one CPU): zero to rounding, whatever the sign."""
-  fit = {"fit_from_episode": 3625, "c95": [c, c], "c": c, "b": 10.0}
-  verdict, reading = fits.fit_verdict(fit, 100_000)
+  verdict, reading = fits.fit_verdict(_sqrt_fit(c), 100_000)
   assert verdict == "sublinear" and "zero to rounding" in reading
 
 
 def test_a_small_real_linear_term_is_not_taken_for_rounding():
   """The rounding guard does not swallow a term: c = -1e-6 on 10 sqrt(t) (a share of
   4e-5) still reads as bending, c = 1e-6 as a small linear part."""
-  for c, verdict in ((-1e-6, "bending"), (1e-6, "sublinear")):
-    fit = {"fit_from_episode": 3625, "c95": [c, c], "c": c, "b": 10.0}
-    assert fits.fit_verdict(fit, 100_000)[0] == verdict
-  assert "mostly sublinear" in fits.fit_verdict({**fit, "c95": [1e-6, 1e-6]}, 100_000)[1]
+  assert fits.fit_verdict(_sqrt_fit(-1e-6), 100_000)[0] == "bending"
+  verdict, reading = fits.fit_verdict(_sqrt_fit(1e-6), 100_000)
+  assert verdict == "sublinear" and "mostly sublinear" in reading
