@@ -27,6 +27,7 @@ the battery drained or not.
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 import optaug_jax as oj
@@ -73,21 +74,26 @@ def delivery(
             targets[s, a, n], probs[s, a, n] = t, q
   next_states, p = oj.benchmarks.sparse_rows(targets, probs, width=4)
   tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
-  kernel = oj.TransitionSet.point(tile(p), tile(next_states))
   start = index(0, 0, levels - 1)
-  # The threshold: half the low-battery steps of the cost-optimal policy.
-  fastest = oj.CMDP(
-    transitions=tile(p),
-    cost=tile(cost),
-    constraint_costs=tile(low)[None],
-    thresholds=np.array([float(horizon)]),
-    initial_state=np.asarray(start, np.int32),
-    next_states=tile(next_states),
-  )
-  policy = np.asarray(kernel.optimal_policy(np.asarray(tile(cost))))
+
+  def model(threshold, dtype):
+    return oj.CMDP(
+      transitions=tile(np.asarray(p, dtype)),
+      cost=tile(np.asarray(cost, dtype)),
+      constraint_costs=tile(np.asarray(low, dtype))[None],
+      thresholds=np.array([threshold], dtype),
+      initial_state=np.asarray(start, np.int32),
+      next_states=tile(next_states),
+    )
+
+  # The threshold: half the low-battery steps of the cost-optimal policy, computed by jax in
+  # float64 where it has it (x64), else in float32.
+  fastest = model(float(horizon), jax.dtypes.canonicalize_dtype(np.float64))
+  kernel = oj.TransitionSet.point(fastest.transitions, fastest.next_states)
+  policy = np.asarray(kernel.optimal_policy(fastest.cost))
   _, low_steps = oj.policy_values(fastest, policy)
   threshold = 0.5 * float(low_steps[0])
-  cmdp = oj.validate_cmdp(fastest._replace(thresholds=np.array([threshold])))
+  cmdp = oj.validate_cmdp(model(threshold, np.float64))
   dtype = dtype or np.float32
   cast = oj.CMDP(
     transitions=np.asarray(cmdp.transitions, dtype),
