@@ -304,6 +304,34 @@ def optimistic_policy_evaluation(
   return values, q_values
 
 
+def box_weighted_expectation(
+  occupancy: jax.Array, next_values: jax.Array, transitions: TransitionSetLike
+) -> jax.Array:
+  """`sum_{h, s, a} occupancy_h(s, a) min_{p in box_h(s, a)} p . next_values[h]`.
+
+  The box's part of the Lagrangian of an extended LP at a primal point `occupancy [H, S,
+  A]` and its dual, the values `next_values [H, S]` (`V_{h+1}`, as `LMOSolution.next_values`
+  holds them): its derivative in `lower` and `upper` (by `jax.grad`, with the other two
+  held fixed) is that of the LP's optimal value at a differentiable point, each row's fill
+  differentiated in its own bounds and weighted by the occupancy of its `(h, s, a)`. Unlike
+  the derivative of the DP's value itself, it does not depend on which of several tied
+  optimal vertices the DP returns (`solve_inner(gradient="envelope")` uses it at `q*`).
+  """
+
+  def step(total, xs):
+    q_h, v_next, lower_h, upper_h, ns_h = xs
+    expected = transitions.layout.expectation(v_next, lower_h, upper_h, ns_h)
+    return total + jnp.sum(q_h * expected), None
+
+  total, _ = horizon_scan(
+    step,
+    jnp.zeros((), occupancy.dtype),
+    (occupancy, next_values, transitions.lower, transitions.upper, transitions.next_states),
+    occupancy.shape[0],
+  )
+  return total
+
+
 def optimal_policy(
   reward: jax.Array, kernel: TransitionSetLike, *, check: bool = False
 ) -> jax.Array:

@@ -84,11 +84,13 @@ def solve_inner(
         carries a derivative, that of the optimal value: `d/dc = q*`,
         `d/dD_i = lambda+_i q*`, `d/dalpha = -lambda+`, `d/dlambda = lambda+ / eta`,
         `d/deta = -||lambda+||^2 / (2 eta^2) + lambda+ . (D q* - alpha) / eta` with
-        `lambda+ = [lambda + eta (D q* - alpha)]_+`; for the box, the derivative of
-        `min_{q in Q(box)} <grad f(q*), q>` (same KKT multipliers). The iterations are not
-        differentiated (no memory for them); the other outputs are constants. Exact at an
-        exact optimum; the error is of the order of the solver's accuracy. Costs one
-        extended DP at the solution (shared with `unreached="greedy"`).
+        `lambda+ = [lambda + eta (D q* - alpha)]_+`; for the box, that of the Lagrangian
+        of `min_{q in Q(box)} <grad f(q*), q>` at `q*` and the DP's values (same KKT
+        multipliers): each row's fill differentiated in its own bounds, weighted by `q*`
+        (`planning.box_weighted_expectation`), whichever tied vertex the DP returns. The
+        iterations are not differentiated (no memory for them); the other outputs are
+        constants. Exact at an exact optimum; the error is of the order of the solver's
+        accuracy. Costs one extended DP at the solution (shared with `unreached="greedy"`).
       `"unrolled"`: reverse mode through the iterations: the derivative of the solver's
         output. Its loops then run their whole budget (`lax.fori_loop`).
       `None`: not differentiated (every output is a constant); what agents use.
@@ -154,9 +156,15 @@ def solve_inner(
         constraint_costs,
       )
     )
-    linear = problem.lmo(grad)
+    linear = lax.stop_gradient(problem).lmo(grad)
     if gradient == "envelope":
-      objective = objective + (linear.value - lax.stop_gradient(linear.value))
+      # The box's derivative: each row's fill differentiated in its bounds at the DP's
+      # values, weighted by q* (not by the DP's vertex, which is one of several tied ones
+      # wherever q* mixes vertices: the derivative must not depend on the tie-break).
+      box_term = planning.box_weighted_expectation(
+        lax.stop_gradient(q), lax.stop_gradient(linear.next_values), problem.transitions
+      )
+      objective = objective + (box_term - lax.stop_gradient(box_term))
     if unreached == "greedy":
       fallback = jax.nn.one_hot(linear.actions, cost.shape[-1], dtype=q.dtype)
   return problem_lib.InnerSolution(
