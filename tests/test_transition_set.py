@@ -5,6 +5,9 @@ The kernels themselves are checked against LPs and NumPy loops in test_planning.
 test_sparse.py; here the set's methods are checked against the exact LP of the extended
 MDP (`references.extended_lp_value`) and against their unbatched calls."""
 
+import copy
+import pickle
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -283,3 +286,29 @@ def test_shapes_and_dtypes_are_refused_naming_the_field():
   # Traced: the same static checks, at trace time.
   with pytest.raises(ValueError, match=r"TransitionSet: upper: shape"):
     jax.jit(lambda lo, up: oj.TransitionSet(lo, up).lower)(lower, upper[:, :, :1])
+
+
+def test_a_checked_set_cannot_be_changed_after_its_check():
+  """A set is checked when built; assigning a bound afterwards (a row summing to 0.4) would
+  skip that check, so the set is frozen: every field refuses assignment and deletion, and
+  the set still answers with its checked bounds. `replace` builds a new set."""
+  reward, lower, upper = _box(2)
+  ts = oj.TransitionSet(lower, upper)
+  before = float(ts.lmo(reward, 0).value)
+  bad = np.array(upper)
+  bad[0, 0, 0] = 0.1  # the row (0, 0, 0) sums to 0.4: no kernel fits
+  for name in ("lower", "upper", "layout", "is_point", "checked", "anything"):
+    with pytest.raises(AttributeError, match="immutable"):
+      setattr(ts, name, bad)
+  with pytest.raises(AttributeError, match="immutable"):
+    del ts.upper
+  assert float(ts.lmo(reward, 0).value) == before
+  point = oj.TransitionSet.point(jnp.asarray(np.full((H, S, A, S), 1.0 / S)))
+  with pytest.raises(AttributeError, match="immutable"):
+    point.lower = bad
+  with pytest.raises(ValueError, match="upper"):
+    ts.replace(upper=jnp.asarray(bad)).lmo(reward, 0)
+  for again in (pickle.loads(pickle.dumps(ts)), copy.deepcopy(ts), copy.copy(ts)):
+    assert again.checked and float(again.lmo(reward, 0).value) == before
+    with pytest.raises(AttributeError, match="immutable"):
+      again.upper = bad

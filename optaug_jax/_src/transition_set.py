@@ -39,6 +39,11 @@ class TransitionSet:
   """
 
   __slots__ = ("lower", "upper", "layout", "is_point", "checked")
+  lower: Any  # arrays (host arrays too, e.g. for the LP), or tracers
+  upper: Any
+  layout: layouts.Layout
+  is_point: bool
+  checked: bool
 
   def __init__(
     self,
@@ -47,18 +52,36 @@ class TransitionSet:
     next_states: ArrayLike | None = None,
     fill: str = box.DEFAULT_FILL,
   ):
-    self.lower: Any = lower  # arrays (host arrays too, e.g. for the LP), or tracers
-    self.upper: Any = upper
-    self.layout: layouts.Layout = layouts.of(next_states, fill)  # unresolved until checked
-    self.is_point = False
+    # Frozen once built (`__setattr__`): a checked set stays the set that was checked.
+    init = lambda name, value: object.__setattr__(self, name, value)
+    init("lower", lower)  # arrays (host arrays too, e.g. for the LP), or tracers
+    init("upper", upper)
+    init("layout", layouts.of(next_states, fill))  # unresolved until checked
+    init("is_point", False)
     # Shapes and dtypes always; the numbers when concrete (`checks.transition_set`): a
     # ValueError naming the field and the first row that holds no kernel.
-    self.checked = False
+    init("checked", False)
     kernels.transition_set(self, "TransitionSet")
     # Whether the numbers were checked here (a set rebuilt from its leaves, by `vmap`,
     # `jax.tree.map` or `replace`, is checked by the kernels it is passed to).
-    self.checked = not arguments.traced(lower, upper, next_states)
-    self.layout = layouts.of(next_states, box.resolve_fill(fill, self.layout.width(lower)))
+    init("checked", not arguments.traced(lower, upper, next_states))
+    init("layout", layouts.of(next_states, box.resolve_fill(fill, self.layout.width(lower))))
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    raise AttributeError(
+      f"TransitionSet is immutable (cannot set {name!r}): build a new set, "
+      "TransitionSet(lower, upper, next_states) or set.replace(...), which is checked"
+    )
+
+  def __delattr__(self, name: str) -> None:
+    raise AttributeError(f"TransitionSet is immutable (cannot delete {name!r})")
+
+  def __getstate__(self) -> dict[str, Any]:  # pickle and copy: the same frozen set
+    return {name: getattr(self, name) for name in self.__slots__}
+
+  def __setstate__(self, state: dict[str, Any]) -> None:
+    for name, value in state.items():
+      object.__setattr__(self, name, value)
 
   @classmethod
   def point(
@@ -67,7 +90,7 @@ class TransitionSet:
     """The set of one known kernel (`lower = upper = kernel`, one leaf): `[H or 1, S, A, S']`
     probabilities, or `[H or 1, S, A, N]` slots of `next_states`."""
     out = cls(kernel, kernel, next_states, fill)
-    out.is_point = True
+    object.__setattr__(out, "is_point", True)
     return out
 
   # --- pytree ---------------------------------------------------------------------------
@@ -79,14 +102,15 @@ class TransitionSet:
   @classmethod
   def tree_unflatten(cls, aux, children):
     out = object.__new__(cls)  # no checks: the children may be tracers or placeholders
-    fill, out.is_point = aux
-    out.checked = False
-    if out.is_point:
-      out.lower, next_states = children
-      out.upper = out.lower
+    fill, is_point = aux
+    if is_point:
+      lower, next_states = children
+      upper = lower
     else:
-      out.lower, out.upper, next_states = children
-    out.layout = layouts.of(next_states, fill)
+      lower, upper, next_states = children
+    fields = {"lower": lower, "upper": upper, "layout": layouts.of(next_states, fill)}
+    for name, value in dict(fields, is_point=is_point, checked=False).items():
+      object.__setattr__(out, name, value)
     return out
 
   def __repr__(self) -> str:
