@@ -362,3 +362,50 @@ def test_a_run_past_the_agents_num_episodes_warns(factored):
     oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=6, state=state)
   with pytest.warns(UserWarning, match=r"run: the run ends at episode 30"):
     oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=30)
+
+
+@pytest.mark.parametrize(
+  "name, made, other, differ",
+  [
+    ("optaug", {"pretrain_episodes": 5}, {"pretrain_episodes": 20}, "pretrain_episodes 5 -> 20"),
+    ("optaug", {"eta": 20.0}, {"eta": 30.0}, "eta 20.0 -> 30.0"),
+    ("optdual", {"bonus_scale": 0.1}, {"bonus_scale": 0.2}, "bonus_scale 0.1 -> 0.2"),
+  ],
+)
+def test_a_state_resumed_under_other_options_is_refused_naming_them(
+  factored, name, made, other, differ
+):
+  """The issue's probe: a state made with `pretrain_episodes` 5, resumed under an agent
+  built with 20, was accepted and went back into pre-training (likewise another eta). The
+  state carries a digest of its factory's arguments; `run`, `run_sharded` and
+  `episode_step` refuse another's, naming the options that differ; the same options pass,
+  and so does a state whose stamp is cleared on purpose."""
+  cmdp, key = factored.cmdp, jax.random.PRNGKey(0)
+  build = lambda **o: oj.agents.make_agent(name, factored, num_episodes=100, **o)
+  state, _ = oj.run(build(**made), key, cmdp, num_episodes=8)
+  assert int(state.options) != 0
+  agent = build(**other)
+  with pytest.raises(ValueError, match=rf"run: state\.options: .*{differ}"):
+    oj.run(agent, key, cmdp, num_episodes=1, state=state)
+  with pytest.raises(ValueError, match=r"episode_step: state\.options"):
+    oj.episode_step(agent, cmdp, state, key)
+  batch = jax.tree.map(lambda x: jnp.stack([x, x]), state)
+  with pytest.raises(ValueError, match=r"run_sharded: state\.options \(seed 0\)"):
+    oj.run_sharded(agent, jax.random.split(key, 2), cmdp, num_episodes=1, state=batch)
+  runs.check_state(build(**made), cmdp, state, "run")  # the same options: accepted
+  runs.check_state(agent, cmdp, state._replace(options=np.int32(0)), "run")  # on purpose: accepted
+
+
+def test_an_agent_built_with_traced_options_stamps_no_digest(factored):
+  """Options swept under `vmap` have no value on the host: the agent's states are stamped 0
+  (unknown) and not compared."""
+  cmdp = factored.cmdp
+
+  def episodes(eta):
+    agent = oj.agents.make_agent("optdual", factored, num_episodes=100, eta=eta)
+    assert agent.assumptions.options_digest == 0
+    return oj.run(agent, jax.random.PRNGKey(0), cmdp, num_episodes=3)[0].options
+
+  np.testing.assert_array_equal(jax.vmap(episodes)(jnp.asarray([0.5, 1.0])), 0)
+  concrete = oj.agents.make_agent("optdual", factored, num_episodes=100, eta=0.5)
+  assert concrete.assumptions.options["eta"] == "0.5"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -32,6 +32,9 @@ class AgentState(NamedTuple):
   #                    `MAX_EPISODES`: `run` refuses longer runs, `update_state` saturates)
   thresholds: jax.Array  # [I] alpha (known to the agent)
   initial_state: jax.Array  # [] int, s_1 (known to the agent)
+  # [] int32, digest of the options of the agent that made the state (`agents.options`; 0:
+  # unknown): a resume under an agent built with other options is refused.
+  options: jax.typing.ArrayLike = np.int32(0)
 
 
 class ComposedAgentState:
@@ -70,6 +73,10 @@ class ComposedAgentState:
   @property
   def initial_state(self) -> jax.Array:
     return self.agent.initial_state
+
+  @property
+  def options(self) -> jax.typing.ArrayLike:
+    return self.agent.options
 
 
 def replace_agent_state(state, **changes):
@@ -151,12 +158,18 @@ class Assumptions:
       which declares no next-state support).
     num_episodes: the `K` the agent was built for (its confidence radii use it); the
       runner warns when a run goes past it (`None`: not stated).
+    options: every argument of the factory that built the agent, as text (`None`: not
+      known, e.g. traced); set by `@register_agent` factories (`agents.options`).
+    options_digest: their digest, which `init` writes into `AgentState.options` (0:
+      unknown); a state resumed under an agent with another digest is refused.
   """
 
   safe_policy: Any = None
   slack: Any = None
   setting: Any = None
   num_episodes: int | None = None
+  options: Mapping[str, str] | None = None
+  options_digest: int = 0
 
 
 class Agent(NamedTuple):

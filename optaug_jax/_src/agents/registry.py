@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from .. import setting as setting_lib
 from ..checking import cmdps
+from . import options as options_lib
 from .base import Agent
 
 
@@ -38,11 +39,16 @@ def register_agent(
     problem_args: `benchmark -> dict` of the factory arguments that depend on the problem
       (e.g. the safe policy and its slack); default none.
     summary: one-line description.
+
+  Returns the decorator; it returns the factory wrapped so that its agents' states carry
+  a digest of the arguments it was called with (`agents.options`: a resume under an agent
+  built with other options is refused), with the factory's signature and docstring.
   """
 
   def register(factory):
     if name in AGENTS:
       raise ValueError(f"name: agent {name!r} is already registered")
+    factory = options_lib.stamped(factory)  # its agents' states carry their options
     AGENTS[name] = AgentSpec(
       factory=factory,
       problem_args=problem_args or (lambda b: {}),

@@ -151,6 +151,7 @@ def check_state(
         f" S = {cmdp.num_states}, A = {cmdp.num_actions}, I = {cmdp.num_constraints}): the"
         " state was made for another CMDP (sizes, support, dtype) or agent configuration"
       )
+  _check_options(agent, state, where, batched=batched)
   for field in ("thresholds", "initial_state"):
     mine, theirs = getattr(state, field), getattr(cmdp, field)
     if not (_concrete_leaf(mine) and _concrete_leaf(theirs)):
@@ -175,6 +176,37 @@ def check_state(
         f" {_shown(theirs)}: the agent would keep planning for the old ones; a state resumes"
         f" only the CMDP it was made for{fix}"
       )
+
+
+def _check_options(agent, state, where: str, *, batched: bool) -> None:
+  """Refuses a state stamped by an agent built with other options (`agents.options`)."""
+  assumptions = _assumptions(agent)
+  if assumptions is None:
+    return
+  digest = assumptions.options_digest
+  stamp = getattr(state, "options", None)
+  if not digest or stamp is None or not _concrete_leaf(stamp):
+    return
+  stamps = np.asarray(stamp).reshape(-1)
+  other = stamps[(stamps != 0) & (stamps != digest)]
+  if other.size == 0:
+    return
+  seed = f" (seed {int(np.argmax(stamps == other[0]))})" if batched else ""
+  from ..agents import options as options_lib  # the agents' module, which imports checks
+
+  differ = options_lib.differences(int(other[0]), assumptions.options)
+  named = (
+    f": {differ}"
+    if differ
+    else "; this agent's: "
+    + ", ".join(f"{k}={v}" for k, v in sorted((assumptions.options or {}).items()))
+  )
+  raise ValueError(
+    f"{where}: state.options{seed}: the state was made by an agent built with other options"
+    f"{named}. A state resumes only the agent that made it: build the agent with the same"
+    " options, or, to continue under new options on purpose, pass"
+    " state=state._replace(options=np.int32(0))"
+  )
 
 
 def warn_past_horizon(agent, num_episodes: int, state, where: str) -> None:
