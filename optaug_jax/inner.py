@@ -16,6 +16,7 @@ Algorithm InnerOpt-FW. A solver of your own is any hashable callable with the si
 `InnerSolver` returning a `SolverResult`.
 """
 
+from optaug_jax._src.inner.dual_function import max_dp_calls
 from optaug_jax._src.inner.exact import Exact, exact
 from optaug_jax._src.inner.frank_wolfe import STEP_RULES, FrankWolfe, frank_wolfe
 from optaug_jax._src.inner.problem import (
@@ -41,4 +42,5 @@ __all__ = (
   "certified_tolerance",
   "exact",
   "frank_wolfe",
+  "max_dp_calls",
 )

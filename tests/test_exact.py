@@ -238,6 +238,35 @@ def test_float32_several_constraints_are_accurate(num_constraints):
     assert abs(value - optimum) <= 1e-5 * max(1.0, abs(optimum)), (eta, value - optimum)
 
 
+@pytest.mark.parametrize("num_constraints", [1, 2, pytest.param(5, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_max_dp_calls_is_what_a_whole_budget_pays(dtype, num_constraints):
+  """`oj.inner.max_dp_calls` (the README's "at most" per solve, and per agent episode) is
+  what a solve that runs its whole budget (`tol=None`) reports, with the DP `solve_inner`
+  adds at the solution; a solve that stops on its proof pays no more."""
+  m, lower, upper = _instance(num_constraints, s=4, a=2, h=3)
+  problem = jax.tree.map(lambda x: jnp.asarray(x, dtype), _problem(m, lower, upper))
+  problem = problem._replace(initial_state=0)
+  lam = jnp.zeros((num_constraints,), dtype)
+
+  def dps(solver):
+    solve = lambda p: oj.solve_inner(p, lam, jnp.asarray(100.0, dtype), solver=solver)
+    return int(jax.jit(solve)(problem).dp_calls)
+
+  most = oj.inner.max_dp_calls(dtype, num_constraints)
+  assert (
+    most
+    == {(32, 1): 33, (32, 2): 54, (64, 1): 61, (64, 2): 84}[
+      (jnp.finfo(dtype).bits, min(num_constraints, 2))
+    ]
+  )
+  assert dps(oj.inner.exact(tol=None)) == most
+  assert dps(oj.inner.exact()) <= most
+  assert dps(oj.inner.exact(num_iters=7, tol=None)) == oj.inner.max_dp_calls(
+    dtype, num_constraints, num_iters=7
+  )
+
+
 def test_float32_five_constraints_stop_when_certified():
   """float32, I = 5, `tol=0.0`: the loop stops on its proof (it ran its whole budget, 54 DPs
   on every solve, while float64 took 26; `experiments/inner_exactness.py --table larger
@@ -249,7 +278,7 @@ def test_float32_five_constraints_stop_when_certified():
       oj.inner.InnerProblem(c, d, al, oj.TransitionSet(lo, up), 0), lam, eta
     )
   )
-  budget = 50 + 4  # the float32 default of `oj.inner.exact` (50 planes) and its 4 other DPs
+  budget = oj.inner.max_dp_calls(jnp.float32, 5)  # 50 planes and the 4 other DPs: 54
   for _ in range(4):
     c, d, lower, upper, _, alpha, lam = ref.random_inner_instance(
       rng, 5, radius=0.2, lam_scale=1.0, horizon=3, num_states=4, num_actions=2

@@ -27,3 +27,20 @@ def default_num_iters(dtype, num_constraints: int) -> int:
   if num_constraints == 1:
     return 58 if jnp.finfo(dtype).bits >= 64 else 30
   return 80 if jnp.finfo(dtype).bits >= 64 else 50
+
+
+# DPs of an exact solve outside its loop's budget, I = 1 and I >= 2: the search's bracket
+# ends (I = 1: 2); the start at `lambda`, the final master's mu and the recovered point's
+# dual step (I >= 2: 3); and in both the one `solve_inner` adds at the solution (the
+# envelope's or the greedy fallback's).
+DP_CALLS_OUTSIDE_BUDGET = (3, 4)
+
+
+def max_dp_calls(dtype, num_constraints: int, num_iters: int | None = None) -> int:
+  """The most extended DPs one `solve_inner` with `exact(num_iters)` makes (what an agent's
+  `PlanInfo.extras["dp_calls"]` can reach): the loop's budget (`num_iters`, default
+  `default_num_iters`) plus `DP_CALLS_OUTSIDE_BUDGET`: 84 in float64 and 54 in float32 for
+  I >= 2, 61 and 33 for I = 1. A solve that stops on its proof pays far fewer (see
+  `exact`)."""
+  budget = default_num_iters(dtype, num_constraints) if num_iters is None else num_iters
+  return int(budget) + DP_CALLS_OUTSIDE_BUDGET[num_constraints >= 2]

@@ -82,7 +82,10 @@ def exact(num_iters: int | None = None, tol: float | None = 0.0) -> Exact:
   Args:
     num_iters: the dual search's budget (static): steps of the I = 1 search (default 58 in
       float64, 30 in float32), cutting planes for I >= 2 (default 80 in float64, 50 in
-      float32). `None`: those defaults.
+      float32). `None`: those defaults. A solve pays at most `max_dp_calls(dtype, I,
+      num_iters)` DPs (the budget and 3 or 4 outside it); in float32 with several binding
+      constraints a few percent of solves use all of them (float32 rounds the stopping
+      test's gap): use float64 (x64) for I >= 3 binding constraints.
     tol: `0.0` (default): stop as soon as the dual is solved (no new cut, or, for I = 1, the
       model's bound within `tol` (relative) of the best dual value): a `lax.while_loop`
       that pays only the DPs it needs. `None`: no stopping rule beyond the search's own
