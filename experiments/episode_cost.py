@@ -13,13 +13,20 @@ timed:
   saved (`--cache DIR/<problem>_<agent>_<episodes>.npz`, with the run's identity, verified
   when read) so the long prefix is paid once.
 
-Printed and saved (`--out`, JSON with the hardware and the arguments): seconds per
-seed-episode of each agent, each OptAug's ratio to OptDual, and its extended DPs per
-episode (mean over seeds and episodes, the mean over episodes of the maximum over the
-vmapped seeds, which is what a batch pays, and the largest), and the fraction of its solves
-certified. With `--profile`, each window's op time by phase of the episode (one chunk of
-`--profile-episodes` after the window, `experiments/perf/phases.py`): where OptAug's
-episode spends what OptDual's does not.
+Printed and saved (`--out`, JSON with the hardware and the arguments, rewritten after each
+problem): seconds per seed-episode of each agent, each OptAug's ratio to OptDual, and its
+extended DPs per episode (mean over seeds and episodes, the mean over episodes of the
+maximum over the vmapped seeds, which is what a batch pays, and the largest), and the
+fraction of its solves certified. With `--profile`, each window's op time by phase of the
+episode (one chunk of `--profile-episodes` after the window, `experiments/perf/phases.py`):
+where OptAug's episode spends what OptDual's does not.
+
+The files and the ending are the other scripts' (`oj.experiment.cli`, `result_files`,
+`checkpoints`): `--out` is written atomically, with its manifest beside it (OUT.json ->
+OUT.manifest.json: the arguments, the versions and a status, "running", "incomplete" or
+"complete"); a cached state is a verified checkpoint (its run's identity and a digest),
+recomputed when it is another run's and refused in one line when damaged (exit status 2,
+as a flag mistake); Ctrl-C ends the run with one line and exit status 130.
 
   python experiments/episode_cost.py                    # every problem, 16 seeds
   python experiments/episode_cost.py --problems media_streaming,lost_sales --late-after 0
@@ -29,8 +36,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
-import json
 import os
 import platform
 import sys
@@ -41,6 +46,7 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax._src.layouts import sparse as sparse_layout
+from optaug_jax.experiment import checkpoints, cli, result_files
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf import phases  # noqa: E402
@@ -167,45 +173,80 @@ class _Window:
       self.certified.append(np.asarray(log.certified))
 
 
-def _identity(args, problem, name):
-  text = json.dumps(
-    {
-      "problem": problem,
-      "agent": name,
-      "seeds": args.seeds,
-      "pretrain": args.chunk,
-      "eta": args.eta,
-      "late_after": args.late_after,
-      "chunk": args.chunk,
-      "inner_tol": args.inner_tol,
-      "bonus": _bonus(args, problem),
-      "batch_size": args.batch_size,  # another batch shape may round another way
-      "x64": bool(jax.config.jax_enable_x64),
-      "versions": [oj.__version__, jax.__version__],
-    },
-    sort_keys=True,
-  )
-  return hashlib.sha256(text.encode()).hexdigest()[:16]
+def _identity(args, problem, name) -> dict:
+  """What determines the cached state of `name` on `problem` (`checkpoints`' identity)."""
+  return {
+    "script": "episode_cost",
+    "problem": problem,
+    "agent": name,
+    "seeds": args.seeds,
+    "pretrain": args.chunk,
+    "eta": args.eta,
+    "late_after": args.late_after,
+    "chunk": args.chunk,
+    "inner_tol": args.inner_tol,
+    "bonus": _bonus(args, problem),
+    "batch_size": args.batch_size,  # another batch shape may round another way
+    "x64": bool(jax.config.jax_enable_x64),
+    "versions": [oj.__version__, jax.__version__],
+  }
 
 
-def _cached_state(args, problem, name, fn, state):
-  """The state after `--late-after` episodes, from the cache when it holds this run's."""
-  tag = "" if args.bonus is None else f"_bonus{args.bonus:g}"
-  path = os.path.join(args.cache, f"{problem}{tag}_{name}_{args.late_after}.npz")
-  ident = _identity(args, problem, name)
-  leaves, treedef = jax.tree.flatten(state)
-  if os.path.exists(path):
+def _written_before_checkpoints(path) -> bool:
+  """A cache file of this script before its states were checkpoints (an `identity` entry
+  and the leaves, no digest): another run's, computed again."""
+  try:
     with np.load(path) as f:
-      if str(f["identity"]) == ident and len(f.files) == len(leaves) + 1:
-        return jax.tree.unflatten(treedef, [f[f"leaf{i}"] for i in range(len(leaves))])
-    print(f"  {path}: another run's state; recomputing", flush=True)
+      return "identity" in f.files and "meta" not in f.files
+  except Exception:  # pylint: disable=broad-except  (damaged: load_checkpoint says why)
+    return False
+
+
+def _cache_path(args, problem, name) -> str:
+  tag = "" if args.bonus is None else f"_bonus{args.bonus:g}"
+  return os.path.join(args.cache, f"{problem}{tag}_{name}_{args.late_after}.npz")
+
+
+def _cache_fix(args) -> str:
+  return f"delete it (the state is computed again), or give another --cache than {args.cache}"
+
+
+def check_cache(args):
+  """Reads every cached state this run would use, before any work: a damaged one is
+  refused now (`checkpoints.CheckpointError`: one line, exit status 2), not after the
+  minutes of the runs before it; whose run it is, is checked when it is used."""
+  if args.unroll_stationary or args.late_after <= args.early:
+    return
+  for problem in args.problems.split(","):
+    for name in args.agents.split(","):
+      path = _cache_path(args, problem, name)
+      if os.path.exists(path) and not _written_before_checkpoints(path):
+        checkpoints.read_checkpoint(path, fix=_cache_fix(args))
+
+
+def _cached_state(args, problem, name, fn, state, total):
+  """The state after `--late-after` episodes (the pre-training chunk, then `--late-after`),
+  from the cache when it holds this run's: a checkpoint (`checkpoints.save_checkpoint`),
+  verified when read. Another run's state is computed again and replaces it; a damaged
+  file is refused (`checkpoints.CheckpointError`: one line, exit status 2)."""
+  path = _cache_path(args, problem, name)
+  identity = _identity(args, problem, name)
+  done = args.chunk + args.late_after
+  if os.path.exists(path):
+    if _written_before_checkpoints(path):
+      print(f"  {path}: a state cached before checkpoints; recomputing", flush=True)
+    else:
+      try:
+        _, cached, _, _ = checkpoints.load_checkpoint(
+          path, identity, state, total, lambda arrays, done: None, fix=_cache_fix(args)
+        )
+        return cached
+      except checkpoints.OtherRunCheckpoint:
+        print(f"  {path}: another run's state; recomputing", flush=True)
+  start = time.perf_counter()
   state, _, _ = _play(fn, state, args.seeds, args.late_after - args.early, args.chunk, 10**6)
   os.makedirs(args.cache, exist_ok=True)
-  tmp = path + ".tmp.npz"
-  np.savez(
-    tmp, identity=ident, **{f"leaf{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(state))}
-  )
-  os.replace(tmp, path)
+  checkpoints.save_checkpoint(path, identity, done, state, {}, time.perf_counter() - start)
   return state
 
 
@@ -256,7 +297,7 @@ def measure(args, problem):
       )
     windows = {"early": log}
     if args.late_after > args.early:
-      state = _cached_state(args, problem, name, fn, state)
+      state = _cached_state(args, problem, name, fn, state, total)
       state, seconds, log = _play(fn, state, args.seeds, args.window, args.chunk, stage=2)
       row[f"late_{name}_s"] = seconds / (args.seeds * args.window)
       if args.profile:
@@ -362,16 +403,16 @@ def _print(row):
         print(f"  {w} {name} op ms per seed-episode: {cells}", flush=True)
 
 
-def main(argv=None):
+def parse_args(argv=None):
   p = argparse.ArgumentParser(
-    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    prog="episode_cost.py", description=__doc__, formatter_class=cli.HelpFormatter
   )
   p.add_argument(
     "--problems",
     default=",".join(PROBLEMS),
     help=f"comma-separated subset of: {', '.join(PROBLEMS)}",
   )
-  p.add_argument("--seeds", type=int, default=16)
+  p.add_argument("--seeds", type=cli.positive_int, default=16)
   p.add_argument(
     "--agents",
     default=",".join(AGENTS),
@@ -387,7 +428,7 @@ def main(argv=None):
   )
   p.add_argument(
     "--inner-tol",
-    type=float,
+    type=cli.non_negative_float,
     default=0.0,
     help="OptAug's exact(tol=...): 0 (default) stops when the dual is solved to"
     " rounding; a positive tol stops when the model's bound is within tol"
@@ -395,27 +436,44 @@ def main(argv=None):
   )
   p.add_argument(
     "--chunk",
-    type=int,
+    type=cli.positive_int,
     default=100,
     help="episodes per jitted call (one compiled function per agent); OptAug's"
     " pre-training is one chunk",
   )
   p.add_argument(
-    "--early", type=int, default=500, help="episodes of the early window (a multiple of --chunk)"
+    "--early",
+    type=cli.positive_int,
+    default=500,
+    help="episodes of the early window (a multiple of --chunk)",
   )
   p.add_argument(
     "--late-after",
-    type=int,
+    type=cli.non_negative_int,
     default=10_000,
     help="episodes before the late window (a multiple of --chunk; 0: none)",
   )
   p.add_argument(
-    "--window", type=int, default=200, help="episodes of the late window (a multiple of --chunk)"
+    "--window",
+    type=cli.positive_int,
+    default=200,
+    help="episodes of the late window (a multiple of --chunk)",
   )
-  p.add_argument("--cache", default="results/episode_cost_states")
-  p.add_argument("--out", default="results/episode_cost.json")
+  p.add_argument(
+    "--cache",
+    default="results/episode_cost_states",
+    help="the directory of the states after --late-after episodes (verified checkpoints)",
+  )
+  p.add_argument(
+    "--out",
+    default="results/episode_cost.json",
+    help="the results (JSON, written atomically after each problem), with its manifest"
+    " beside it (OUT.manifest.json)",
+  )
   p.add_argument("--x64", action="store_true")
-  p.add_argument("--batch-size", type=int, help="seeds vmapped at a time (default: all)")
+  p.add_argument(
+    "--batch-size", type=cli.positive_int, help="seeds vmapped at a time (default: all)"
+  )
   p.add_argument(
     "--unroll-stationary",
     action="store_true",
@@ -423,22 +481,21 @@ def main(argv=None):
     " stationary box (rolled from `sparse_layout.STATIONARY_ROLL_MIN_SLOTS` slots) against"
     " always unrolled, one chunk after pre-training, timed in turns",
   )
-  p.add_argument("--reps", type=int, default=5, help="timed chunks of each (--unroll-stationary)")
+  p.add_argument(
+    "--reps", type=cli.positive_int, default=5, help="timed chunks of each (--unroll-stationary)"
+  )
   p.add_argument(
     "--profile",
     action="store_true",
     help="also each window's op time by phase of the episode (XLA:CPU trace of one chunk"
     " of --profile-episodes after the window; experiments/perf/phases.py)",
   )
-  p.add_argument("--profile-episodes", type=int, default=20)
+  p.add_argument("--profile-episodes", type=cli.positive_int, default=20)
   args = p.parse_args(argv)
   problems = args.problems.split(",")
   unknown = sorted(set(problems) - set(PROBLEMS))
   if unknown:
     p.error(f"--problems: unknown {', '.join(unknown)}; choose from {', '.join(PROBLEMS)}")
-  for flag in ("seeds", "early", "window", "chunk", "profile_episodes"):
-    if getattr(args, flag) < 1:
-      p.error(f"--{flag.replace('_', '-')}: must be >= 1, got {getattr(args, flag)}")
   for flag in ("early", "window", "late_after"):
     if getattr(args, flag) % args.chunk:
       p.error(
@@ -448,46 +505,58 @@ def main(argv=None):
   names = args.agents.split(",")
   if sorted(set(names) - set(AGENTS)) or "optdual" not in names:
     p.error(f"--agents: a subset of {', '.join(AGENTS)} that includes optdual, got {args.agents}")
-  if args.bonus is not None and not args.bonus > 0:
+  if args.bonus is not None and not (np.isfinite(args.bonus) and args.bonus > 0):
     p.error(f"--bonus: must be > 0, got {args.bonus}")
+  if not (np.isfinite(args.eta) and args.eta > 0):
+    p.error(f"--eta: must be > 0, got {args.eta}")
   if 0 < args.late_after <= args.early:
     p.error(f"--late-after {args.late_after} must exceed --early {args.early} (or be 0)")
+  return args
+
+
+def _machine() -> dict:
+  return {
+    "cpu": platform.processor(),
+    "cores": os.cpu_count(),
+    "platform": jax.devices()[0].platform,
+    "jax": jax.__version__,
+    "optaug_jax": oj.__version__,
+  }
+
+
+def main(argv=None):
+  args = parse_args(argv)
   if args.x64:
     jax.config.update("jax_enable_x64", True)
-  print(
-    f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores,"
-    f" jax {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds vmapped"
-    f"{f' {args.batch_size} at a time' if args.batch_size else ''},"
-    f" float{64 if args.x64 else 32}; early: {args.early} episodes after {args.chunk}"
-    f" of pre-training; late: {args.window} after {args.late_after}",
-    flush=True,
-  )
+  # What determines the numbers: every flag but where the results and the states go.
+  settings = {k: v for k, v in vars(args).items() if k not in ("out", "cache")}
+  run_dir = result_files.result_file(args.out, "episode_cost", settings)  # before any work
+  check_cache(args)
+  cli.RUN.start(args.out)
+  cli.RUN.keep(f"nothing written to {args.out} yet")
+  name = os.path.basename(args.out)
   rows = []
-  for problem in problems:
-    if args.unroll_stationary:
-      rows.append(measure_unroll(args, problem))
-    else:
-      rows.append(measure(args, problem))
-      _print(rows[-1])
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-      json.dump(
-        {
-          "args": vars(args),
-          "machine": {
-            "cpu": platform.processor(),
-            "cores": os.cpu_count(),
-            "platform": jax.devices()[0].platform,
-            "jax": jax.__version__,
-            "optaug_jax": oj.__version__,
-          },
-          "rows": rows,
-        },
-        f,
-        indent=1,
-      )
+  with run_dir.running():
+    print(
+      f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores,"
+      f" jax {jax.__version__} on {jax.devices()[0].platform}; {args.seeds} seeds vmapped"
+      f"{f' {args.batch_size} at a time' if args.batch_size else ''},"
+      f" float{64 if args.x64 else 32}; early: {args.early} episodes after {args.chunk}"
+      f" of pre-training; late: {args.window} after {args.late_after}",
+      flush=True,
+    )
+    for problem in args.problems.split(","):
+      if args.unroll_stationary:
+        rows.append(measure_unroll(args, problem))
+      else:
+        rows.append(measure(args, problem))
+        _print(rows[-1])
+      run_dir.write_json(name, {"args": vars(args), "machine": _machine(), "rows": rows}, indent=1)
+      done = ", ".join(row["problem"] for row in rows)
+      cli.RUN.keep(f"the rows of {done} in {args.out} (its manifest: incomplete)")
+    run_dir.complete()
   return rows
 
 
 if __name__ == "__main__":
-  sys.exit(0 if main() else 1)
+  cli.main_guard("episode_cost", main)

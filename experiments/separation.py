@@ -9,8 +9,10 @@ violation, the fitted linear coefficient c of the cumulative strong constraint r
 (`R = a + b sqrt(t) + c t`; c > 0: linear), and the share of violating episodes over the
 run's length (the trace windows ending near K/8, K/4, K/2 and K).
 
-DIR holds one sweep: DIR/manifest.json names this script, the sweep's settings and a
-status ("running", "incomplete", "complete"), as each cell's directory does for its run.
+DIR holds one sweep: DIR/manifest.json names this script, the sweep's settings, its cells
+("parts") and a status ("running", "incomplete", "complete"), as each cell's directory
+does for its run. A run of another command into a cell (`headline.py --out DIR/g11_b0.1`)
+is refused in one line: the sweep's table and manifest would describe the cell it replaced.
 With `--resume` the sweep continues: every cell from its checkpoints (a finished cell only
 re-reads its files); a sweep or a cell of other settings is refused, naming them, with
 nothing run or removed. A fresh sweep into DIR refuses a directory that holds another
@@ -29,7 +31,6 @@ Writes DIR/separation.json (the arguments, versions and the table) and DIR/separ
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 
@@ -142,14 +143,19 @@ def sweep_dir(args) -> result_files.ResultDir:
   --resume, a sweep of other settings; without it, any other sweep unless --restart, which
   removes it (its table, manifest and cells) first."""
   arguments = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
-  run_dir = result_files.ResultDir(args.out, "separation", arguments, OUTPUTS, resume=False)
+  parts = _cells(arguments)  # its manifest lists them: other runs there are refused
+  run_dir = result_files.ResultDir(
+    args.out, "separation", arguments, OUTPUTS, resume=False, parts=parts
+  )
   run_dir.check()  # another script's directory is refused (also with --resume)
   run_dir.resume = args.resume
   previous = run_dir.previous
   table = os.path.join(args.out, "separation.json")
   if previous is None and os.path.exists(table):  # a sweep written before manifests
-    with open(table, encoding="utf-8") as f:
-      previous = {"arguments": json.load(f).get("arguments", {}), "digest": None}
+    saved = result_files.read_file(table, "separation.json")  # damaged: one line
+    if not isinstance(saved, dict) or not isinstance(saved.get("arguments", {}), dict):
+      raise cli.UsageError(f"{table}: not a table of separation.py; choose another --out")
+    previous = {"arguments": saved.get("arguments", {}), "digest": None}
     saved = {k: v for k, v in previous["arguments"].items() if k not in _NOT_SETTINGS}
     if saved == arguments:
       previous["digest"] = run_dir.digest
@@ -179,7 +185,7 @@ def sweep_dir(args) -> result_files.ResultDir:
     shutil.rmtree(d)
   for f in files:
     os.remove(f)
-  return result_files.ResultDir(args.out, "separation", arguments, OUTPUTS).check()
+  return result_files.ResultDir(args.out, "separation", arguments, OUTPUTS, parts=parts).check()
 
 
 def _window_share(summary: dict, fraction: float, num_episodes: int) -> tuple[int, float]:

@@ -458,3 +458,107 @@ def test_fluid_run_follows_a_recorded_run():
   assert late.sum() >= 5
   # Measured: 0.97-1.07 up to 3.5 x 10^4 episodes, 1.01-1.22 after.
   np.testing.assert_allclose(fluid.at(episodes[late]), measured[late], rtol=0.25)
+
+
+def _measured_outlook(monkeypatch):
+  """`oj.analysis.outlook` as the script calls it, but on measurements made up here (no
+  runs, no compilation): OptAug's pilot never violates (no free exponent: NaN), OptDual's
+  swings. Each pilot is as long as the library runs it: whole chunks of `chunk`,
+  rounded down (computed here, apart from the library's helper). Returns the list of the
+  `pilot_episodes` the script asked the library for."""
+  real, asked = oj.analysis.outlook, []
+
+  def made_up(benchmark, agents, **kw):
+    asked.append(kw["pilot_episodes"])
+    chunk, seeds = kw["chunk"], kw["pilot_seeds"]
+    ran = max(chunk, kw["pilot_episodes"] // chunk * chunk)
+    cmdp = benchmark.cmdp
+    visits = np.ones((cmdp.horizon, cmdp.num_states, cmdp.num_actions))
+    pretraining = np.arange(ran) < 10
+    swing = np.where(np.arange(100) % 2 == 0, 0.2, -0.2)
+    pilots = {
+      name: oj.analysis.Pilot(
+        violations=np.zeros((seeds, ran)) if name == "optaug" else np.tile(swing[:1], (seeds, ran)),
+        pretraining=pretraining,
+        seconds_per_seed_episode=1e-5,
+        compile_seconds=0.0,
+        state=None,
+        visits=visits,
+      )
+      for name in agents
+    }
+    config = {
+      "agents": list(agents),
+      "num_episodes": kw["num_episodes"],
+      "pilot_episodes": ran,
+      "pilot_seeds": seeds,
+      "perfect_episodes": kw["perfect_episodes"] or min(kw["num_episodes"], 10_000),
+      "threshold": kw["threshold"],
+      "horizon": kw["horizon"],
+      "timing_seeds": min(kw["num_seeds"], 256),
+      "bias_form": kw["bias_form"],
+    }
+    swings = {name: swing for name in agents if name != "optaug"}
+    costs = {name: 1e-5 for name in agents}
+    measured = oj.analysis.Measurements(pilots, swings, costs, config)
+    return real(benchmark, agents, **{**kw, "measurements": measured})
+
+  monkeypatch.setattr(oj.analysis, "outlook", made_up)
+  return asked
+
+
+def _strict_json(path):
+  def refuse(word):
+    raise ValueError(f"{path}: bare {word}")
+
+  return json.loads(pathlib.Path(path).read_text(), parse_constant=refuse)
+
+
+def test_the_outlook_records_and_prints_the_pilot_it_ran(tmp_path, monkeypatch, capsys):
+  """`--pilot-episodes 260` ran 250 episodes (whole chunks of 250): pilots.npz and
+  outlook.json held 250, outlook.md said 260. Now every file and the printed outlook give
+  the pilot that ran, and say where it differs from the request; outlook.json holds null,
+  not a bare NaN, for the free exponent of a pilot that never violates."""
+  from optaug_jax.experiment import outlook
+
+  asked = _measured_outlook(monkeypatch)
+  out_dir = tmp_path / "o"
+  flags = ["--benchmark", "factored", "--episodes", "300", "--seeds", "2", "--pretrain", "10"]
+  flags += ["--pilot-episodes", "260", "--pilot-seeds", "2", "--bias-form", "sqrt"]
+  out, _ = outlook.main([*flags, "--up-to", "1000", "--out", str(out_dir)])
+  printed = capsys.readouterr().out
+  assert asked == [250] and out.config["pilot_episodes"] == 250
+  with np.load(out_dir / "pilots.npz") as pilots:
+    assert pilots["optaug/violations"].shape == (2, 250)
+  summary = _strict_json(out_dir / "outlook.json")
+  assert summary["config"]["pilot_episodes"] == 250
+  assert summary["pilot_episodes_requested"] == 260
+  assert summary["bias"]["free_exponent"] is None  # NaN: fewer than two positive windows
+  config = _strict_json(out_dir / "config.json")
+  assert config["arguments"]["pilot_episodes"] == 250
+  assert _strict_json(out_dir / "manifest.json")["arguments"]["pilot_episodes"] == 250
+  label = "pilot 250 episodes x 2 seeds: --pilot-episodes 260 rounded down to whole chunks of 250"
+  report = (out_dir / "outlook.md").read_text()
+  assert label in report and label in printed and "260 episodes" not in report
+  assert "k^nan" not in report and "a free power law on the fitted windows: none" in report
+  assert "--pilot-episodes 260: the pilot runs whole chunks of 250 episodes: 250" in printed
+  # A length of whole chunks is printed as asked, with no note.
+  again, _ = outlook.main(
+    [*flags, "--pilot-episodes", "500", "--up-to", "1000", "--out", str(tmp_path / "o2")]
+  )
+  report = (tmp_path / "o2" / "outlook.md").read_text()
+  assert "(pilot 500 episodes x 2 seeds; a free power law" in report
+  assert "rounded down" not in report + capsys.readouterr().out
+
+
+def test_the_outlook_refuses_a_negative_threshold_in_one_line(tmp_path, capsys):
+  from optaug_jax.experiment import cli, outlook
+
+  argv = ["--benchmark", "factored", "--threshold", "-0.05", "--out", str(tmp_path / "o")]
+  assert cli.run_guarded("outlook", outlook.main, argv) == 2
+  err = capsys.readouterr().err
+  assert "Traceback" not in err
+  assert err.strip().splitlines()[-1] == (
+    "outlook.py: error: argument --threshold: expected a number >= 0, got '-0.05'"
+  )
+  assert not (tmp_path / "o").exists()

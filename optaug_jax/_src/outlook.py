@@ -54,6 +54,7 @@ from .outlook_runs import (
   Pilot,
   fluid_run,
   perfect_model_run,
+  pilot_length,
   pilot_run,
   seconds_per_seed_episode,
 )
@@ -400,7 +401,9 @@ def outlook(
     options: agent options as `oj.experiment.runs.make_agents` takes them (a value for every
       agent that accepts it, or `{agent: value}`), e.g. `{"setting": setting,
       "bonus_scale": 0.1}`.
-    pilot_episodes, pilot_seeds: the pilot runs (every agent, vmapped over the seeds).
+    pilot_episodes, pilot_seeds: the pilot runs (every agent, vmapped over the seeds); the
+      pilot runs whole chunks, `pilot_length(pilot_episodes, chunk)` episodes (rounded
+      down, at least one chunk), which `config["pilot_episodes"]` records.
     perfect_episodes: the perfect-model runs' length (default `min(K, 10^4)`).
     threshold: the violation that counts an episode as violating.
     horizon: the last episode a prediction looks at.
@@ -428,7 +431,7 @@ def outlook(
   cmdp = benchmark.cmdp
   options = dict(options or {})
   perfect_episodes = perfect_episodes or min(num_episodes, 10_000)
-  pilot_episodes = max(chunk, pilot_episodes // chunk * chunk)
+  pilot_episodes = pilot_length(pilot_episodes, chunk)  # what runs: `config` records it
   config = {
     "agents": list(agents),
     "num_episodes": num_episodes,

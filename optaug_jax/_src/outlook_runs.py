@@ -222,6 +222,12 @@ class Pilot(NamedTuple):
   visits: np.ndarray  # [H, S, A] the mean visits over the seeds at the pilot's end
 
 
+def pilot_length(pilot_episodes: int, chunk: int) -> int:
+  """The episodes of a pilot of `pilot_episodes` in jitted chunks of `chunk`: whole chunks,
+  rounded down, at least one (`outlook` runs this many, and records it)."""
+  return max(chunk, pilot_episodes // chunk * chunk)
+
+
 def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chunk: int) -> Pilot:
   """`agent` for `num_episodes` episodes over `keys` (vmapped), in jitted chunks of
   `chunk` episodes (one compilation); timed per chunk."""

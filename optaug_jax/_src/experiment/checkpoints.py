@@ -20,6 +20,11 @@ class CheckpointError(ValueError):
   """A checkpoint that cannot be used for this run (the message says why and what to do)."""
 
 
+class OtherRunCheckpoint(CheckpointError):
+  """A whole checkpoint of another run (other settings, agent or problem): a cache may
+  compute its own instead (`experiments/episode_cost.py`'s late states)."""
+
+
 def save_checkpoint(path, identity, done, state, arrays, seconds):
   """Writes the state's leaves, `arrays` and the run's identity atomically (`write_npz`)."""
   arrays = dict(arrays)
@@ -41,28 +46,50 @@ def agent_identity(config: dict, name: str, record: dict) -> dict:
   }
 
 
-def load_checkpoint(path, identity, init_state, total, check_arrays):
-  """`(done, state, arrays, seconds)` from `path`, verified against this run.
+RESUME_FIX = "delete it, or run without --resume to start afresh"
 
-  Refuses with a `CheckpointError` naming the file: unreadable files, another run's
-  checkpoint (naming the settings that differ), content that does not match its digest,
-  an episode count outside (0, total], arrays that `check_arrays(arrays, done)` rejects
-  (it returns the reason, or None), state that does not match this run's shapes or holds
-  NaN or inf, or a state at another episode.
-  """
-  fix = "delete it, or run without --resume to start afresh"
+
+def _read(path, fix):
+  """`(meta, arrays)` of the file at `path`; a `CheckpointError` when it cannot be read."""
   try:
     with np.load(path) as ck:
       arrays = {k: ck[k] for k in ck.files}
     meta = json.loads(str(arrays.pop("meta")))
+    if not isinstance(meta, dict):
+      raise ValueError(f"its meta is a {type(meta).__name__}, not a dict")
   except Exception as e:  # pylint: disable=broad-except  (zip, pickle, EOF, JSON, key)
-    raise CheckpointError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e}); {fix}") from e
+    reason = " ".join(f"{type(e).__name__}: {e}".split())
+    raise CheckpointError(f"{path}: unreadable checkpoint ({reason}); {fix}") from e
+  return meta, arrays
+
+
+def read_checkpoint(path, *, fix=RESUME_FIX) -> tuple[dict, dict]:
+  """`(meta, arrays)` of the checkpoint at `path`, read whole and checked against its
+  digest, whatever run it belongs to: a `CheckpointError` (ending with `fix`) for a
+  damaged file, before any work that would use it (`load_checkpoint` verifies the rest)."""
+  meta, arrays = _read(path, fix)
+  if digest(arrays) != meta.get("digest"):
+    raise CheckpointError(f"{path}: content does not match its digest (edited or corrupted); {fix}")
+  return meta, arrays
+
+
+def load_checkpoint(path, identity, init_state, total, check_arrays, *, fix=RESUME_FIX):
+  """`(done, state, arrays, seconds)` from `path`, verified against this run.
+
+  Refuses with a `CheckpointError` naming the file and ending with `fix` (what to do):
+  unreadable files, another run's checkpoint (`OtherRunCheckpoint`, naming the settings
+  that differ), content that does not match its digest, an episode count outside (0,
+  total], arrays that `check_arrays(arrays, done)` rejects (it returns the reason, or
+  None), state that does not match this run's shapes or holds NaN or inf, or a state at
+  another episode.
+  """
+  meta, arrays = _read(path, fix)
   saved = dict(meta.get("identity") or {})
   saved.pop("agents", None)  # checkpoints written before agent_identity carried the list
   if saved != identity:
     diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
     details = {k: (saved.get(k), identity.get(k)) for k in diff}
-    raise CheckpointError(
+    raise OtherRunCheckpoint(
       f"{path}: belongs to another run; differing settings (saved, now): {details}; {fix}"
     )
   if digest(arrays) != meta.get("digest"):

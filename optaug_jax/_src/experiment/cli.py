@@ -188,11 +188,19 @@ class RunRecord:
     """A new run writing into `out` (None: nothing resumable)."""
     self.out = out
     self.saved = {}  # {agent: (episodes in its checkpoint, episodes of the run)}
+    self.kept = None  # a script without checkpoints: what it has written so far
 
   def checkpoint(self, name: str, done: int, total: int):
     self.saved[name] = (int(done), int(total))
 
+  def keep(self, what: str):
+    """What a script without checkpoints has written so far (e.g. `rows of 2 problems in
+    results/cost.json`), said instead of its checkpoints when it is interrupted."""
+    self.kept = what
+
   def what_was_saved(self) -> str:
+    if self.kept:
+      return self.kept
     if self.out is None:
       return "nothing resumable was saved"
     if not self.saved:

@@ -9,9 +9,11 @@ the agents as configured (`oj.analysis.outlook`):
   planning on the exact model (no sampling), episode after episode: the quantiles of its
   per-episode violation, the share above --threshold, the mean positive violation;
 - OptAug's estimation bias as the run goes on: a pilot run (--pilot-episodes x
-  --pilot-seeds, vmapped), its positive violation after pre-training fitted as
-  a / sqrt(k) on the pilot's last third, after the pilot the lower of that and OptAug's
-  fluid run (its plans on counts at their expectations, from the pilot's visits on);
+  --pilot-seeds, vmapped, in chunks of min(250, --pilot-episodes): rounded down to whole
+  chunks, the length run recorded and printed as such), its positive violation after
+  pre-training fitted as a / sqrt(k) on the pilot's last third, after the pilot the lower
+  of that and OptAug's fluid run (its plans on counts at their expectations, from the
+  pilot's visits on);
 - each agent's cost per seed-episode in its pilot, and so the wall time of the planned run
   here;
 - the episode from which OptAug's mean positive violation is at most half the Lagrangian
@@ -42,6 +44,7 @@ import jax
 import numpy as np
 
 import optaug_jax as oj
+from optaug_jax._src.outlook_runs import pilot_length
 
 from . import arguments, cli, problems, reductions, result_files, runs
 
@@ -50,12 +53,24 @@ OUTPUTS = ("config.json", "outlook.json", "outlook.md", "outlook.png", "pilots.n
 _LIKE_SKIP = {"chunk", "trace_points", "tail", "problem_digest", "x64", "seed"}
 
 
-def _like_flags(run_dir: pathlib.Path) -> list[str]:
-  """headline.py's flags of the finished run in `run_dir`, from its config.json."""
-  path = run_dir / "config.json"
+def _like_config(run_dir) -> dict:
+  """The config.json of the finished run `run_dir` (`--like`), refused in one line
+  (`cli.UsageError`) when it is not there or cannot be read."""
+  path = pathlib.Path(run_dir) / "config.json"
   if not path.is_file():
     raise cli.UsageError(f"--like {run_dir}: no config.json there (a headline.py run's directory)")
-  config = json.loads(path.read_text())
+  try:
+    config = result_files.read_file(path, "config.json")
+  except result_files.ResultDirError as e:
+    raise cli.UsageError(f"--like {run_dir}: {e}") from e
+  if not isinstance(config, dict) or not isinstance(config.get("arguments"), dict):
+    raise cli.UsageError(f"--like {run_dir}: {path} is not a headline.py run's config.json")
+  return config
+
+
+def _like_flags(run_dir: pathlib.Path) -> list[str]:
+  """headline.py's flags of the finished run in `run_dir`, from its config.json."""
+  config = _like_config(run_dir)
   flags = []
   for key, value in config["arguments"].items():
     if key in _LIKE_SKIP or value is None or value is False:
@@ -90,7 +105,10 @@ def parse_args(argv=None):
     help="episodes of the perfect-model runs (default min(--episodes, 10^4))",
   )
   p.add_argument(
-    "--threshold", type=float, default=0.05, help="the violation that counts an episode"
+    "--threshold",
+    type=cli.non_negative_float,
+    default=0.05,
+    help="the violation that counts an episode (a number >= 0)",
   )
   p.add_argument(
     "--up-to", type=cli.positive_int, default=10**6, help="the last episode a prediction considers"
@@ -122,7 +140,7 @@ def _check_like_problem(like: str, bench, record) -> None:
   """Refuses a `--like` run whose problem is not the one built here. Its digest covers the
   baseline's slack too, whose float32 evaluation may round differently under another
   version; then the sizes, thresholds and LP value must agree (to 1e-6)."""
-  config = json.loads((pathlib.Path(like) / "config.json").read_text())
+  config = _like_config(like)
   digest = config["arguments"].get("problem_digest")
   if digest is None or digest == problems.problem_digest(bench):
     return
@@ -148,8 +166,13 @@ def measured_in_run(like: str | None, predictions) -> dict:
   path = pathlib.Path(like) / "summary.json"
   if not path.is_file():
     return {}
-  agents = json.loads(path.read_text())["agents"]
-  flags = json.loads((pathlib.Path(like) / "config.json").read_text())["arguments"]
+  try:
+    agents = result_files.read_file(path, "summary.json")["agents"]
+  except result_files.ResultDirError as e:
+    raise cli.UsageError(f"--like {like}: {e}") from e
+  except (KeyError, TypeError) as e:
+    raise cli.UsageError(f"--like {like}: {path} holds no headline.py summary") from e
+  flags = _like_config(like)["arguments"]
   grid = reductions.log_grid(flags["episodes"], flags["trace_points"]).tolist()
   return {
     name: oj.analysis.measured_separation(agents, "optaug", name, windows=grid)
@@ -165,7 +188,10 @@ _REFIT_FLAGS = {"bias_form", "up_to", "refit", "out", "resume", "max_chunks"}
 def load_measurements(directory, arguments_now: dict) -> oj.analysis.Measurements:
   """The measurements of the finished outlook.py run in `directory` (`pilot_arrays` and
   outlook.json), refused unless its flags are `arguments_now`'s but for `_REFIT_FLAGS`."""
-  files = result_files.load_results(directory, "outlook")
+  try:  # a damaged file: one line
+    files = result_files.load_results(directory, "outlook")
+  except result_files.ResultDirError as e:
+    raise cli.UsageError(f"--refit {directory}: {e}") from e
   saved = files["config.json"]["arguments"]
   arguments_now = json.loads(json.dumps(arguments_now, default=str))  # as saved
   differ = sorted(
@@ -211,12 +237,25 @@ def _fmt(k) -> str:
   return "not within" if k is None else f"{k:,}"
 
 
-def report(out, args, measured) -> str:
-  """The outlook as a Markdown table and the verdicts."""
+def pilot_note(out, args, requested: int | None = None) -> str:
+  """The pilot that ran (`out.config`: whole chunks), and the request where it differs."""
+  ran = out.config["pilot_episodes"]
+  asked = (
+    f": --pilot-episodes {requested} rounded down to whole chunks of {args.chunk}"
+    if requested is not None and requested != ran
+    else ""
+  )
+  return f"pilot {ran} episodes x {out.config['pilot_seeds']} seeds{asked}"
+
+
+def report(out, args, measured, requested: int | None = None) -> str:
+  """The outlook as a Markdown table and the verdicts; `requested`: the --pilot-episodes
+  asked for (named where the pilot that ran differs)."""
+  free = out.bias.free_exponent  # NaN: fewer than two fitted windows with [v]+ > 0
+  free = f"k^{free:.2f}" if np.isfinite(free) else "none (too few windows with [v]+ > 0)"
   lines = [
-    f"Outlook: {arguments.run_title(args)}. Bias b(k) = {out.bias.describe()} (pilot"
-    f" {args.pilot_episodes} episodes x {args.pilot_seeds} seeds; a free power law on the"
-    f" fitted windows: k^{out.bias.free_exponent:.2f}).",
+    f"Outlook: {arguments.run_title(args)}. Bias b(k) = {out.bias.describe()}"
+    f" ({pilot_note(out, args, requested)}; a free power law on the fitted windows: {free}).",
     "",
     "| agent | perfect-model swing (5%-95%) | share > thr | mean [v]+ | predicted: [v]+"
     " separates | share separates | measured: [v]+ | share | s per seed-episode | planned run |",
@@ -259,7 +298,8 @@ def plot(out, args, run_dir):
 
   fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.6))
   b = out.bias
-  ax.plot(b.windows, b.positive, "o", color="C0", label="OptAug pilot: mean [v]+ per window")
+  pilot = pilot_note(out, args)
+  ax.plot(b.windows, b.positive, "o", color="C0", label=f"OptAug {pilot}: mean [v]+ per window")
   k = np.geomspace(max(b.from_episode, 1), args.up_to, 200)
   ax.plot(k, b.at(k), "--", color="C0", label=f"bias {b.describe()}")
   if b.curve is not None:
@@ -293,6 +333,10 @@ def plot(out, args, run_dir):
 
 def main(argv=None):
   args = arguments.resolve_defaults(parse_args(argv))
+  # The pilot runs whole chunks: its real length is recorded everywhere (config.json, the
+  # manifest, outlook.json, outlook.md, the figure), the request named where it differs.
+  requested = args.pilot_episodes
+  args.pilot_episodes = pilot_length(requested, args.chunk)
   if "optaug" not in args.agents or not set(args.agents) & set(oj.analysis.LAGRANGIAN):
     raise cli.UsageError(
       f"--agents {','.join(args.agents)}: the outlook needs optaug and a Lagrangian agent"
@@ -302,9 +346,22 @@ def main(argv=None):
   del keys, agents, lp
   if args.like:
     _check_like_problem(args.like, bench, record)
+    measured_in_run(args.like, ())  # its summary read before the work: refused now if damaged
   measurements = load_measurements(args.refit, config) if args.refit else None
+  if args.pilot_episodes != requested:
+    print(
+      f"--pilot-episodes {requested}: the pilot runs whole chunks of {args.chunk} episodes:"
+      f" {args.pilot_episodes} episodes (recorded as such)"
+    )
   with run_dir.running():
     run_dir.write_json("config.json", record)
+    print(
+      "refitting from " + args.refit
+      if measurements is not None
+      else f"measuring: perfect-model runs, pilots of {args.pilot_episodes} episodes x"
+      f" {args.pilot_seeds} seeds, costs per seed-episode",
+      flush=True,
+    )
     out = oj.analysis.outlook(
       bench,
       tuple(args.agents),
@@ -325,7 +382,8 @@ def main(argv=None):
     summary = out.summary()
     summary["measured"] = measured
     summary["like"] = args.like
-    text = report(out, args, measured)
+    summary["pilot_episodes_requested"] = requested
+    text = report(out, args, measured, requested)
     run_dir.write_json("outlook.json", summary)
     run_dir.write_npz("pilots.npz", pilot_arrays(out))
     run_dir.write_text("outlook.md", text + "\n")

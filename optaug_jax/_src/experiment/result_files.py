@@ -1,16 +1,19 @@
 """Result files of the experiment scripts: atomic writes, result directories, and the record
 of what determined a run's numbers.
 
-Every file a script writes goes through `write_atomic` (a temporary file in the same
-directory, flushed, fsynced, then renamed over the target): a reader sees the old file or
-the new one, never a part, and a failed write (a full disk) keeps the old file and leaves
-no temporary file. A script that writes a directory of results does so through a
+Every file a script writes goes through `write_atomic` (in `writes`, re-exported here: a
+temporary file in the same directory, flushed, fsynced, renamed over the target): a reader
+sees the old file or the new one, never a part, and a failed write (a full disk) keeps the
+old file and leaves no temporary file. A script that writes a directory of results does so through a
 `ResultDir`, which keeps DIR/manifest.json (script, settings and their digest, the files
 written, and a status: "running", "incomplete" or "complete"), refuses a directory of
 another script or, with --resume, of other settings, and removes a previous run's outputs
-before a fresh run of other settings writes anything. `load_results` reads a directory
-back and refuses one whose run did not finish. `run_config` records the arguments, the
-problem's real sizes, the package versions and the machine. (Checkpoints: `checkpoints`.)
+before a fresh run of other settings writes anything; a script whose output is one file
+(`result_file`) keeps that file's manifest beside it. `load_results` reads a directory
+back and refuses one whose run did not finish, and `read_file` refuses a damaged file in
+one line. JSON is written without NaN or Infinity (`writes.finite_json`: null). `run_config`
+records the arguments, the problem's real sizes, the package versions and the machine.
+(Checkpoints: `checkpoints`.)
 
 Why one file: the manifest's format is written by `ResultDir` and read by `read_manifest`
 and `load_results`, and both sides go through the same atomic writers; apart, a change of
@@ -28,11 +31,24 @@ import importlib.metadata
 import json
 import os
 import platform
-import tempfile
 import warnings
 
 import jax
 import numpy as np
+
+from optaug_jax._src.experiment.writes import (  # noqa: F401  (re-exported: one module of files)
+  TEMP_SUFFIX,
+  clear_interrupt,
+  digest,
+  note_interrupt,
+  raise_if_interrupted,
+  save_figure,
+  write_atomic,
+  write_json,
+  write_npz,
+  write_report,
+  write_text,
+)
 
 PACKAGES = ("jax", "jaxlib", "optax", "chex", "numpy", "scipy", "optaug-jax")
 
@@ -75,19 +91,6 @@ def run_config(arguments: dict, benchmark, lp) -> dict:
   }
 
 
-def digest(arrays: dict) -> str:
-  """SHA-256 of the arrays (names, dtypes, shapes and bytes), in sorted order."""
-  h = hashlib.sha256()
-  for key in sorted(arrays):
-    x = np.ascontiguousarray(arrays[key])
-    h.update(f"{key}|{x.dtype.str}|{x.shape}|".encode())
-    h.update(x.tobytes())
-  return h.hexdigest()
-
-
-TEMP_SUFFIX = ".tmp"  # write_atomic's temporary files: NAME.<random>.tmp, next to NAME
-
-
 MANIFEST = "manifest.json"
 
 
@@ -95,115 +98,6 @@ CHECKPOINTS = "checkpoint_*.npz"
 
 
 STATUSES = ("running", "incomplete", "complete")
-
-
-class _Interrupt:
-  """Whether Ctrl-C was pressed during this script's run (set by the SIGINT handler of
-  `cli.run_guarded`). The handler also raises `KeyboardInterrupt`, but Python drops an
-  exception raised inside a garbage-collection callback ("Exception ignored in
-  `_xla_gc_callback`"): the run then went on and ended with status 0. The flag survives:
-  `raise_if_interrupted` (between chunks, and in `ResultDir.complete`) raises again."""
-
-  pending = False
-
-
-def note_interrupt() -> None:
-  """Records a Ctrl-C (the SIGINT handler's first step)."""
-  _Interrupt.pending = True
-
-
-def clear_interrupt() -> None:
-  _Interrupt.pending = False
-
-
-def interrupted() -> bool:
-  return _Interrupt.pending
-
-
-def raise_if_interrupted() -> None:
-  """`KeyboardInterrupt` if a Ctrl-C was recorded (one that Python may have dropped)."""
-  if _Interrupt.pending:
-    raise KeyboardInterrupt
-
-
-def _umask() -> int:
-  mask = os.umask(0o022)
-  os.umask(mask)
-  return mask
-
-
-_FILE_MODE = 0o666 & ~_umask()  # what open(path, "w") would give (mkstemp gives 0o600)
-
-
-def _fsync_directory(directory):
-  """Makes a rename durable where directories can be opened (POSIX); otherwise nothing."""
-  try:
-    fd = os.open(directory, os.O_RDONLY)
-  except OSError:
-    return
-  try:
-    os.fsync(fd)
-  except OSError:
-    pass
-  finally:
-    os.close(fd)
-
-
-def write_atomic(path, write, *, text=False):
-  """The one way the experiments write a file: whole or not at all.
-
-  `write(f)` fills a temporary file in `path`'s directory (NAME.<random>.tmp: the same file
-  system, so the rename is atomic), which is flushed, fsynced and renamed over `path`
-  (`os.replace`). A reader sees the old file or the new one, never a part. On any error (a
-  full disk, an exception in `write`, an interruption) the temporary file is removed, a
-  previous `path` is left as it was, and the error is raised.
-  """
-  path = os.fspath(path)
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=TEMP_SUFFIX)
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") if text else os.fdopen(fd, "wb") as f:
-      write(f)
-      f.flush()
-      os.fsync(f.fileno())
-    os.chmod(tmp, _FILE_MODE)
-    os.replace(tmp, path)
-  except BaseException:
-    with contextlib.suppress(OSError):
-      os.remove(tmp)
-    raise
-  _fsync_directory(directory)
-
-
-def write_json(path, obj, **kwargs):
-  """`obj` as JSON (indent 2 unless told), atomically."""
-  kwargs.setdefault("indent", 2)
-  write_atomic(path, lambda f: json.dump(obj, f, **kwargs), text=True)
-
-
-def write_report(path, results):
-  """A benchmark's results as one JSON file (its directory made), written whole or not at
-  all; prints where."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  write_json(path, results, default=str)
-  print(f"wrote {path}")
-
-
-def write_text(path, text: str):
-  """A text file (a table, a log), atomically."""
-  write_atomic(path, lambda f: f.write(text), text=True)
-
-
-def write_npz(path, arrays: dict, *, compressed=True):
-  """`arrays` as an .npz archive (compressed unless told), atomically."""
-  save = np.savez_compressed if compressed else np.savez
-  write_atomic(path, lambda f: save(f, **arrays))
-
-
-def save_figure(fig, path, **kwargs):
-  """A matplotlib figure in the format of `path`'s extension (png, pdf, svg), atomically."""
-  fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or None
-  write_atomic(path, lambda f: fig.savefig(f, format=fmt, **kwargs))
 
 
 class ResultDirError(ValueError):
@@ -230,10 +124,10 @@ def settings_digest(script: str, arguments: dict, package_versions: dict) -> str
   return hashlib.sha256(text.encode()).hexdigest()
 
 
-def read_manifest(directory):
-  """DIR/manifest.json as a dict; None where there is none. Raises a ResultDirError for a
-  manifest that cannot be read."""
-  path = os.path.join(directory, MANIFEST)
+def read_manifest(directory, name: str = MANIFEST):
+  """DIR/manifest.json (or DIR/`name`) as a dict; None where there is none. Raises a
+  ResultDirError for a manifest that cannot be read."""
+  path = os.path.join(directory, name)
   if not os.path.exists(path):
     return None
   try:
@@ -273,10 +167,30 @@ class ResultDir:
      `write_*` methods and `save_figure` list each output in the manifest, then write it
      atomically; `complete()` marks the run "complete". Leaving the block before
      `complete()` (an error, --max-chunks) marks it "incomplete".
+
+  A run made of runs of its own (a sweep, each cell a headline.py run in DIR/CELL) names
+  them in `parts`: its manifest lists them, and a run of any script into DIR/CELL is then
+  refused unless this run is writing it (in this process, inside its `running()` block):
+  the sweep's table and manifest would describe a cell that is no longer there.
+
+  A script whose one output is a file in a directory shared with other files
+  (`result_file`) keeps its manifest beside it (`manifest`: PATH.manifest.json), refuses a
+  run's directory (DIR/manifest.json) and removes no checkpoints. `resumable=False`: a
+  script without --resume (the manifest's notes then do not suggest it).
   """
 
   def __init__(
-    self, path, script: str, arguments: dict, outputs, *, resume: bool = False, writer: bool = True
+    self,
+    path,
+    script: str,
+    arguments: dict,
+    outputs,
+    *,
+    resume: bool = False,
+    writer: bool = True,
+    parts=(),
+    manifest: str = MANIFEST,
+    resumable: bool = True,
   ):
     self.path = os.fspath(path)
     self.writer = writer
@@ -284,6 +198,9 @@ class ResultDir:
     self.arguments = arguments
     self.outputs = tuple(outputs)
     self.resume = resume
+    self.parts = list(parts)
+    self.manifest_name = manifest
+    self.resumable = resumable
     self.versions = versions()
     self.digest = settings_digest(script, arguments, self.versions)
     self.previous: dict | None = None
@@ -297,7 +214,15 @@ class ResultDir:
     if os.path.exists(self.path) and not os.path.isdir(self.path):
       raise ResultDirError(f"{self.path}: not a directory; choose another --out")
     fix = f"choose another --out, or delete {self.path}"
-    previous = read_manifest(self.path) if os.path.isdir(self.path) else None
+    self._check_not_a_part()
+    here = os.path.isdir(self.path)
+    owner = read_manifest(self.path) if here and self.manifest_name != MANIFEST else None
+    if owner is not None:
+      raise ResultDirError(
+        f"{self.path}: holds the outputs of a {owner.get('script')}.py run ({MANIFEST});"
+        f" {self.script}.py does not write into another run's directory; choose another --out"
+      )
+    previous = read_manifest(self.path, self.manifest_name) if here else None
     if previous is None:
       self._check_unlisted(fix)
     elif previous.get("script") != self.script:
@@ -319,6 +244,27 @@ class ResultDir:
       )
     self.previous = previous
     return self
+
+  def _check_not_a_part(self):
+    """Refuses a directory that a run in the directory above names as one of its parts
+    (a sweep's cell), unless that run is the one writing here now (`_Active`)."""
+    path = os.path.abspath(self.path)
+    parent = os.path.dirname(path)
+    if parent == path or parent in _Active.paths:
+      return
+    try:
+      owner = read_manifest(parent)
+    except ResultDirError:  # not this run's to judge: the directory above is not its own
+      return
+    if owner is None or os.path.basename(path) not in (owner.get("parts") or []):
+      return
+    script = owner.get("script")
+    raise ResultDirError(
+      f"{self.path}: a part of the {script}.py run in {parent} (its {MANIFEST} lists it,"
+      f" status {owner.get('status')}); a run of its own here would leave that run's"
+      f" table describing the part it replaced: choose another --out, or run {script}.py"
+      f" there (--resume continues it, --restart replaces it)"
+    )
 
   def _check_unlisted(self, fix):
     """A directory without a manifest (written before manifests, or by hand): refused when
@@ -350,7 +296,7 @@ class ResultDir:
   def _save_manifest(self, **changes):
     assert self.manifest is not None  # inside the run's block
     self.manifest.update(changes, updated=_now())
-    write_json(self.file(MANIFEST), self.manifest, default=str)
+    write_json(self.file(self.manifest_name), self.manifest, default=str)
 
   def _start(self):
     os.makedirs(self.path, exist_ok=True)
@@ -358,12 +304,13 @@ class ResultDir:
     same = previous.get("digest") == self.digest
     listed = [n for n in previous.get("files", []) if _plain_name(n)]
     stale = []
+    shared = self.manifest_name != MANIFEST  # a directory of other files: not the run's own
     if not self.resume:  # a fresh run never leaves another run's checkpoints behind
-      stale += glob.glob(self.file(CHECKPOINTS))
+      stale += [] if shared else glob.glob(self.file(CHECKPOINTS))
       if not same:  # nor another run's outputs
         stale += [self.file(n) for n in {*listed, *self.outputs}]
         listed = []
-    names = {*listed, *self.outputs, MANIFEST, CHECKPOINTS}
+    names = {*listed, *self.outputs, self.manifest_name, *([] if shared else [CHECKPOINTS])}
     stale += [t for n in names for t in glob.glob(self.file(f"{n}.*{TEMP_SUFFIX}"))]
     for path in stale:
       with contextlib.suppress(FileNotFoundError):
@@ -378,6 +325,8 @@ class ResultDir:
       "files": listed,
       "started": _now(),
     }
+    if self.parts:
+      self.manifest["parts"] = self.parts
     self._save_manifest()
 
   @contextlib.contextmanager
@@ -387,25 +336,26 @@ class ResultDir:
       raise RuntimeError("ResultDir.running() is entered once per run")
     if not self.writer:
       self.manifest = {"files": [], "status": "running"}
-      yield self
+      with _Active.writing(self.path):
+        yield self
       return
     self._start()
+    again = "; continue with --resume" if self.resumable else "; run it again"
     try:
-      yield self
+      with _Active.writing(self.path):
+        yield self
     except BaseException as e:
       note = (
         f"failed: {type(e).__name__}: {e}"
         if not isinstance(e, KeyboardInterrupt)
-        else "interrupted (Ctrl-C); continue with --resume"
+        else f"interrupted (Ctrl-C){again}"
       )
       with contextlib.suppress(OSError):  # best effort: a full disk leaves "running"
         self._save_manifest(status="incomplete", note=note)
       raise
     assert self.manifest is not None  # set by _start
     if self.manifest["status"] != "complete":
-      self._save_manifest(
-        status="incomplete", note="stopped before its final outputs; continue with --resume"
-      )
+      self._save_manifest(status="incomplete", note=f"stopped before its final outputs{again}")
 
   def _writing(self, name: str) -> str | None:
     if self.manifest is None:
@@ -442,6 +392,40 @@ class ResultDir:
       raise RuntimeError("ResultDir: complete() inside `with run_dir.running():`")
     self.manifest.pop("note", None)
     self._save_manifest(status="complete", finished=_now())
+
+
+class _Active:
+  """The directories of the runs inside their `running()` block in this process: their
+  parts (`ResultDir.parts`) are theirs to write."""
+
+  paths: set[str] = set()
+
+  @classmethod
+  @contextlib.contextmanager
+  def writing(cls, path):
+    path = os.path.abspath(path)
+    cls.paths.add(path)  # a run's block is entered once (`ResultDir.running`)
+    try:
+      yield
+    finally:
+      cls.paths.discard(path)
+
+
+def result_file(path, script: str, arguments: dict, *, resumable: bool = False) -> ResultDir:
+  """The checked `ResultDir` of a script whose one output is the file `path` (e.g. `--out
+  results/cost.json`) in a directory it may share with other files: the file's manifest
+  is PATH's name with `.manifest.json` for `.json` (results/cost.manifest.json). Write the
+  file with `run_dir.write_json(os.path.basename(path), ...)` inside `running()`."""
+  path = os.fspath(path)
+  directory, name = os.path.split(path)
+  if not name or os.path.isdir(path):
+    raise ResultDirError(
+      f"{path}: a directory; give a file name, e.g. {os.path.join(path, 'results.json')}"
+    )
+  manifest = f"{os.path.splitext(name)[0]}.manifest.json"
+  return ResultDir(
+    directory or ".", script, arguments, (name,), manifest=manifest, resumable=resumable
+  ).check()
 
 
 def result_dir(args, script: str, outputs) -> ResultDir:
@@ -507,11 +491,26 @@ def load_results(directory, script=None, *, files=None, allow_incomplete=False) 
     names = [n for n in names if n in files]
   out = {MANIFEST: manifest}
   for name in names:
-    path = os.path.join(directory, name)
-    if name.endswith(".json"):
-      with open(path, encoding="utf-8") as f:
-        out[name] = json.load(f)
-    else:
-      with np.load(path) as f:
-        out[name] = {k: f[k] for k in f.files}
+    out[name] = read_file(os.path.join(directory, name), name)
   return out
+
+
+def read_file(path, what: str = "file"):
+  """A result file's content: a .json file parsed, an .npz archive as a dict of arrays.
+  Raises a ResultDirError naming the file for one that cannot be read whole (truncated,
+  not JSON or not an archive, an entry that does not load); `what` names it in the
+  message (e.g. "--like's config.json")."""
+  path = os.fspath(path)
+  try:
+    if path.endswith(".json"):
+      with open(path, encoding="utf-8") as f:
+        return json.load(f)
+    with np.load(path) as f:
+      return {k: f[k] for k in f.files}
+  except FileNotFoundError as e:
+    raise ResultDirError(f"{path}: no such {what}") from e
+  except Exception as e:  # pylint: disable=broad-except  (zip, EOF, JSON, pickle, OS)
+    reason = " ".join(f"{type(e).__name__}: {e}".split())
+    raise ResultDirError(
+      f"{path}: unreadable {what} ({reason}); damaged or cut short: run again what wrote it"
+    ) from e
