@@ -34,7 +34,7 @@ from optaug_jax._src.agents.optaug import (
   pretrain_episodes_bound,
 )
 from optaug_jax._src.agents.optcmdp import optcmdp
-from optaug_jax._src.agents.optdual import DualOptimizerState
+from optaug_jax._src.agents.optdual import DualOptimizerState, paper_step_size
 from optaug_jax._src.agents.optprimaldual import PrimalDualState, optprimaldual
 from optaug_jax._src.agents.pessimistic import dope, dope_pretrain_episodes, optpess_lp
 from optaug_jax._src.agents.registry import (
@@ -77,6 +77,7 @@ __all__ = (
   "optpess_lp",
   "optprimaldual",
   "paper_eta_schedule",
+  "paper_step_size",
   "pid_lagrangian",
   "plan_info",
   "pretrain_episodes_bound",

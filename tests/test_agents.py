@@ -397,3 +397,47 @@ def test_composed_states_replace_agent_fields_through(make):
   assert int(replaced_own.episode) == 3
   with pytest.raises(ValueError, match="unexpected field names: \\['bogus'\\]"):
     state._replace(bogus=1)
+
+
+def test_optdual_paper_step_is_public_and_is_the_agents_step():
+  """`oj.agents.paper_step_size` is `sqrt(rho^2 / (H^2 I K))` with `rho = H / gamma` (NumPy),
+  and OptDual given it as `eta` runs bit for bit as with `eta=None`."""
+  bench = oj.benchmarks.make_benchmark("factored")
+  cmdp, k = bench.cmdp, 200
+  h, i = cmdp.horizon, cmdp.num_constraints
+  step = oj.agents.paper_step_size(horizon=h, num_constraints=i, num_episodes=k, slack=bench.slack)
+  np.testing.assert_allclose(step, np.sqrt((h / bench.slack) ** 2 / (h**2 * i * k)), rtol=1e-6)
+  assert float(
+    oj.agents.paper_step_size(horizon=h, num_constraints=i, num_episodes=k, rho=2.0)
+  ) == (pytest.approx(np.sqrt(4.0 / (h**2 * i * k))))
+  with pytest.raises(ValueError, match="slack"):
+    oj.agents.paper_step_size(horizon=h, num_constraints=i, num_episodes=k)
+  key = jax.random.PRNGKey(0)
+  paper = oj.run(oj.optdual(num_episodes=k, slack=bench.slack), key, cmdp, num_episodes=30)
+  given = oj.run(oj.optdual(num_episodes=k, eta=step), key, cmdp, num_episodes=30)
+  np.testing.assert_array_equal(paper[1].multipliers, given[1].multipliers)
+
+
+def test_plan_info_needs_only_the_optimistic_values():
+  """An agent of one's own without an inner solve or pre-training reports the two
+  optimistic values only; the log holds no gap (0, in the run's dtype), no pre-training
+  and certified solves."""
+  bench = oj.benchmarks.make_benchmark("factored")
+  cmdp = bench.cmdp
+  safe = jnp.asarray(bench.safe_policy)
+
+  def plan(state):
+    q = oj.TransitionSet.point(cmdp.transitions).occupancy(safe, state.initial_state)
+    info = oj.agents.PlanInfo(
+      optimistic_cost_value=jnp.sum(cmdp.cost * q),
+      optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q),
+    )
+    return safe, state, info
+
+  agent = oj.Agent(
+    init=oj.agents.init_state, plan=plan, update=lambda s, t: oj.agents.update_state(s, t)
+  )
+  _, log = jax.jit(lambda key: oj.run(agent, key, cmdp, num_episodes=5))(jax.random.PRNGKey(0))
+  assert log.inner_gap.dtype == log.optimistic_cost_value.dtype
+  np.testing.assert_array_equal(log.inner_gap, 0.0)
+  assert not np.any(log.pretraining) and np.all(log.certified)

@@ -73,3 +73,29 @@ def test_infeasible_cmdp_is_reported():
   )
   with pytest.raises(ValueError, match="infeasible"):
     oj.solve_lp(m)
+
+
+def test_jointly_infeasible_thresholds_say_by_how_much():
+  """Two constraints, each threshold at its own least value (met by different policies):
+  jointly infeasible. `solve_lp` raises a `ValueError` (never HiGHS's bare status) with the
+  least excess of the closest policy; raising every threshold by that excess (and a
+  tolerance) makes the CMDP feasible, raising them by less does not."""
+  import re
+
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(2), num_states=6, num_actions=3, horizon=5, num_constraints=2
+  )
+  least = []
+  for i in range(2):
+    alone = m._replace(
+      cost=m.constraint_costs[i], constraint_costs=m.constraint_costs[:1], thresholds=[5.0]
+    )
+    least.append(float(oj.solve_lp(alone).value))
+  tight = m._replace(thresholds=np.asarray(least))
+  with pytest.raises(ValueError, match=r"thresholds: the CMDP is infeasible") as info:
+    oj.solve_lp(tight)
+  excess = float(re.search(r"by ([0-9.e+-]+) in the worst", str(info.value)).group(1))
+  assert excess > 1e-3
+  oj.solve_lp(m._replace(thresholds=np.asarray(least) + excess + 1e-6))  # feasible
+  with pytest.raises(ValueError, match="infeasible"):
+    oj.solve_lp(m._replace(thresholds=np.asarray(least) + 0.9 * excess))

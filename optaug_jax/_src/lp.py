@@ -69,6 +69,37 @@ def _method(num_variables: int) -> str:
   return "highs-ipm" if num_variables > IPM_MIN_VARIABLES else "highs"
 
 
+# A least excess over the thresholds above this (in cost units) is infeasibility, not the
+# solver's rounding (HiGHS's feasibility tolerance is 1e-7).
+INFEASIBLE_EXCESS = 1e-6
+
+
+def _shown(x: np.ndarray) -> str:
+  return str(np.round(x, 6).tolist()) if x.size <= 8 else f"(an array of {x.size})"
+
+
+def _least_excess(d: sp.spmatrix | np.ndarray, alpha, a_eq, b_eq) -> float:
+  """`min_q max_i (D q - alpha)_i` over the occupancy measures (an LP in `(q, t)`): by how
+  much the closest policy exceeds its thresholds (<= 0: feasible)."""
+  num_constraints, num_variables = d.shape
+  a_ub = sp.hstack([sp.csr_matrix(d), -sp.csr_matrix(np.ones((num_constraints, 1)))])
+  a_eq = sp.hstack([sp.csr_matrix(a_eq), sp.csr_matrix((a_eq.shape[0], 1))])
+  objective = np.zeros(num_variables + 1)
+  objective[-1] = 1.0
+  res = scipy.optimize.linprog(
+    objective,
+    A_ub=a_ub.tocsr(),
+    b_ub=alpha,
+    A_eq=a_eq.tocsr(),
+    b_eq=b_eq,
+    bounds=[(0, None)] * num_variables + [(None, None)],
+    method="highs",
+  )
+  if res.status != 0:
+    raise RuntimeError(f"HiGHS failed on the least-excess LP (status {res.status}): {res.message}")
+  return float(res.fun)
+
+
 def solve_lp(cmdp: CMDP) -> LPSolution:
   """The exact optimum of the CMDP via its occupancy-measure LP (HiGHS).
 
@@ -104,10 +135,16 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
     bounds=(0, None),
     method=_method(c.size),
   )
-  if res.status == 2:
-    raise ValueError("thresholds: the CMDP is infeasible (no policy meets every constraint)")
-  if res.status != 0:
-    raise RuntimeError(f"HiGHS failed: {res.message}")
+  if res.status != 0:  # infeasible (2), or a method that stopped without saying why
+    excess = _least_excess(d.reshape(num_constraints, -1), alpha, a_eq, b_eq)
+    if res.status == 2 or excess > INFEASIBLE_EXCESS:
+      raise ValueError(
+        "thresholds: the CMDP is infeasible: no policy meets every constraint at once; the"
+        f" policy closest to it exceeds its thresholds {_shown(alpha)} by {excess:.6g} in"
+        " the worst constraint (raise them by at least that much, or see oj.safest_policy"
+        " for the least constraint values)"
+      )
+    raise RuntimeError(f"HiGHS failed (status {res.status}): {res.message}")
   q = np.maximum(res.x, 0.0).reshape(horizon, num_states, num_actions)
   total = q.sum(-1, keepdims=True)
   policy = np.where(total > 1e-12, q / np.where(total > 1e-12, total, 1.0), 1.0 / num_actions)

@@ -304,6 +304,60 @@ def optimistic_policy_evaluation(
   return values, q_values
 
 
+class SoftSolution(NamedTuple):
+  """The entropy-regularised (soft) optimistic backup of a box (`soft_value_iteration`)."""
+
+  values: jax.Array  # [H, S] soft values V_h(s); values[0, s_1] is the soft optimum
+  q_values: jax.Array  # [H, S, A] r_h(s, a) + min_{p in box} p . V_{h+1}
+  policy: jax.Array  # [H, S, A] softmax(-q_values / temperature) over the actions
+
+
+def soft_value_iteration(
+  reward: jax.Array,
+  transitions: TransitionSetLike,
+  temperature: jax.typing.ArrayLike,
+  *,
+  check: bool = False,
+) -> SoftSolution:
+  """Entropy-regularised optimistic backward induction over a box (costs are minimised):
+
+      Q_h(s, a) = r_h(s, a) + min_{p in box_h(s, a)} p . V_{h+1},
+      V_h(s) = -tau log sum_a exp(-Q_h(s, a) / tau),   pi_h(a | s) ∝ exp(-Q_h(s, a) / tau),
+
+  `V_{H+1} = 0`: the soft-min of the Q-values (a log-sum-exp, stable for any `tau > 0`),
+  which tends to `extended_value_iteration`'s hard min as `tau -> 0`. The box's inner
+  minimum is the layout's greedy fill (dense or sparse), as in every other recursion.
+  Differentiable in `reward`, the box and `temperature`.
+
+  Args:
+    reward: `[H, S, A]` costs.
+    transitions: the box, a `TransitionSet` (a point set: the known kernel).
+    temperature: `tau > 0` (may be traced).
+    check: as in `extended_lmo`.
+
+  Returns:
+    `SoftSolution(values [H, S], q_values [H, S, A], policy [H, S, A])`.
+  """
+  kernels.transition_set(transitions, "soft_value_iteration", check=check)
+  tau = jnp.asarray(temperature, reward.dtype)
+
+  def step(v_next, xs):
+    r_h, lower_h, upper_h, ns_h = xs
+    q_values = r_h + transitions.layout.expectation(v_next, lower_h, upper_h, ns_h)
+    v = -tau * jax.nn.logsumexp(-q_values / tau, axis=-1)
+    return v, (v, q_values)
+
+  v0 = jnp.zeros((reward.shape[1],), reward.dtype)
+  _, (values, q_values) = horizon_scan(
+    step,
+    v0,
+    (reward, transitions.lower, transitions.upper, transitions.next_states),
+    reward.shape[0],
+    reverse=True,
+  )
+  return SoftSolution(values, q_values, jax.nn.softmax(-q_values / tau, axis=-1))
+
+
 def box_weighted_expectation(
   occupancy: jax.Array, next_values: jax.Array, transitions: TransitionSetLike
 ) -> jax.Array:

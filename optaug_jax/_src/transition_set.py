@@ -187,6 +187,14 @@ class TransitionSet:
     """Optimal policy and transitions in the set (`planning.extended_value_iteration`)."""
     return planning.extended_value_iteration(reward, self, initial_state, check=check)
 
+  def soft_value_iteration(
+    self, reward: jax.Array, temperature: ArrayLike, *, check: bool = False
+  ) -> planning.SoftSolution:
+    """Entropy-regularised optimistic backups at `temperature` (soft-min over actions,
+    softmax policy; `planning.soft_value_iteration`)."""
+    arguments.check_positive("temperature", temperature, allow_none=False)
+    return planning.soft_value_iteration(reward, self, temperature, check=check)
+
   def evaluate(
     self, reward: jax.Array, policy: jax.Array, *, check: bool = False
   ) -> tuple[jax.Array, jax.Array]:

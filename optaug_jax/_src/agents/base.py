@@ -95,13 +95,17 @@ class PlanInfo(NamedTuple):
   """What `plan` reports about the policy it returns.
 
   During pre-training the "optimistic" values are those of the safe policy under the
-  optimistic costs and the point estimate p-bar (no p~ is optimised then).
+  optimistic costs and the point estimate p-bar (no p~ is optimised then). Only the two
+  optimistic values are required: an agent without an inner solve or a pre-training phase
+  leaves `inner_gap` (0), `pretraining` (False), `certified` (True) and
+  `off_support_transitions` (-1, not reported) at their defaults.
   """
 
   optimistic_cost_value: jax.Array  # [] V^{pi_k}(c~_k, p~_k) = c~ . q_k
   optimistic_constraint_values: jax.Array  # [I] V^{pi_k}(d~_k, p~_k) = D~ q_k
-  inner_gap: jax.Array  # [] certificate of the inner solve (0 when solved exactly)
-  pretraining: jax.Array  # [] bool, pi_k is the safe baseline
+  inner_gap: jax.typing.ArrayLike = 0.0  # [] certificate of the inner solve (0: none, or
+  #   solved exactly); logged in the dtype of the optimistic values
+  pretraining: jax.typing.ArrayLike = np.bool_(False)  # [] bool, pi_k is the safe baseline
   extras: dict[str, Any] = {}  # agent-specific diagnostics (scalars), logged by `run`
   certified: jax.typing.ArrayLike = np.bool_(True)  # [] bool, the inner solve proved its accuracy
   #   (`InnerSolution.certified`); True for agents without an inner solve

@@ -32,6 +32,30 @@ class DualOptimizerState(base.ComposedAgentState, _DualOptimizerFields):
   __slots__ = ()
 
 
+def paper_step_size(
+  *,
+  horizon: int,
+  num_constraints: int,
+  num_episodes: int,
+  slack: jax.typing.ArrayLike | None = None,
+  rho: jax.typing.ArrayLike | None = None,
+) -> jax.Array:
+  """OptDual-CMDP's constant dual step (Efroni et al. 2020, Theorem 4), `optdual(eta=None)`:
+
+      eta = sqrt(rho^2 / (H^2 I K)),   rho = H / gamma (unless given),
+
+  with `gamma` the baseline's slack. An agent of one's own that wants OptDual's step calls
+  this with the same numbers (`horizon`, `num_constraints`, `num_episodes` and the slack or
+  `rho`)."""
+  if rho is None:
+    if slack is None:
+      raise ValueError("slack: the paper's step needs rho or the baseline's slack; pass one")
+    arguments.check_positive("slack", slack)
+    rho = horizon / slack
+  arguments.check_positive("rho", rho)
+  return jnp.sqrt(rho**2 / (horizon**2 * num_constraints * num_episodes))
+
+
 @registry.register_agent(
   "optdual",
   problem_args=lambda b: {"slack": b.slack},
@@ -106,8 +130,13 @@ def optdual(
 
   def step_size(horizon, num_constraints, count):
     if eta is None:
-      rho_k = rho if rho is not None else horizon / slack
-      return jnp.sqrt(rho_k**2 / (horizon**2 * num_constraints * num_episodes))
+      return paper_step_size(
+        horizon=horizon,
+        num_constraints=num_constraints,
+        num_episodes=num_episodes,
+        slack=slack,
+        rho=rho,
+      )
     return base.as_schedule(eta)(count)
 
   def optimizer(horizon, num_constraints):
