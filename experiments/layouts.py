@@ -55,7 +55,7 @@ DEFAULT_AGENTS = (
 )  # optcmdp (HiGHS on the host, per seed) is left out: its numbers are the LP solver's
 
 
-def _setup(agent_name, bench_name, episodes, x64):
+def _setup(agent_name, bench_name, episodes, x64, setting=None):
   import jax
 
   jax.config.update("jax_enable_x64", x64)
@@ -64,9 +64,10 @@ def _setup(agent_name, bench_name, episodes, x64):
   name, kwargs = BENCHMARKS[bench_name]
   dtype = "float64" if x64 else "float32"
   bench = oj.benchmarks.make_benchmark(name, dtype=dtype, **kwargs)
-  agent = oj.agents.make_agent(
-    agent_name, bench, num_episodes=episodes, **AGENT_OPTIONS.get(agent_name, {})
-  )
+  options = dict(AGENT_OPTIONS.get(agent_name, {}))
+  if setting is not None:
+    options["setting"] = setting
+  agent = oj.agents.make_agent(agent_name, bench, num_episodes=episodes, **options)
   return oj, bench.cmdp, agent
 
 
@@ -86,22 +87,25 @@ def _keys(seeds, offset=0):
   return jax.random.split(jax.random.PRNGKey(7), seeds + offset)[offset:]
 
 
-def run_layout(agent_name, bench_name, layout, *, episodes, seeds, x64):
+def run_layout(agent_name, bench_name, layout, *, episodes, seeds, x64, setting=None):
   """The flattened `(state, log)` of the seeds in `layout` (`"vmap"`: the reference). x64
-  is set for the run and restored after it (the caller's process keeps its own)."""
+  is set for the run and restored after it (the caller's process keeps its own). `setting`:
+  the agent's (`"paper"`, `"bura2022"`: known costs); `None`, its default."""
   import jax
 
   previous = jax.config.jax_enable_x64
   try:
-    return _run_layout(agent_name, bench_name, layout, episodes=episodes, seeds=seeds, x64=x64)
+    return _run_layout(
+      agent_name, bench_name, layout, episodes=episodes, seeds=seeds, x64=x64, setting=setting
+    )
   finally:
     jax.config.update("jax_enable_x64", previous)
 
 
-def _run_layout(agent_name, bench_name, layout, *, episodes, seeds, x64):
+def _run_layout(agent_name, bench_name, layout, *, episodes, seeds, x64, setting=None):
   import jax
 
-  oj, cmdp, agent = _setup(agent_name, bench_name, episodes, x64)
+  oj, cmdp, agent = _setup(agent_name, bench_name, episodes, x64, setting)
   keys = _keys(seeds)
   run = lambda k, m: oj.run(agent, k, m, num_episodes=episodes)
   if layout == "vmap":
@@ -143,14 +147,15 @@ sys.path.insert(0, {here!r})
 import layouts
 import numpy as np
 out = layouts.run_layout(
-  {agent!r}, {bench!r}, "devices", episodes={episodes}, seeds={seeds}, x64={x64}
+  {agent!r}, {bench!r}, "devices", episodes={episodes}, seeds={seeds}, x64={x64},
+  setting={setting!r},
 )
 np.savez({path!r}, **out)
 """
 
 
-def _devices_layout(agent_name, bench_name, *, episodes, seeds, x64, tmp):
-  path = os.path.join(tmp, f"{agent_name}_{bench_name}_devices.npz")
+def _devices_layout(agent_name, bench_name, *, episodes, seeds, x64, tmp, setting=None):
+  path = os.path.join(tmp, f"{agent_name}_{bench_name}_{setting}_devices.npz")
   here = os.path.dirname(os.path.abspath(__file__))
   code = _CHILD.format(
     here=here,
@@ -159,6 +164,7 @@ def _devices_layout(agent_name, bench_name, *, episodes, seeds, x64, tmp):
     episodes=episodes,
     seeds=seeds,
     x64=x64,
+    setting=setting,
     path=path,
   )
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
@@ -171,9 +177,19 @@ def _devices_layout(agent_name, bench_name, *, episodes, seeds, x64, tmp):
     return {k: f[k] for k in f.files}
 
 
-def compare(agent_name, bench_name, layouts=LAYOUTS, *, episodes=40, seeds=4, x64=False, tmp="."):
+def compare(
+  agent_name,
+  bench_name,
+  layouts=LAYOUTS,
+  *,
+  episodes=40,
+  seeds=4,
+  x64=False,
+  tmp=".",
+  setting=None,
+):
   """`{layout: {field: largest difference}}` against the vmapped reference ({}: the same)."""
-  kw = dict(episodes=episodes, seeds=seeds, x64=x64)
+  kw = dict(episodes=episodes, seeds=seeds, x64=x64, setting=setting)
   reference = run_layout(agent_name, bench_name, "vmap", **kw)
   result = {}
   for layout in layouts:

@@ -46,6 +46,25 @@ def test_a_seed_is_the_same_in_every_layout(agent, bench, tmp_path):
 EVALUATIONS = ("[1].cost_value", "[1].constraint_values")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+  "agent,bench", [(a, b) for b in layouts.BENCHMARKS for a in ("optaug", "optdual")]
+)
+def test_batches_of_one_and_two_with_known_costs(agent, bench):
+  """`run_sharded` with `batch_size` 1 and 2 (and a remainder of one: 3 seeds in chunks of
+  2) against the vmapped reference, with known costs (`setting="bura2022"`, whose
+  constraint costs the agent holds unbatched): a vmapped group of one seed rounded the
+  dot `D q` otherwise (XLA simplifies a one-row dot), so `batch_size=1` diverged on the
+  11x11 grid and inventory (counts, multipliers). `run_sharded` never runs a group of one.
+  A seed run alone (`jax.jit(run)`, no vmap) is the README's documented exception here."""
+  result = layouts.compare(
+    agent, bench, ("sharded_b1", "sharded_b2"), episodes=60, seeds=3, setting="bura2022"
+  )
+  for layout, diffs in result.items():
+    agents_numbers = {k: v for k, v in diffs.items() if k not in EVALUATIONS}
+    assert not agents_numbers, (layout, agents_numbers)
+
+
 _ONE_AGAINST_TWO_DEVICES = """
 import jax, numpy as np
 import optaug_jax as oj

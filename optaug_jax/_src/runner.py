@@ -64,8 +64,8 @@ def _episode(agent, cmdp, state, key):
     optimistic_cost_value=info.optimistic_cost_value,
     optimistic_constraint_values=info.optimistic_constraint_values,
     multipliers=state.multipliers,
-    inner_gap=info.inner_gap,
-    pretraining=info.pretraining,
+    inner_gap=jnp.asarray(info.inner_gap, jnp.result_type(info.optimistic_cost_value)),
+    pretraining=jnp.asarray(info.pretraining, bool),
     sampled_cost=jnp.sum(trajectory.costs),
     sampled_constraint_costs=jnp.sum(trajectory.constraint_costs, axis=-1),
     extras=info.extras,
@@ -265,7 +265,11 @@ def run_sharded(
   only; no agent reads them), which may differ by a few ulps with the batch's shape (the
   README's "Reproducibility"; `tests/test_layouts.py`, `tests/test_processes.py`). One
   program compiled for the whole mesh (`shard_map`) rounded otherwise on 2 devices than
-  on 1, so each device gets the single-device one.
+  on 1, so each device gets the single-device one. No device ever runs a vmapped group of
+  one seed (a lone seed runs beside a copy of itself, chunks hold at least two seeds:
+  `batch_size=1` runs in pairs, and a remainder of one is padded): XLA rounds a dot whose
+  batched operand has one row otherwise (known costs, `Setting(constraint_costs=...)`, are
+  unbatched operands), so a group of one was not the same run.
 
   Multi-host: call `jax.distributed.initialize()` on every process first; the default
   mesh then spans every device of every host (`jax.devices()`), and `keys` must be the
@@ -280,7 +284,8 @@ def run_sharded(
     logs: `"full"` or `"summary"` (see `run`).
     optimal_value: `V*` for summaries: a scalar, or `[N]` (one per run).
     batched_cmdp: `cmdp` has a leading `[N]` axis (one CMDP per run).
-    batch_size: seeds processed at a time on each device (`None`: all at once).
+    batch_size: seeds processed at a time on each device (`None`: all at once); at least
+      two (`1` runs in pairs).
     mesh: a 1-D `Mesh` with axis name `"seeds"` (default: every device).
     donate_state: let XLA reuse the buffers of `state` (it is invalid afterwards).
 
@@ -389,8 +394,21 @@ def _device_fn(agent, num_episodes, logs, batched_cmdp, batch_size, donate):
 
   def local(batched, state, shared):
     fn = lambda args: one(args, shared)
-    if batch_size is None:
-      return jax.vmap(fn)((batched, state))
-    return lax.map(fn, (batched, state), batch_size=batch_size)  # vmapped chunks
+    args = (batched, state)
+    num = jax.tree.leaves(batched)[0].shape[0]
+    # Never a vmapped group of one seed: XLA simplifies a dot whose batched operand has one
+    # row (a seed's `D q` against constraint costs the agent holds unbatched, as known
+    # costs are) into a multiply and a sum in another order, so a group of one rounded
+    # otherwise than any larger group. A lone seed is run beside a copy of itself, and
+    # chunks hold at least two seeds (`batch_size=1` runs in pairs).
+    size = max(num if batch_size is None else batch_size, 2)
+    extra = 1 if num % size == 1 else 0  # a lone seed, or a remainder of one
+    if extra:
+      args = jax.tree.map(lambda x: jnp.concatenate([x, x[-1:]]), args)
+    if size >= num + extra:
+      out = jax.vmap(fn)(args)
+    else:
+      out = lax.map(fn, args, batch_size=size)  # vmapped chunks (and a remainder of >= 2)
+    return jax.tree.map(lambda x: x[:num], out) if extra else out
 
   return jax.jit(local, donate_argnums=(1,) if donate else ())
