@@ -40,6 +40,7 @@ from optaug_jax._src.agents.pessimistic import dope, dope_pretrain_episodes, opt
 from optaug_jax._src.agents.registry import (
   AGENTS,
   AgentSpec,
+  accepts_any_option,
   agent_options,
   make_agent,
   make_agents,
@@ -63,6 +64,7 @@ __all__ = (
   "PrimalDualState",
   "Schedule",
   "UpdateFn",
+  "accepts_any_option",
   "agent_options",
   "as_schedule",
   "dope",

@@ -441,3 +441,40 @@ def test_plan_info_needs_only_the_optimistic_values():
   assert log.inner_gap.dtype == log.optimistic_cost_value.dtype
   np.testing.assert_array_equal(log.inner_gap, 0.0)
   assert not np.any(log.pretraining) and np.all(log.certified)
+
+
+@pytest.mark.parametrize("form", ["kwargs", "wrapped"])
+def test_make_agents_gives_every_option_to_a_factory_that_takes_kwargs(form):
+  """The issue's silent drop: a factory written `(*args, **kwargs)` (or wrapped without
+  `functools.wraps`) received `num_episodes` alone from `make_agents`, without the
+  setting, delta, bonus or slack the other agents got, and ran at its own defaults. Now
+  it receives every shared option and its own entry of per-agent ones."""
+  received = {}
+
+  def my_agent(*args, **kwargs):
+    received.update(kwargs)
+    return oj.optdual(*args, **kwargs)
+
+  factory = my_agent if form == "kwargs" else (lambda *a, **k: my_agent(*a, **k))
+  name = f"test_silent_drop_{form}"
+  oj.agents.register_agent(name, problem_args=lambda b: {"slack": b.slack})(factory)
+  try:
+    bench = oj.benchmarks.make_benchmark("factored")
+    assert oj.agents.accepts_any_option(name)
+    options = {
+      "setting": "bura2022",
+      "delta": 0.05,
+      "bonus_scale": 0.1,
+      "eta": {"optaug": 20.0, name: 0.5},
+      "pretrain_episodes": {"optaug": 10},
+    }
+    agents = oj.agents.make_agents(["optaug", name], bench, num_episodes=50, options=options)
+    assert set(agents) == {"optaug", name}
+    assert received["num_episodes"] == 50 and received["slack"] == bench.slack
+    assert received["delta"] == 0.05 and received["bonus_scale"] == 0.1
+    assert received["eta"] == 0.5 and "pretrain_episodes" not in received
+    assert received["setting"].log_factor == "bura2022"  # the named setting, built
+    with pytest.raises(TypeError, match="nonsense"):  # reaches the factory, which refuses
+      oj.agents.make_agent(name, bench, num_episodes=50, nonsense=1)
+  finally:
+    oj.agents.AGENTS.pop(name)

@@ -60,8 +60,22 @@ def register_agent(
 
 
 def agent_options(name: str) -> tuple[str, ...]:
-  """The keyword arguments the factory of agent `name` accepts."""
-  return tuple(inspect.signature(_spec(name).factory).parameters)
+  """The keyword arguments the factory of agent `name` names in its signature (a factory
+  that also takes `**kwargs` accepts any option: `accepts_any_option`)."""
+  parameters = inspect.signature(_spec(name).factory).parameters.values()
+  named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+  return tuple(p.name for p in parameters if p.kind in named)
+
+
+def accepts_any_option(name: str) -> bool:
+  """Whether the factory of agent `name` takes `**kwargs` (then every option reaches it:
+  `make_agent` and `make_agents` never drop one silently)."""
+  parameters = inspect.signature(_spec(name).factory).parameters.values()
+  return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _accepts(name: str, option: str) -> bool:
+  return accepts_any_option(name) or option in agent_options(name)
 
 
 def _spec(name: str) -> AgentSpec:
@@ -95,12 +109,12 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
     )
   cmdps.check_cmdp(benchmark.cmdp, "make_agent")
   accepted = set(agent_options(name))
-  unknown = sorted(set(options) - accepted)
+  unknown = sorted(k for k in options if not _accepts(name, k))
   if unknown:
     raise ValueError(
       f"options: agent {name!r} does not accept {unknown}; it accepts {sorted(accepted)}"
     )
-  kwargs = {k: v for k, v in spec.problem_args(benchmark).items() if k in accepted}
+  kwargs = {k: v for k, v in spec.problem_args(benchmark).items() if _accepts(name, k)}
   kwargs.update(options)
   if isinstance(kwargs.get("setting"), str):
     kwargs["setting"] = setting_lib.named_setting(kwargs["setting"], benchmark.cmdp)
@@ -110,18 +124,18 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
 def make_agents(names, benchmark, *, num_episodes: int, options: Mapping[str, Any]) -> dict:
   """`{name: make_agent(name, ...)}`; each agent takes the options its factory accepts.
 
-  `options` maps an option name to a value for every agent that accepts it, or to a dict
-  `{agent name: value}` for agent-specific values.
+  `options` maps an option name to a value for every agent that accepts it (names it in
+  its factory's signature, or takes `**kwargs`: then it receives every such option), or to
+  a dict `{agent name: value}` for agent-specific values.
   """
   agents = {}
   for name in names:
-    accepted = agent_options(name)
     mine = {}
     for key, value in options.items():
       if isinstance(value, dict):
         if name in value:
           mine[key] = value[name]
-      elif key in accepted:
+      elif _accepts(name, key):  # a factory with **kwargs takes every option
         mine[key] = value
     agents[name] = make_agent(name, benchmark, num_episodes=num_episodes, **mine)
   return agents
