@@ -96,6 +96,10 @@ def test_jointly_infeasible_thresholds_say_by_how_much():
     oj.solve_lp(tight)
   excess = float(re.search(r"by ([0-9.e+-]+) in the worst", str(info.value)).group(1))
   assert excess > 1e-3
+  assert oj.lp.least_excess(tight) == pytest.approx(excess, rel=1e-5)
+  # Feasible thresholds: the best slack any policy has (a mixture can beat the safest).
+  roomy = m._replace(thresholds=np.asarray(least) + excess + 0.5)
+  assert oj.lp.least_excess(roomy) == pytest.approx(-0.5, abs=1e-6)
   oj.solve_lp(m._replace(thresholds=np.asarray(least) + excess + 1e-6))  # feasible
   with pytest.raises(ValueError, match="infeasible"):
     oj.solve_lp(m._replace(thresholds=np.asarray(least) + 0.9 * excess))

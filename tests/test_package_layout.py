@@ -42,7 +42,7 @@ LONG_MODULES = {
   "cmdp.py": 560,
   "estimates.py": 530,
   "experiment/result_files.py": 520,
-  "lp.py": 420,  # the occupancy LPs and the least-excess LP that says how infeasible thresholds are
+  "lp.py": 440,  # the occupancy LPs and the least-excess LP that says how infeasible thresholds are
   "outlook.py": 560,  # the measured separation on a log grid (its windows merged) with its criteria
   "planning.py": 590,
 }

@@ -100,6 +100,22 @@ def _least_excess(d: sp.spmatrix | np.ndarray, alpha, a_eq, b_eq) -> float:
   return float(res.fun)
 
 
+def least_excess(cmdp: CMDP) -> float:
+  """`min_pi max_i (V^pi_i - alpha_i)`: by how much the policy closest to meeting every
+  constraint at once exceeds its thresholds (an LP over the occupancy measures, HiGHS).
+  Negative: the thresholds leave that much room (the best slack any policy has); positive:
+  they are jointly infeasible by that much; about 0: no policy is strictly feasible."""
+  validate_cmdp(cmdp)
+  p = np.asarray(cmdp.transitions, np.float64)
+  if p.ndim != 4:
+    raise ValueError(f"transitions: least_excess takes one CMDP, got batch shape {p.shape[:-4]}")
+  next_states = None if cmdp.next_states is None else np.asarray(cmdp.next_states)
+  d = np.asarray(cmdp.constraint_costs, np.float64)
+  a_eq, b_eq = flow_constraints(TransitionSet.point(p, next_states), int(cmdp.initial_state))
+  alpha = np.asarray(cmdp.thresholds, np.float64)
+  return _least_excess(d.reshape(d.shape[0], -1), alpha, a_eq, b_eq)
+
+
 def solve_lp(cmdp: CMDP) -> LPSolution:
   """The exact optimum of the CMDP via its occupancy-measure LP (HiGHS).
 

@@ -39,7 +39,8 @@ def inner_sensitivities(
 ) -> InnerSensitivities:
   """Solves the inner problem and differentiates its value in one `jax.value_and_grad`.
 
-  Jittable and vmappable (e.g. over problems, thresholds or eta). With
+  Jittable and vmappable (e.g. over problems, thresholds or eta); call it under `jax.jit`
+  (unjitted, the solve runs op by op from Python, as `solve_inner`'s docstring says). With
   `gradient="envelope"` (default) the derivatives are those of the optimal value by
   Danskin's theorem (see `solve_inner`); with `"unrolled"` they are those of the solver's
   output (its loops then run their whole budget).
