@@ -34,7 +34,6 @@ as a flag mistake); Ctrl-C ends the run with one line and exit status 130.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import platform
@@ -46,7 +45,8 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax._src.layouts import sparse as sparse_layout
-from optaug_jax.experiment import checkpoints, cli, result_files
+from optaug_jax.experiment import arguments as script_flags
+from optaug_jax.experiment import checkpoints, cli, problems, result_files
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf import phases  # noqa: E402
@@ -98,7 +98,29 @@ def _agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol):
     ),
     "optdual": lambda: oj.agents.make_agent("optdual", bench, num_episodes=episodes, **common),
   }
+  for name in names:
+    if name not in make:  # your own agent (--agents path/to/file.py:FACTORY): by its kind
+      make[name] = functools.partial(
+        _own_agent, name, bench, episodes, pretrain, eta, inner, common
+      )
   return {name: make[name]() for name in names}
+
+
+def _own_agent(name, bench, episodes, pretrain, eta, inner, common):
+  """Your own agent `name` (registered from its `--agents` spec), given what the built-in
+  agent of its kind gets here (`arguments.AGENT_RULE`): OptAug's kind --eta,
+  pretrain_episodes and the inner solver, OptDual's kind neither (optdual takes the paper's
+  step here); both the setting and the bonus scale."""
+  options = dict(common)
+  if script_flags.agent_kind(name) == "optaug":
+    options.update(eta=eta, pretrain_episodes=pretrain, inner=inner)
+  takes = lambda k: oj.agents.accepts_any_option(name) or k in oj.agents.agent_options(name)
+  options = {k: v for k, v in options.items() if takes(k)}
+  spec = problems.user_agent_spec(name)
+  try:
+    return oj.agents.make_agent(name, bench, num_episodes=episodes, **options)
+  except Exception as e:  # your factory: any fault in it is reported in one line
+    raise cli.UsageError(f"--agents {spec}: {name}(...) raised {type(e).__name__}: {e}") from e
 
 
 def _chunk(agent, cmdp, n, batch_size=None):
@@ -404,7 +426,7 @@ def _print(row):
 
 
 def parse_args(argv=None):
-  p = argparse.ArgumentParser(
+  p = cli.ArgumentParser(
     prog="episode_cost.py", description=__doc__, formatter_class=cli.HelpFormatter
   )
   p.add_argument(
@@ -417,7 +439,9 @@ def parse_args(argv=None):
     "--agents",
     default=",".join(AGENTS),
     help="comma-separated subset of: " + ", ".join(AGENTS) + " (optdual is the"
-    " reference of the ratios)",
+    " reference of the ratios), and your own agents as path/to/file.py:FACTORY or"
+    " MODULE:FACTORY (as headline.py's --agents; here OptAug's kind gets --eta, the"
+    " pre-training chunk and the inner solver, OptDual's kind the paper's step)",
   )
   p.add_argument("--eta", type=float, default=20.0, help="OptAug's constant eta")
   p.add_argument(
@@ -503,8 +527,21 @@ def parse_args(argv=None):
         f" --chunk {args.chunk}"
       )
   names = args.agents.split(",")
-  if sorted(set(names) - set(AGENTS)) or "optdual" not in names:
-    p.error(f"--agents: a subset of {', '.join(AGENTS)} that includes optdual, got {args.agents}")
+  own = [n for n in names if ":" in n]
+  if sorted(set(names) - set(AGENTS) - set(own)) or "optdual" not in names:
+    p.error(
+      f"--agents: a subset of {', '.join(AGENTS)} that includes optdual, and your own"
+      f" agents as path/to/file.py:FACTORY, got {args.agents}"
+    )
+  if own:  # labels from here on (tables, cache files); the specs are among the settings
+    try:
+      labels = [problems.agent_label(n) for n in names]
+    except cli.UsageError as e:
+      p.error(str(e))
+    if len(set(labels)) < len(labels):
+      p.error(f"--agents {args.agents}: an agent listed more than once")
+    args.agent_specs = {label: n for label, n in zip(labels, names) if label != n}
+    args.agents = ",".join(labels)
   if args.bonus is not None and not (np.isfinite(args.bonus) and args.bonus > 0):
     p.error(f"--bonus: must be > 0, got {args.bonus}")
   if not (np.isfinite(args.eta) and args.eta > 0):
@@ -524,6 +561,7 @@ def _machine() -> dict:
   }
 
 
+@cli.raises_usage_errors
 def main(argv=None):
   args = parse_args(argv)
   if args.x64:

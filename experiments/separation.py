@@ -36,7 +36,9 @@ import shutil
 
 import jax
 
-from optaug_jax.experiment import cli, headline, result_files
+import optaug_jax as oj
+from optaug_jax.experiment import arguments as script_flags
+from optaug_jax.experiment import cli, headline, problems, result_files
 
 # The trace windows reported over the run's length: those ending nearest these fractions of K.
 LENGTH_FRACTIONS = (0.125, 0.25, 0.5, 1.0)
@@ -59,7 +61,9 @@ def _list_of(convert, low, words: str):
 
 
 def parse_args(argv=None):
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
+  p = cli.ArgumentParser(
+    prog="separation.py", description=__doc__, formatter_class=cli.HelpFormatter
+  )
   p.add_argument(
     "--sides",
     type=_list_of(int, 3, "gridworld sides"),
@@ -67,7 +71,13 @@ def parse_args(argv=None):
     help="gridworld sides",
   )
   p.add_argument("--bonus-scales", type=_list_of(float, 0.0, "numbers"), default=[1.0, 0.1, 0.01])
-  p.add_argument("--agents", default="optaug,optdual", help="as headline.py's --agents")
+  p.add_argument(
+    "--agents",
+    default="optaug,optdual",
+    help="as headline.py's --agents (your own as path/to/file.py:FACTORY: "
+    + script_flags.AGENT_RULE
+    + ")",
+  )
   p.add_argument("--seeds", type=cli.positive_int, default=4)
   p.add_argument("--episodes", type=cli.positive_int, default=8000)
   p.add_argument("--chunk", type=cli.positive_int, default=1000)
@@ -88,11 +98,7 @@ def parse_args(argv=None):
   )
   args = p.parse_args(argv)
   # The cells' flags, checked here in this script's words (headline.py would name its own).
-  for flag, value in (
-    ("--pretrain", args.pretrain),
-    ("--tail", args.tail),
-    ("30 trace points", 30),
-  ):
+  for flag, value in (("--tail", args.tail), ("30 trace points", 30)):
     if value > args.episodes:
       p.error(f"{flag} {value} must be at most --episodes {args.episodes}")
   try:
@@ -100,9 +106,23 @@ def parse_args(argv=None):
   except argparse.ArgumentTypeError as e:
     p.error(f"--eta {args.eta}: {e}")
   try:
-    cli.agent_list(args.agents)
+    labels = [problems.agent_label(name) for name in cli.agent_list(args.agents)]
   except argparse.ArgumentTypeError as e:
     p.error(f"--agents {args.agents}: {e}")
+  except cli.UsageError as e:
+    p.error(str(e))
+  # --eta and --pretrain reach the agents of OptAug's kind only (headline.py refuses a flag
+  # that no listed agent takes): a cell is given them when one of its agents takes them.
+  args.optaug_flags = {
+    flag: any(
+      script_flags.agent_kind(n) == "optaug"
+      and (oj.agents.accepts_any_option(n) or option in oj.agents.agent_options(n))
+      for n in labels
+    )
+    for flag, option in (("--eta", "eta"), ("--pretrain", "pretrain_episodes"))
+  }
+  if args.optaug_flags["--pretrain"] and args.pretrain > args.episodes:
+    p.error(f"--pretrain {args.pretrain} must be at most --episodes {args.episodes}")
   return args
 
 
@@ -111,9 +131,14 @@ def cell_argv(args, side: int, bonus: float) -> list[str]:
   return [
     "--benchmark", "gridworld", "--grid-size", str(side), "--setting", "bura2022",
     "--bonus-scale", str(bonus), "--agents", args.agents, "--seeds", str(args.seeds),
-    "--episodes", str(args.episodes), "--chunk", str(args.chunk), "--eta", args.eta,
-    "--trace-points", "30", "--tail", str(args.tail), "--pretrain", str(args.pretrain),
+    "--episodes", str(args.episodes), "--chunk", str(args.chunk),
+    "--trace-points", "30", "--tail", str(args.tail),
     "--out", os.path.join(args.out, f"g{side}_b{bonus:g}"),
+  ] + [
+    word
+    for flag, value in (("--eta", args.eta), ("--pretrain", str(args.pretrain)))
+    if getattr(args, "optaug_flags", {}).get(flag, True)
+    for word in (flag, value)
   ]  # fmt: skip
 
 
@@ -128,7 +153,7 @@ def run_cell(argv: list[str], resume: bool) -> dict:
 
 OUTPUTS = ("separation.json", "separation.md")
 # The flags that do not change a sweep's numbers.
-_NOT_SETTINGS = ("out", "resume", "restart")
+_NOT_SETTINGS = ("out", "resume", "restart", "optaug_flags")  # optaug_flags: from --agents
 
 
 def _cells(arguments: dict) -> list[str]:
@@ -239,6 +264,7 @@ def markdown(rows: list[dict]) -> str:
   return "\n".join(lines) + "\n"
 
 
+@cli.raises_usage_errors
 def main(argv=None):
   args = parse_args(argv)
   run_dir = sweep_dir(args)

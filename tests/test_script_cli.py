@@ -38,6 +38,8 @@ def scripts():
 
 
 def _tiny(out, *extra, agents="optdual"):
+  # --pretrain only where an agent takes it: a flag no listed agent takes is refused.
+  pretrain = ["--pretrain", "5"] if "optaug" in agents.split(",") else []
   return [
     "--benchmark",
     "factored",
@@ -47,8 +49,7 @@ def _tiny(out, *extra, agents="optdual"):
     "20",
     "--chunk",
     "10",
-    "--pretrain",
-    "5",
+    *pretrain,
     "--agents",
     agents,
     "--out",

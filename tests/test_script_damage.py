@@ -95,12 +95,12 @@ def _interrupt(script, argv, ready, after=0.0):
 def _tiny(out, *extra):
   return [
     *["--benchmark", "factored", "--seeds", "2", "--episodes", "100000", "--chunk", "10"],
-    *["--pretrain", "5", "--agents", "optdual", "--out", str(out), *extra],
+    *["--agents", "optdual", "--out", str(out), *extra],
   ]
 
 
 SEPARATION = ["--sides", "3", "--bonus-scales", "1", "--seeds", "2", "--episodes", "100000"]
-SEPARATION += ["--chunk", "10", "--pretrain", "5", "--tail", "5", "--agents", "optdual"]
+SEPARATION += ["--chunk", "10", "--tail", "5", "--agents", "optdual"]
 OUTLOOK = ["--benchmark", "factored", "--episodes", "300", "--seeds", "2", "--pretrain", "10"]
 OUTLOOK += ["--pilot-episodes", "1000000", "--pilot-seeds", "2", "--perfect-episodes", "20"]
 EPISODE_COST = ["--problems", "media_streaming", "--seeds", "2", "--chunk", "10"]

@@ -12,36 +12,35 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax._src.experiment import cli, problems, processes
+from optaug_jax._src.experiment.agent_flags import (  # re-exported
+  AGENT_FLAGS as AGENT_FLAGS,
+)
+from optaug_jax._src.experiment.agent_flags import (
+  AGENT_RULE as AGENT_RULE,
+)
+from optaug_jax._src.experiment.agent_flags import (
+  DUAL_AGENTS as DUAL_AGENTS,
+)
+from optaug_jax._src.experiment.agent_flags import (
+  agent_kind as agent_kind,
+)
+from optaug_jax._src.experiment.agent_flags import (
+  agent_options as agent_options,
+)
+from optaug_jax._src.experiment.agent_flags import (
+  flag_takers as flag_takers,
+)
+from optaug_jax._src.experiment.agent_flags import (
+  options_line as options_line,
+)
+from optaug_jax._src.experiment.agent_flags import (
+  resolved_agent_options as resolved_agent_options,
+)
 
 # --bonus-scale when not given (cancellation.py): 0.1 in the paper's setting, the tuned bonus
 # of its recorded media_streaming and random-family runs (docs/results/ms64, rand64); the
 # published radii (1.0) in Bura et al.'s. headline.py sets 1.0 in both (the paper's radii).
 DEFAULT_BONUS_SCALE = {"paper": 0.1, "bura2022": 1.0}
-
-
-# OptDual and its multiplier-update variants: `--dual-eta` is their step.
-DUAL_AGENTS = ("optdual", "optdual_optimistic", "pid_lagrangian", "nupi_lagrangian")
-
-
-def agent_options(args) -> dict:
-  """The flags as agent options (each agent takes those its factory accepts)."""
-  eta = {name: args.dual_eta for name in DUAL_AGENTS}
-  eta["optaug"] = args.eta
-  inner = (
-    oj.inner.exact()
-    if args.inner == "exact"
-    else oj.inner.frank_wolfe(num_iters=args.fw_iters, step_rule=args.step_rule)
-  )
-  return {
-    "setting": args.setting,
-    "delta": args.delta,
-    "bonus_scale": args.bonus_scale,
-    "pretrain_episodes": {"optaug": args.pretrain},
-    "nu": args.nu,
-    "inner": {"optaug": inner},
-    "unreached": args.unreached,
-    "eta": eta,
-  }
 
 
 def run_title(args) -> str:
@@ -72,7 +71,7 @@ BENCHMARK_HELP = (
 def build_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:
   """The flags of the experiment (shared with `headline.py`, which changes defaults);
   `prog`: the script's name in usage and errors (default: how it was started)."""
-  p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=cli.HelpFormatter)
+  p = cli.ArgumentParser(prog=prog, description=description, formatter_class=cli.HelpFormatter)
   p.add_argument(
     "--benchmark",
     default="media_streaming",
@@ -84,8 +83,14 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
     "--agents",
     default="optaug,optdual,optprimaldual",
     type=cli.agent_list,
-    help=f"comma-separated subset of: {', '.join(sorted(oj.agents.AGENTS))}"
-    " (optcmdp is slow: one HiGHS LP per seed and episode, sequential)",
+    metavar="NAME|FILE.py:FACTORY|MODULE:FACTORY,...",
+    help="comma-separated agents: registered names ("
+    + ", ".join(sorted(n for n in oj.agents.AGENTS if problems.user_agent_spec(n) is None))
+    + "; optcmdp is slow: one HiGHS LP per seed and episode, sequential), or your own"
+    " factories as path/to/file.py:FACTORY or MODULE:FACTORY (loaded as --benchmark's"
+    " function; registered under the factory's `label` attribute or its __name__, which"
+    " tables, figures and files show; FACTORY(num_episodes=K, **options) returns an"
+    " oj.agents.Agent). " + AGENT_RULE,
   )
   p.add_argument(
     "--seeds", type=cli.positive_int, default=32, help="independent runs per agent (vmapped)"
@@ -262,6 +267,7 @@ def check_args(parser, args, given=frozenset()):
   the options given on the command line (`given_flags`); a flag left at its default is
   never refused for being irrelevant."""
   processes.check_args(parser, args)
+  check_agents(parser, args, given)
   if args.eta is None and not args.x64:
     parser.error(
       "--eta paper: the paper's schedule reaches eta = 1e7 and more, which"
@@ -331,6 +337,41 @@ def check_args(parser, args, given=frozenset()):
     except cli.UsageError as e:
       parser.error(str(e))
   return args
+
+
+def check_agents(parser, args, given=frozenset()):
+  """Loads and registers your own agents of `--agents` (`problems.load_agent`), replacing
+  each spec in `args.agents` by its label (`args.agent_specs`: label -> spec), and refuses
+  a flag given on the command line that no listed agent takes (`AGENT_RULE`). The
+  failures are argparse's error naming the flag."""
+  specs, labels = {}, []
+  for name in args.agents:
+    try:
+      label = problems.agent_label(name)
+    except cli.UsageError as e:
+      parser.error(str(e))
+    if label != name:
+      specs[label] = name
+    labels.append(label)
+  twice = sorted({n for n in labels if labels.count(n) > 1})
+  if twice:
+    parser.error(f"--agents {','.join(args.agents)}: {', '.join(twice)} listed more than once")
+  args.agents, args.agent_specs = labels, specs
+  for dest, (option, kind) in AGENT_FLAGS.items():
+    if dest not in given or dest == "setting" or flag_takers(args, dest):
+      continue  # --setting also describes the run (the declared support it checks)
+    flag = "--" + dest.replace("_", "-")
+    value = getattr(args, dest)
+    value = cli.eta_flag(value) if dest in ("eta", "dual_eta") else value
+    who = {
+      None: "",
+      "optaug": " (it reaches the agents of OptAug's kind)",
+      "dual": " (it reaches the agents of OptDual's kind: agent_kind = 'dual')",
+    }
+    parser.error(
+      f"{flag} {value}: none of --agents {','.join(args.agents)} takes it{who[kind]};"
+      f" drop {flag}, or list an agent that accepts {option}"
+    )
 
 
 LP_AGENTS = ("optcmdp", "dope", "optpess_lp")  # dense LPs: no sparse support (bura2022)

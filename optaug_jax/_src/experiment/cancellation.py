@@ -55,7 +55,7 @@ import numpy as np
 
 import optaug_jax as oj
 
-from . import arguments, figures, reductions, runs
+from . import arguments, cli, figures, reductions, runs
 
 OUTPUTS = (
   "config.json",
@@ -254,6 +254,7 @@ def parse_args(argv=None):
   return arguments.parse(arguments.build_parser(__doc__, "cancellation.py"), argv)[0]
 
 
+@cli.raises_usage_errors
 def main(argv=None):
   args = arguments.resolve_defaults(parse_args(argv))
   config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "cancellation", OUTPUTS)
@@ -275,7 +276,10 @@ def main(argv=None):
     run_dir.write_npz(
       "results.npz", {f"{n}/{f}": v for n, lg in logs.items() for f, v in lg.items()}
     )
-    run_dir.write_json("summary.json", {"columns": SUMMARY_COLUMNS, "agents": summary})
+    run_dir.write_json(
+      "summary.json",
+      {"columns": SUMMARY_COLUMNS, "agents": summary, "agent_options": record["agent_options"]},
+    )
     plot(curves, logs, cmdp.thresholds, run_dir, arguments.run_title(args))
     run_dir.complete()
   print_table(summary, args)

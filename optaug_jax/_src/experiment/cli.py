@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import errno
+import functools
 import os
 import shlex
 import signal
@@ -53,12 +55,15 @@ def eta_flag(value: float | None) -> str:
 
 
 def agent_list(text: str) -> list[str]:
-  """Comma-separated agent names, checked against the registry (each named once)."""
+  """Comma-separated agents, each named once: registered names, or your own factories as
+  `MODULE:FACTORY` / `path/to/file.py:FACTORY` (only their form is checked here;
+  `arguments.check_args` imports and registers them: `problems.load_agent`)."""
   names = [a.strip() for a in text.split(",") if a.strip()]
-  unknown = [n for n in names if n not in oj.agents.AGENTS]
+  unknown = [n for n in names if n not in oj.agents.AGENTS and ":" not in n]
   if unknown or not names:
     raise argparse.ArgumentTypeError(
-      f"unknown agents {unknown}; choose from {sorted(oj.agents.AGENTS)}"
+      f"unknown agents {unknown}; choose from {sorted(oj.agents.AGENTS)}, or give your own"
+      " as path/to/file.py:FACTORY or MODULE:FACTORY"
     )
   twice = sorted({n for n in names if names.count(n) > 1})
   if twice:
@@ -166,7 +171,43 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 class UsageError(ValueError):
   """A run that cannot start as asked; the message names the flag(s) and what to do.
-  `main_guard` prints it as `SCRIPT.py: error: MESSAGE` with exit status 2 (argparse's)."""
+  `main_guard` prints it as `SCRIPT.py: error: MESSAGE` with exit status 2 (argparse's),
+  after the parser's usage line when it came from the parser (`usage`)."""
+
+  usage: str | None = None  # the parser's usage, for a mistake in the flags
+
+
+_RAISING = contextvars.ContextVar("raising_usage_errors", default=False)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """The scripts' parser: argparse's, except that within `raises_usage_errors` (a script's
+  `main(argv)`) a mistake in the flags raises `UsageError` (its `usage` set) instead of
+  printing and exiting; `main_guard` prints it as argparse would (usage, then one line,
+  exit status 2). `parse_args` called on its own keeps argparse's exit."""
+
+  def error(self, message):
+    if _RAISING.get():
+      error = UsageError(message)
+      error.usage = self.format_usage()
+      raise error
+    super().error(message)
+
+
+def raises_usage_errors(main):
+  """Decorates a script's `main(argv)`: a mistake in its flags raises the one-line
+  `UsageError` that the command line prints (not argparse's `SystemExit`), so that a
+  caller in Python sees the same error as a user at the shell (`--help` still exits)."""
+
+  @functools.wraps(main)
+  def wrapped(*args, **kwargs):
+    token = _RAISING.set(True)
+    try:
+      return main(*args, **kwargs)
+    finally:
+      _RAISING.reset(token)
+
+  return wrapped
 
 
 EXIT_FAULT = 1  # the environment: an output directory that cannot be written, a full disk
@@ -297,7 +338,8 @@ def run_guarded(script: str, main, argv=None) -> int:
     if debug:
       raise
     _stop_progress_line()
-    sys.stderr.write(f"{prefix} {' '.join(str(e).split())}\n")
+    usage = getattr(e, "usage", None)
+    sys.stderr.write(f"{usage or ''}{prefix} {' '.join(str(e).split())}\n")
     return EXIT_USAGE
 
 

@@ -320,6 +320,7 @@ def parse_args(argv=None):
   return args
 
 
+@cli.raises_usage_errors
 def main(argv=None):
   args = arguments.resolve_defaults(parse_args(argv))
   config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "headline", OUTPUTS)
@@ -344,7 +345,10 @@ def main(argv=None):
       "trace.npz",
       {"trace": trace, **{f"{n}/{k}": v for n, r in records.items() for k, v in r.items()}},
     )
-    run_dir.write_json("summary.json", {"columns": COLUMNS, "agents": summaries})
+    run_dir.write_json(
+      "summary.json",
+      {"columns": COLUMNS, "agents": summaries, "agent_options": record["agent_options"]},
+    )
     title = arguments.run_title(args)
     plot(summaries, records, trace, cmdp.thresholds, run_dir, title)
     run_dir.complete()

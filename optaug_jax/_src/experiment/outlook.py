@@ -331,6 +331,7 @@ def plot(out, args, run_dir):
   plt.close(fig)
 
 
+@cli.raises_usage_errors
 def main(argv=None):
   args = arguments.resolve_defaults(parse_args(argv))
   # The pilot runs whole chunks: its real length is recorded everywhere (config.json, the
@@ -344,6 +345,9 @@ def main(argv=None):
     )
   config, record, bench, lp, keys, agents, run_dir = runs.setup(args, "outlook", OUTPUTS)
   del keys, agents, lp
+  if unpredicted := [n for n in args.agents if n not in ("optaug", *oj.analysis.LAGRANGIAN)]:
+    print(f"--agents {','.join(unpredicted)}: no prediction (oj.analysis.outlook's are of"
+          f" optaug against {', '.join(oj.analysis.LAGRANGIAN)} only)")  # fmt: skip
   if args.like:
     _check_like_problem(args.like, bench, record)
     measured_in_run(args.like, ())  # its summary read before the work: refused now if damaged
@@ -382,6 +386,7 @@ def main(argv=None):
     summary = out.summary()
     summary["measured"] = measured
     summary["like"] = args.like
+    summary["agent_options"] = record["agent_options"]
     summary["pilot_episodes_requested"] = requested
     text = report(out, args, measured, requested)
     run_dir.write_json("outlook.json", summary)

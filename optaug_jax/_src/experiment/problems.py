@@ -1,5 +1,7 @@
 """The problem of a run: a registered benchmark with the size flags (`build_problem`), or your
-own CMDP as `--benchmark MODULE:FUNCTION` / `path/to/file.py:FUNCTION` (`load_benchmark`).
+own CMDP as `--benchmark MODULE:FUNCTION` / `path/to/file.py:FUNCTION` (`load_benchmark`);
+and your own agents as `--agents path/to/file.py:FACTORY` (`load_agent`). Both are imported
+by one loader (`load_function`), whose errors name the flag.
 
 The function is called with no arguments and returns an `oj.benchmarks.Benchmark`, an
 `oj.CMDP` (its baseline is then `oj.safest_policy`), or a tuple `(cmdp, safe_policy)`; the
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 
@@ -69,20 +72,31 @@ def is_benchmark_spec(text: str) -> bool:
 _LOADED: dict = {}  # spec -> function (a file is executed once per process)
 
 
+def is_function_spec(text: str) -> bool:
+  """`MODULE:FUNCTION` or `path/to/file.py:FUNCTION` (a registered name has no colon)."""
+  return ":" in text
+
+
 def benchmark_function(spec: str):
+  """The function named by `spec` for `--benchmark` (`load_function`)."""
+  return load_function(spec, "--benchmark")
+
+
+def load_function(spec: str, flag: str):
   """The function named by `spec` (`MODULE:FUNCTION` or `path/to/file.py:FUNCTION`),
-  imported but not called; `cli.UsageError` naming `--benchmark` when it cannot be."""
+  imported but not called; `cli.UsageError` naming `flag` (`--benchmark`, `--agents`) when
+  it cannot be. A file is executed once per process (as the module `_<flag>_<digest>`)."""
   if spec in _LOADED:
     return _LOADED[spec]
   where, _, name = spec.rpartition(":")
-  fail = lambda why: cli.UsageError(f"--benchmark {spec}: {why}")
+  fail = lambda why: cli.UsageError(f"{flag} {spec}: {why}")
   if not where or not name.isidentifier():
     raise fail("expected MODULE:FUNCTION or path/to/file.py:FUNCTION")
   if where.endswith(".py") or os.sep in where or "/" in where:
     path = os.path.abspath(where)
     if not os.path.isfile(path):
       raise fail(f"no file {where} (from {os.getcwd()})")
-    module_name = "_benchmark_" + hashlib.sha256(path.encode()).hexdigest()[:16]
+    module_name = f"_{flag.strip('-')}_" + hashlib.sha256(path.encode()).hexdigest()[:16]
     if os.path.dirname(path) not in sys.path:  # its own imports, as when run as a script
       sys.path.append(os.path.dirname(path))
     module = sys.modules.get(module_name)
@@ -195,3 +209,85 @@ def problem_digest(bench) -> str:
   arrays["safe_policy"] = np.asarray(bench.safe_policy)
   arrays["slack"] = np.asarray(float(bench.slack))
   return result_files.digest(arrays)
+
+
+# --agents path/to/file.py:FACTORY: your own agent.
+
+AGENT_KINDS = ("optaug", "dual")  # a factory's `agent_kind` attribute (default "optaug")
+
+_USER_AGENTS: dict = {}  # label -> (spec, function, kind): agents registered from a spec
+
+
+def user_agent_spec(name: str) -> str | None:
+  """The `--agents` spec that registered agent `name` (None: a built-in agent)."""
+  entry = _USER_AGENTS.get(name)
+  return None if entry is None else entry[0]
+
+
+def user_agent_kind(name: str) -> str | None:
+  """The kind (`AGENT_KINDS`) of the agent registered from a spec as `name` (None: a
+  built-in agent)."""
+  entry = _USER_AGENTS.get(name)
+  return None if entry is None else entry[2]
+
+
+def agent_label(spec: str) -> str:
+  """The label of an `--agents` entry: its name for a registered agent, else the label
+  under which `load_agent` registers its factory."""
+  return load_agent(spec) if is_function_spec(spec) else spec
+
+
+def load_agent(spec: str) -> str:
+  """Registers the agent factory named by `spec` (`MODULE:FACTORY` or
+  `path/to/file.py:FACTORY`, imported by `load_function`) and returns its label: the
+  factory's `label` attribute, else its `__name__`. The label is the agent's name in the
+  registry, tables, figures and files.
+
+  The factory is called as `FACTORY(num_episodes=K, **options)` and returns an
+  `oj.agents.Agent`; it receives the baseline's `safe_policy` and `slack` when it accepts
+  them (names them, or takes `**kwargs`), and the options of its kind (`agent_kind`
+  attribute: "optaug", the default, or "dual"; `arguments.agent_options`). Refuses
+  (`cli.UsageError` naming `--agents`) a factory that does not take `num_episodes`, an
+  unknown kind, and a label that is a registered agent's name or another spec's label.
+  Loading the same spec again returns its label."""
+  function = load_function(spec, "--agents")
+  fail = lambda why: cli.UsageError(f"--agents {spec}: {why}")
+  label = getattr(function, "label", None) or getattr(function, "__name__", None)
+  if not isinstance(label, str) or not label.isidentifier():
+    raise fail(f"its label {label!r} is not a name; give the factory a `label` attribute")
+  known = _USER_AGENTS.get(label)
+  if known is not None:
+    if known[1] is function:
+      return label
+    raise fail(
+      f"its label {label!r} is already the label of --agents {known[0]}; give one of the"
+      " factories another `label` attribute"
+    )
+  if label in oj.agents.AGENTS:
+    raise fail(
+      f"its label {label!r} is a registered agent's name; rename the factory or give it"
+      " another `label` attribute"
+    )
+  kind = getattr(function, "agent_kind", "optaug")
+  if kind not in AGENT_KINDS:
+    raise fail(f"agent_kind {kind!r}: expected one of {', '.join(map(repr, AGENT_KINDS))}")
+  try:
+    parameters = inspect.signature(function).parameters.values()
+  except (TypeError, ValueError) as e:
+    raise fail(f"its signature cannot be read ({e})") from e
+  any_option = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+  named = {
+    p.name
+    for p in parameters
+    if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+  }
+  if not any_option and "num_episodes" not in named:
+    raise fail(f"{label} must take num_episodes (the run's K) as a keyword argument")
+  wanted = tuple(k for k in ("safe_policy", "slack") if any_option or k in named)
+  oj.agents.register_agent(
+    label,
+    problem_args=lambda b: {k: getattr(b, k) for k in wanted},
+    summary=f"your own agent ({spec})",
+  )(function)
+  _USER_AGENTS[label] = (spec, function, kind)
+  return label

@@ -31,9 +31,33 @@ from optaug_jax._src.experiment import (
 
 
 def make_agents(names, benchmark, *, num_episodes: int, options: dict) -> dict:
-  """`oj.agents.make_agents` (the registry's): `{name: agent}`, each agent taking the
-  options its factory accepts."""
-  return oj.agents.make_agents(names, benchmark, num_episodes=num_episodes, options=options)
+  """`oj.agents.make_agents` (the registry's): `{label: agent}`, each agent taking the
+  options its factory accepts. `names` may hold your own factories as
+  `path/to/file.py:FACTORY` or `MODULE:FACTORY` (registered under their labels:
+  `problems.load_agent`; what they receive: `arguments.AGENT_RULE`); a spec that cannot be
+  loaded, and a factory that raises or returns no `oj.agents.Agent`, raise a one-line
+  `cli.UsageError` naming `--agents`."""
+  labels = [problems.agent_label(name) for name in names]
+  agents = {}
+  for name, label in zip(names, labels):
+    if problems.user_agent_spec(label) is None:
+      agents.update(
+        oj.agents.make_agents([label], benchmark, num_episodes=num_episodes, options=options)
+      )
+      continue
+    try:
+      agent = oj.agents.make_agents([label], benchmark, num_episodes=num_episodes, options=options)[
+        label
+      ]
+    except Exception as e:  # your factory: any fault in it is reported in one line
+      raise cli.UsageError(f"--agents {name}: {label}(...) raised {type(e).__name__}: {e}") from e
+    if not isinstance(agent, oj.Agent):
+      raise cli.UsageError(
+        f"--agents {name}: {label}(...) returned {type(agent).__name__}; expected an"
+        " oj.agents.Agent (init, plan, update)"
+      )
+    agents[label] = agent
+  return agents
 
 
 def final_regrets(log, lp_value, thresholds) -> dict:
@@ -135,9 +159,11 @@ def setup(args, script: str, outputs):
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
   if args.benchmark != "gridworld" or args.grid_size is None:
     ignored |= {"grid_size"}
+  ignored.add("agent_specs")  # the specs are in "agents"
+  specs = getattr(args, "agent_specs", {})
   config = {k: v for k, v in vars(args).items() if k not in ignored}
   config.update(
-    agents=",".join(args.agents),
+    agents=",".join(specs.get(name, name) for name in args.agents),
     eta=cli.eta_flag(args.eta),
     dual_eta=cli.eta_flag(args.dual_eta),
     problem_digest=problems.problem_digest(bench),
@@ -167,15 +193,23 @@ def setup(args, script: str, outputs):
     f" H={cmdp.horizon} I={cmdp.num_constraints}, V* = {lp.value:.4f}, alpha ="
     f" {np.round(np.asarray(cmdp.thresholds), 4)}, safe slack = {bench.slack:.4f}"
   )
+  record["agent_options"] = arguments.resolved_agent_options(args, bench)
+  for name, options in record["agent_options"].items():
+    print(arguments.options_line(name, options))
   keys = jax.random.split(jax.random.PRNGKey(args.seed), args.seeds)
   agents = {}
   for name in args.agents:
     try:
       agents.update(
         make_agents(
-          [name], bench, num_episodes=args.episodes, options=arguments.agent_options(args)
+          [specs.get(name, name)],
+          bench,
+          num_episodes=args.episodes,
+          options=arguments.agent_options(args),
         )
       )
+    except cli.UsageError:
+      raise  # your own factory's fault, already in one line naming its spec
     except ValueError as e:
       raise _library_refused(f"--agents {name}", e, agent=name) from e
   return config, record, bench, lp, keys, agents, run_dir
@@ -202,6 +236,8 @@ def started_agents(args, config, record, agents, cmdp, keys, reduction) -> dict:
   for name, agent in agents.items():
     # What determines the numbers: every argument but the paths, the agent, the versions.
     identity = checkpoints.agent_identity(config, name, record)
+    if problems.user_agent_spec(name) is not None:  # your own agent: its file and factory
+      identity["agent_spec"] = problems.user_agent_spec(name)
     checkpoint = os.path.join(args.out, f"checkpoint_{name}.npz")
     init = jax.vmap(lambda key, agent=agent: oj.run(agent, key, cmdp, num_episodes=0)[0])(keys)
     reduce = reduction()
