@@ -160,7 +160,7 @@ def solve_inner(
         constraint_costs,
       )
     )
-    linear = lax.stop_gradient(problem).lmo(grad)
+    linear = problem.lmo(grad)
     if gradient == "envelope":
       # The box's derivative: each row's fill differentiated in its bounds at the DP's
       # values, weighted by q* (not by the DP's vertex, which is one of several tied ones
