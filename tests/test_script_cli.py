@@ -479,6 +479,28 @@ def batch():
   return jax.tree.map(lambda x: x[None], b.cmdp)
 
 
+def no_room():
+  c = oj.benchmarks.make_benchmark("factored").cmdp
+  return c._replace(thresholds=c.thresholds * 0)
+
+
+def infeasible():
+  import jax
+  c = oj.benchmarks.random_family(
+    seed=2, num_states=6, num_actions=3, horizon=5, num_constraints=2
+  ).cmdp
+  least = []
+  for i in range(2):  # each threshold at its own least value: jointly infeasible
+    alone = c._replace(cost=c.constraint_costs[i], constraint_costs=c.constraint_costs[i:i + 1])
+    least.append(float(oj.solve_lp(alone._replace(thresholds=c.thresholds[:1] * 0 + 5)).value))
+  return c._replace(thresholds=c.thresholds * 0 + jax.numpy.asarray(least, c.thresholds.dtype))
+
+
+def flat_cost():
+  c = oj.benchmarks.make_benchmark("factored").cmdp
+  return c._replace(cost=c.cost[0])
+
+
 def broken():
   return 1 / 0
 
@@ -507,6 +529,9 @@ def _module(directory, scale=1.0):
     ("invalid", "invalid CMDP: "),
     ("not_a_cmdp", "not_a_cmdp() returned a Benchmark whose cmdp is a dict; expected an oj.CMDP"),
     ("batch", "batch() returned a batch of CMDPs (cost of shape (1, 6, 3, 2)); expected one CMDP"),
+    ("no_room", "the thresholds [0.0] are met by no policy with room to spare (the best slack"),
+    ("infeasible", "are infeasible: the closest policy exceeds them by "),
+    ("flat_cost", "flat_cost() returned a CMDP whose cost has 2 axes (shape (3, 2)); expected 3"),
     (
       "broken",
       "broken() raised ZeroDivisionError: division by zero (it is called with no arguments)",

@@ -169,10 +169,15 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
     raise fail(
       f"{name}() returned a Benchmark whose cmdp is a {type(cmdp).__name__}; expected an oj.CMDP"
     )
-  if np.ndim(cmdp.cost) != 3:
+  if np.ndim(cmdp.cost) > 3:
     raise fail(
       f"{name}() returned a batch of CMDPs (cost of shape {np.shape(cmdp.cost)});"
       " expected one CMDP (cost [H, S, A])"
+    )
+  if np.ndim(cmdp.cost) < 3:
+    raise fail(
+      f"{name}() returned a CMDP whose cost has {np.ndim(cmdp.cost)} axes (shape"
+      f" {np.shape(cmdp.cost)}); expected 3, [H, S, A] (one cost per step, state and action)"
     )
   dtype = jnp.zeros(()).dtype  # the run's: float32, float64 with --x64
   try:
@@ -189,11 +194,24 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
   except (ValueError, TypeError) as e:
     raise fail(f"invalid CMDP: {e}") from e
   try:
-    if policy is None:
+    safest = policy is None
+    if safest:
       policy, _ = oj.safest_policy(cmdp)
     policy = jnp.asarray(policy, dtype)
     true_slack = oj.check_safe_policy(cmdp, policy, slack)
   except (ValueError, TypeError) as e:
+    excess = oj.lp.least_excess(cmdp) if safest else None
+    if excess is not None and excess >= -1e-9:  # no policy is strictly feasible
+      raise fail(
+        f"the thresholds {np.round(np.asarray(cmdp.thresholds), 6).tolist()} are"
+        + (
+          f" infeasible: the closest policy exceeds them by {excess:.6g}"
+          if excess > 1e-9
+          else " met by no policy with room to spare (the best slack is 0)"
+        )
+        + " in the worst constraint (oj.lp.least_excess); raise them by more than that"
+        " (OptAug needs a strictly feasible baseline)"
+      ) from e
     raise fail(f"no safe baseline: {e}") from e
   return oj.benchmarks.Benchmark(
     cmdp=cmdp, safe_policy=policy, slack=float(true_slack if slack is None else slack)
