@@ -814,3 +814,23 @@ def test_known_model_runs_your_own_cmdp(tmp_path):
     timeout=600,
   )
   assert bad.returncode == 2 and "--benchmark: 'nope' is not" in bad.stderr
+
+
+def test_a_run_title_names_your_cmdp_by_its_file_not_its_path():
+  """The outlook's and the figures' titles printed the benchmark's absolute path."""
+  import argparse
+
+  from optaug_jax._src.experiment import arguments
+
+  args = argparse.Namespace(
+    benchmark="/home/me/work/reservoir.py:reservoir",
+    grid_size=None,
+    setting="bura2022",
+    bonus_scale=0.1,
+    seeds=4,
+    episodes=1000,
+  )
+  title = arguments.run_title(args)
+  assert title.startswith("reservoir.py:reservoir, bura2022 setting") and "/home" not in title
+  args.benchmark = "my_cmdps:reservoir"
+  assert arguments.run_title(args).startswith("my_cmdps:reservoir, ")

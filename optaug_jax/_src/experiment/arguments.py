@@ -7,6 +7,7 @@ the setting-dependent defaults (`resolve_defaults`), and the flags as agent opti
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
@@ -44,8 +45,11 @@ DEFAULT_BONUS_SCALE = {"paper": 0.1, "bura2022": 1.0}
 
 
 def run_title(args) -> str:
-  """A figure's identity line: problem, setting, radii, seeds and episodes."""
-  problem = args.benchmark + (
+  """A figure's identity line: problem, setting, radii, seeds and episodes (a CMDP of
+  one's own by its file's name and function, not the path it was given by)."""
+  where, _, function = args.benchmark.rpartition(":")
+  benchmark = f"{os.path.basename(where)}:{function}" if where else args.benchmark
+  problem = benchmark + (
     f" {args.grid_size}x{args.grid_size}"
     if args.benchmark == "gridworld" and args.grid_size
     else ""
