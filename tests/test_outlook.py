@@ -562,3 +562,16 @@ def test_the_outlook_refuses_a_negative_threshold_in_one_line(tmp_path, capsys):
     "outlook.py: error: argument --threshold: expected a number >= 0, got '-0.05'"
   )
   assert not (tmp_path / "o").exists()
+
+
+def test_a_refit_may_read_a_run_beside_an_outlook_already_measured():
+  """`--like RUN --refit OUTLOOK` was refused when the outlook was measured without --like
+  (or beside another run): reading a run is no measurement, so `like` may change in a refit
+  (with `--bias-form`, `--up-to`); the run's flags, which --like supplies, may not."""
+  from optaug_jax._src.experiment import outlook
+
+  saved = {"benchmark": "factored", "episodes": 1000, "threshold": 0.05, "like": None}
+  now = dict(saved, like="results/run", bias_form="sqrt", out="o2")
+  assert outlook.refit_differences(saved, now) == {}
+  assert outlook.refit_differences(saved, dict(now, threshold=0.1)) == {"threshold": (0.05, 0.1)}
+  assert outlook.refit_differences(saved, dict(now, episodes=2000)) == {"episodes": (1000, 2000)}

@@ -126,7 +126,8 @@ def parse_args(argv=None):
     "--refit",
     metavar="OUTLOOK_DIR",
     help="fit and predict again (another --bias-form or --up-to) from the pilots and"
-    " perfect-model runs of a finished outlook.py run with the same flags otherwise",
+    " perfect-model runs of a finished outlook.py run with the same flags otherwise; with"
+    " --like RUN_DIR, read that run beside the outlook already measured (nothing measured again)",
   )
   known, _ = p.parse_known_args(argv)
   if known.like:
@@ -181,8 +182,16 @@ def measured_in_run(like: str | None, predictions) -> dict:
   }
 
 
-# The flags a refit may change (the rest must be the measured outlook's).
-_REFIT_FLAGS = {"bias_form", "up_to", "refit", "out", "resume", "max_chunks"}
+# The flags a refit may change (the rest must be the measured outlook's); `like` too: `--like
+# RUN --refit DIR` reads a run beside an outlook already measured, measuring nothing again.
+_REFIT_FLAGS = {"bias_form", "up_to", "refit", "out", "resume", "max_chunks", "like"}
+
+
+def refit_differences(saved: dict, now: dict) -> dict:
+  """`{flag: (saved, now)}` of the flags a refit may not change (`_REFIT_FLAGS` aside)."""
+  now = json.loads(json.dumps(now, default=str))  # as saved
+  keys = sorted(k for k in set(saved) | set(now) if k not in _REFIT_FLAGS)
+  return {k: (saved.get(k), now.get(k)) for k in keys if saved.get(k) != now.get(k)}
 
 
 def load_measurements(directory, arguments_now: dict) -> oj.analysis.Measurements:
@@ -192,15 +201,8 @@ def load_measurements(directory, arguments_now: dict) -> oj.analysis.Measurement
     files = result_files.load_results(directory, "outlook")
   except result_files.ResultDirError as e:
     raise cli.UsageError(f"--refit {directory}: {e}") from e
-  saved = files["config.json"]["arguments"]
-  arguments_now = json.loads(json.dumps(arguments_now, default=str))  # as saved
-  differ = sorted(
-    k
-    for k in set(saved) | set(arguments_now)
-    if k not in _REFIT_FLAGS and saved.get(k) != arguments_now.get(k)
-  )
-  if differ:
-    details = {k: (saved.get(k), arguments_now.get(k)) for k in differ}
+  details = refit_differences(files["config.json"]["arguments"], arguments_now)
+  if details:
     raise cli.UsageError(f"--refit {directory}: measured with other flags (saved, now): {details}")
   arrays, summary = files["pilots.npz"], files["outlook.json"]
   costs = summary["seconds_per_seed_episode"]
