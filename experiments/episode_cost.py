@@ -63,6 +63,13 @@ PROBLEMS = {
 }
 
 
+def _entry(problem):
+  """`(benchmark, kwargs, setting, bonus scale)` of a `--problems` entry: a named row of
+  `PROBLEMS`, or one's own CMDP as `path.py:FUNCTION` / `MODULE:FUNCTION` (`--benchmark`),
+  timed with the support-aware setting (`bura2022`) at bonus 1 unless `--bonus`."""
+  return PROBLEMS.get(problem) or (problem, {}, "bura2022", 1.0)
+
+
 def _benchmark(name, kwargs):
   """A registered benchmark, or a user's `path.py:FUNCTION` (as the scripts' --benchmark)."""
   if ":" in name:
@@ -285,11 +292,11 @@ def _dp_stats(window: _Window):
 
 def _bonus(args, problem):
   """The bonus scale of `problem`: its own (`PROBLEMS`), or `--bonus` for every problem."""
-  return PROBLEMS[problem][3] if args.bonus is None else args.bonus
+  return _entry(problem)[3] if args.bonus is None else args.bonus
 
 
 def measure(args, problem):
-  bench_name, kwargs, setting_name, _ = PROBLEMS[problem]
+  bench_name, kwargs, setting_name, _ = _entry(problem)
   bonus = _bonus(args, problem)
   bench = _benchmark(bench_name, kwargs)
   cmdp = bench.cmdp
@@ -360,7 +367,7 @@ def measure_unroll(args, problem):
   `sparse_layout.STATIONARY_ROLL_MIN_SLOTS` slots) against always unrolled, side by side: the
   same state and keys, the two compiled chunks timed in turns (`--reps` each); their logs
   compared."""
-  bench_name, kwargs, setting_name, _ = PROBLEMS[problem]
+  bench_name, kwargs, setting_name, _ = _entry(problem)
   bonus = _bonus(args, problem)
   bench = _benchmark(bench_name, kwargs)
   cmdp, setting = bench.cmdp, oj.named_setting(setting_name, bench.cmdp)
@@ -432,7 +439,14 @@ def parse_args(argv=None):
   p.add_argument(
     "--problems",
     default=",".join(PROBLEMS),
-    help=f"comma-separated subset of: {', '.join(PROBLEMS)}",
+    help=f"comma-separated subset of: {', '.join(PROBLEMS)}; or your own CMDP as"
+    " path/to/file.py:FUNCTION or MODULE:FUNCTION (as --benchmark)",
+  )
+  p.add_argument(
+    "--benchmark",
+    metavar="SPEC",
+    help="time your own CMDP only: path/to/file.py:FUNCTION or MODULE:FUNCTION (as the other"
+    " scripts' --benchmark; the bura2022 setting, --bonus or 1.0); replaces --problems",
   )
   p.add_argument("--seeds", type=cli.positive_int, default=16)
   p.add_argument(
@@ -516,8 +530,18 @@ def parse_args(argv=None):
   )
   p.add_argument("--profile-episodes", type=cli.positive_int, default=20)
   args = p.parse_args(argv)
+  if args.benchmark:
+    args.problems = args.benchmark
   problems = args.problems.split(",")
-  unknown = sorted(set(problems) - set(PROBLEMS))
+  for spec in problems:
+    if spec not in PROBLEMS and oj.experiment.problems.is_benchmark_spec(spec):
+      try:
+        oj.experiment.problems.load_benchmark(spec)  # refused in one line now, not later
+      except cli.UsageError as e:
+        p.error(str(e))
+  unknown = sorted(
+    n for n in set(problems) - set(PROBLEMS) if not oj.experiment.problems.is_benchmark_spec(n)
+  )
   if unknown:
     p.error(f"--problems: unknown {', '.join(unknown)}; choose from {', '.join(PROBLEMS)}")
   for flag in ("early", "window", "late_after"):

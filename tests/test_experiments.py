@@ -477,3 +477,28 @@ def test_phase_profile_attributes_ops_to_the_innermost_named_phase():
   found = phases.instruction_phases(text)
   assert None in found.values()  # the fori_loop's while: a container, not counted
   assert {"extended_dp", "inner_solve", "play"} <= set(found.values())
+
+
+@pytest.mark.slow
+def test_episode_cost_times_your_own_cmdp(tmp_path):
+  """`episode_cost.py --benchmark path.py:FUNCTION`: a user could not time their own CMDP
+  (only its named problems). Its row is the spec's, its episodes certified."""
+  module = tmp_path / "my_cmdp.py"
+  module.write_text(
+    "import optaug_jax as oj\n\n\ndef mine():\n"
+    "  return oj.benchmarks.make_benchmark('media_streaming')\n"
+  )
+  out = tmp_path / "cost.json"
+  spec = f"{module}:mine"
+  _run_script(
+    "episode_cost.py",
+    *["--benchmark", spec, "--seeds", "2", "--chunk", "10", "--early", "20"],
+    *["--late-after", "0", "--agents", "optaug,optdual", "--out", str(out)],
+  )
+  (row,) = _read_json(out)["rows"]
+  assert row["problem"] == spec and row["early_certified"] == 1.0
+
+
+def test_episode_cost_refuses_your_own_cmdp_when_it_cannot_load_it(tmp_path):
+  err = _script_fails("episode_cost.py", "--benchmark", f"{tmp_path}/none.py:mine")
+  assert f"episode_cost.py: error: --benchmark {tmp_path}/none.py:mine: no file" in err
