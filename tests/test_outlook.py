@@ -575,3 +575,45 @@ def test_a_refit_may_read_a_run_beside_an_outlook_already_measured():
   assert outlook.refit_differences(saved, now) == {}
   assert outlook.refit_differences(saved, dict(now, threshold=0.1)) == {"threshold": (0.05, 0.1)}
   assert outlook.refit_differences(saved, dict(now, episodes=2000)) == {"episodes": (1000, 2000)}
+
+
+@pytest.mark.slow
+def test_the_outlook_reports_its_progress_phase_by_phase():
+  """The outlook took 15 minutes on a 200-state CMDP with no progress output. It reports
+  each perfect-model run and each pilot chunk by chunk (`progress(phase, done, total)`, in
+  episodes); the script prints them on stderr with the time left (`progress.phases`)."""
+  bench = oj.benchmarks.make_benchmark("factored")
+  calls = []
+  oj.analysis.outlook(
+    bench,
+    ("optaug", "optdual"),
+    key=jax.random.PRNGKey(0),
+    num_episodes=1000,
+    options={"eta": {"optaug": 20.0}, "pretrain_episodes": {"optaug": 10}},
+    pilot_episodes=500,
+    pilot_seeds=2,
+    perfect_episodes=20,
+    chunk=250,
+    bias_form="sqrt",
+    progress=lambda *a: calls.append(a),
+  )
+  assert calls[0] == ("perfect-model run of optdual", 20, 20)
+  for name in ("optaug", "optdual"):
+    mine = [c[1:] for c in calls if c[0] == f"pilot of {name}"]
+    assert mine == [(0, 500), (250, 500), (500, 500)]
+
+
+def test_phase_progress_prints_each_phase_with_its_time_left():
+  import io
+
+  from optaug_jax._src.experiment import progress
+
+  out = io.StringIO()
+  report = progress.phases(4, stream=out)
+  report("pilot of optaug", 0, 500)
+  report("pilot of optaug", 250, 500)
+  report("pilot of optaug", 500, 500)
+  lines = out.getvalue().splitlines()
+  assert len(lines) == 2 and all(line.startswith("pilot of optaug") for line in lines)
+  assert "250/500 episodes x 4 seeds" in lines[0] and "ETA" in lines[0]
+  assert "500/500 episodes x 4 seeds" in lines[1]

@@ -41,7 +41,8 @@ The runs measured (the perfect-model runs, the pilots, the fluid run) are in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -389,6 +390,7 @@ def outlook(
   num_seeds: int | None = None,
   bias_form: str = "fluid",
   measurements: Measurements | None = None,
+  progress: Callable[[str, int, int], None] | None = None,
 ) -> Outlook:
   """Predicts whether, and when, OptAug and each Lagrangian agent separate on `benchmark`.
 
@@ -419,6 +421,8 @@ def outlook(
       pilots and costs are used instead of being made again, and only the bias fit and the
       predictions are made (with this `bias_form` and `horizon`). Refused when its
       configuration differs in anything else.
+    progress: `progress(phase, done, total)` as the measurements advance (each
+      perfect-model run, each pilot chunk by chunk, in episodes); `None`: silent.
 
   Returns:
     `Outlook`.
@@ -448,12 +452,16 @@ def outlook(
     exact = registry.make_agents(
       lagrangian, benchmark, num_episodes=num_episodes, options={**options, "bonus_scale": 0.0}
     )
-    swings = {
-      n: np.asarray(perfect_model_run(a, cmdp, perfect_episodes).violation)
-      for n, a in exact.items()
-    }
+    report = progress or (lambda phase, done, total: None)
+    swings = {}
+    for n, a in exact.items():
+      swings[n] = np.asarray(perfect_model_run(a, cmdp, perfect_episodes).violation)
+      report(f"perfect-model run of {n}", perfect_episodes, perfect_episodes)
     keys = jax.random.split(key, pilot_seeds)
-    pilots = {n: pilot_run(a, cmdp, keys, pilot_episodes, chunk) for n, a in built.items()}
+    pilots = {
+      n: pilot_run(a, cmdp, keys, pilot_episodes, chunk, functools.partial(report, f"pilot of {n}"))
+      for n, a in built.items()
+    }
     costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
     if num_seeds is not None:
       timing_key = jax.random.fold_in(key, 1)

@@ -228,9 +228,17 @@ def pilot_length(pilot_episodes: int, chunk: int) -> int:
   return max(chunk, pilot_episodes // chunk * chunk)
 
 
-def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chunk: int) -> Pilot:
+def pilot_run(
+  agent: Agent,
+  cmdp: CMDP,
+  keys: jax.Array,
+  num_episodes: int,
+  chunk: int,
+  progress: Callable[[int, int], None] | None = None,
+) -> Pilot:
   """`agent` for `num_episodes` episodes over `keys` (vmapped), in jitted chunks of
-  `chunk` episodes (one compilation); timed per chunk."""
+  `chunk` episodes (one compilation); timed per chunk. `progress(done, total)` after each
+  chunk (episodes)."""
   run = jax.jit(
     jax.vmap(
       lambda key, st: _run_chunk(agent, key, cmdp, st, chunk),
@@ -239,13 +247,18 @@ def pilot_run(agent: Agent, cmdp: CMDP, keys: jax.Array, num_episodes: int, chun
   )
   state = jax.vmap(lambda _: init_agent(agent, cmdp))(keys)
   violations, pretraining, times = [], [], []
-  for _ in range(-(-num_episodes // chunk)):
+  chunks = -(-num_episodes // chunk)
+  if progress is not None:
+    progress(0, chunks * chunk)
+  for i in range(chunks):
     start = time.perf_counter()
     state, (viol, pre) = run(keys, state)
     viol = np.asarray(viol)
     times.append(time.perf_counter() - start)
     violations.append(viol)
     pretraining.append(np.asarray(pre).all(axis=0))
+    if progress is not None:
+      progress((i + 1) * chunk, chunks * chunk)
   per = times[-1] / (keys.shape[0] * chunk)
   return Pilot(
     violations=np.concatenate(violations, 1)[:, :num_episodes],

@@ -1,9 +1,9 @@
 """The outlook before a long run: whether, and when, OptAug separates from a Lagrangian agent.
 
 Takes headline.py's flags (the planned run: --benchmark, your own MODULE:FUNCTION included,
---agents, --episodes, --seeds, --setting, --bonus-scale, --eta, --dual-eta, ...) and, in a
-minute or two, measures on the CMDP as given (its true model is known in simulation) and
-the agents as configured (`oj.analysis.outlook`):
+--agents, --episodes, --seeds, --setting, --bonus-scale, --eta, --dual-eta, ...) and
+measures on the CMDP as given (its true model is known in simulation) and the agents as
+configured (`oj.analysis.outlook`):
 
 - the swing each Lagrangian agent keeps with a perfect model: the agent at its own step,
   planning on the exact model (no sampling), episode after episode: the quantiles of its
@@ -14,19 +14,18 @@ the agents as configured (`oj.analysis.outlook`):
   pre-training fitted as a / sqrt(k) on the pilot's last third, after the pilot the lower
   of that and OptAug's fluid run (its plans on counts at their expectations, from the
   pilot's visits on);
-- each agent's cost per seed-episode in its pilot, and so the wall time of the planned run
-  here;
+- each agent's cost per seed-episode in its pilot, so the planned run's wall time here;
 - the episode from which OptAug's mean positive violation is at most half the Lagrangian
   agent's, and its share of violating episodes 0.1 below, or "not within --up-to".
 
 Writes DIR/outlook.json, DIR/outlook.md and DIR/outlook.png (the bias, its fit, the
 Lagrangian swings and the predicted episodes), DIR/pilots.npz (the pilots' and the
-perfect-model runs' arrays) and prints the verdicts.
+perfect-model runs' arrays) and prints the verdicts; each phase's progress (episodes, time
+left) goes to stderr.
 
---like RUN_DIR takes the flags of a finished headline.py run (its config.json; flags given
-here override) and puts that run's measured separation episodes (the same two criteria on
-its summary.json windows) beside the prediction: docs/results/outlook/ validates the
-outlook this way.
+--like RUN_DIR takes a finished headline.py run's flags (its config.json; flags given here
+override) and puts its measured separation episodes (the same criteria on its summary.json
+windows) beside the prediction: docs/results/outlook/ validates the outlook this way.
 
   python experiments/outlook.py --benchmark gridworld --grid-size 11 --setting bura2022 \\
       --bonus-scale 0.1 --episodes 30000 --seeds 16 --out results/outlook_g11
@@ -46,7 +45,7 @@ import numpy as np
 import optaug_jax as oj
 from optaug_jax._src.outlook_runs import pilot_length
 
-from . import arguments, cli, problems, reductions, result_files, runs
+from . import arguments, cli, problems, progress, reductions, result_files, runs
 
 OUTPUTS = ("config.json", "outlook.json", "outlook.md", "outlook.png", "pilots.npz")
 # The run flags `--like` takes from a config.json (the rest describe the run's files).
@@ -383,6 +382,7 @@ def main(argv=None):
       num_seeds=args.seeds,
       bias_form=args.bias_form,
       measurements=measurements,
+      progress=progress.phases(args.pilot_seeds),  # stderr: each phase's time left
     )
     measured = measured_in_run(args.like, out.predictions)
     summary = out.summary()

@@ -1,0 +1,25 @@
+"""Progress of a measurement in phases (the outlook's perfect-model runs and pilots)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from . import cli
+
+
+def phases(seeds: int, stream=None) -> Callable[[str, int, int], None]:
+  """A `progress(phase, done, total)` callback (`oj.analysis.outlook(progress=)`): a
+  `cli.progress` line per report on `stream` (default stderr): the phase, its episodes
+  done of `total` x `seeds`, its rate and the time it has left, timed from its first
+  report."""
+  stream = sys.stderr if stream is None else stream
+  started: dict[str, float] = {}
+
+  def report(phase: str, done: int, total: int) -> None:
+    start = started.setdefault(phase, time.perf_counter())
+    if done:
+      cli.progress(phase, done, total, start, seeds, stream=stream)
+
+  return report
