@@ -104,8 +104,8 @@ def test_write_atomic_keeps_the_old_file_on_a_full_disk(tmp_path):
 
 def test_refused_resume_leaves_the_directory_as_it_was(copy_of_finished, cancellation):
   before = md5s(copy_of_finished)
-  with pytest.raises(ValueError, match=r"belongs to another run.*eta"):
-    cancellation.main(_args(copy_of_finished, "--resume", "--eta", "50"))
+  with pytest.raises(ValueError, match=r"belongs to another run.*dual_eta"):
+    cancellation.main(_args(copy_of_finished, "--resume", "--dual-eta", "0.5"))
   assert md5s(copy_of_finished) == before
 
 
