@@ -133,18 +133,19 @@ def test_an_interrupted_run_is_marked_and_leaves_no_other_run_behind(
   left next to this run's config), the directory says "incomplete", readers refuse it;
   --resume finishes it."""
   out = copy_of_finished
-  assert cancellation.main(_args(out, "--eta", "50", "--max-chunks", "1")) is None
+  assert cancellation.main(_args(out, "--dual-eta", "0.5", "--max-chunks", "1")) is None
   for name in ("summary.json", "results.npz", "regrets.png", "oscillation.png", "multipliers.png"):
-    assert not (out / name).exists(), f"{name} of the previous run (eta 100) left behind"
+    assert not (out / name).exists(), f"{name} of the previous run (its own step) left behind"
   config = json.loads((out / "config.json").read_text())
-  assert config["arguments"]["eta"] == "50.0"
+  dual_eta = config["arguments"]["dual_eta"]
+  assert dual_eta in (0.5, "0.5")
   assert manifest(out)["status"] == "incomplete"
   with pytest.raises(ValueError, match="incomplete"):
     result_files.load_results(out)
-  cancellation.main(_args(out, "--eta", "50", "--resume"))
+  cancellation.main(_args(out, "--dual-eta", "0.5", "--resume"))
   done = result_files.load_results(out, "cancellation")
   assert done["manifest.json"]["status"] == "complete"
-  assert done["config.json"]["arguments"]["eta"] == "50.0"
+  assert done["config.json"]["arguments"]["dual_eta"] == dual_eta
   assert set(done["summary.json"]["agents"]) == {"optdual"}
   assert temporary_files(out) == []
 
