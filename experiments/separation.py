@@ -98,9 +98,6 @@ def parse_args(argv=None):
   )
   args = p.parse_args(argv)
   # The cells' flags, checked here in this script's words (headline.py would name its own).
-  for flag, value in (("--tail", args.tail), ("30 trace points", 30)):
-    if value > args.episodes:
-      p.error(f"{flag} {value} must be at most --episodes {args.episodes}")
   try:
     cli.parse_eta(args.eta)
   except argparse.ArgumentTypeError as e:
@@ -123,6 +120,9 @@ def parse_args(argv=None):
   }
   if args.optaug_flags["--pretrain"] and args.pretrain > args.episodes:
     p.error(f"--pretrain {args.pretrain} must be at most --episodes {args.episodes}")
+  for flag, value in (("--tail", args.tail), ("30 trace points", 30)):
+    if value > args.episodes:
+      p.error(f"{flag} {value} must be at most --episodes {args.episodes}")
   return args
 
 
