@@ -42,6 +42,13 @@ _some = _over_the_batch(jnp.any)  # pred; under vmap any(pred) over the batch
 _largest = _over_the_batch(jnp.max)  # x; under vmap max(x) over the batch
 
 
+def some(pred) -> jax.Array:
+  """`pred` (a boolean scalar); under `vmap`, whether it holds for some member of the batch
+  (unbatched): the condition of a loop whose body keeps its finished members as they are
+  (`inner.loops.iterate(frozen_by_body=True)`)."""
+  return _some(jnp.asarray(pred, bool))
+
+
 def batch_cond(pred, true_fun, false_fun, *operands):
   """`lax.cond(pred, true_fun, false_fun, *operands)` that skips untaken branches under vmap.
 

@@ -137,15 +137,16 @@ def optaug(
       `"greedy"` (default; the extended DP's action on the gradient at the solution) or
       `"uniform"` (uniform over the actions there).
     warm_start: carry what each inner solve leaves (`oj.inner.WarmStart`: the two
-      vertices that bracketed `mu*`) to the next episode's solve, in the state
+      vertices that bracketed `mu*`, or the `I + 1` of the primal point's mix for I >= 2)
+      to the next episode's solve, in the state
       (`OptAugState`; default). Late in a run the next solve then usually needs the one DP
       that proves its optimum. The solves' optima and certificates do not depend on it;
       `False`: every solve starts cold at the prox centre (state: an `AgentState`).
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of
-    the inner solve (0 in pre-training; a warm start's two re-filled vertices are not
-    DPs and are not counted), `PlanInfo.certified` is the inner solve's
+    the inner solve (0 in pre-training; a warm start's re-filled vertices are not DPs
+    and are not counted), `PlanInfo.certified` is the inner solve's
     `InnerSolution.certified` (True in pre-training).
   """
   arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
@@ -188,7 +189,9 @@ def optaug(
     model = optimistic_model(counts)
 
     num_states = counts.visits.shape[1]
-    cold = inner_lib.WarmStart.cold(horizon, num_states, dtype)
+    cold = inner_lib.WarmStart.cold(
+      horizon, num_states, dtype, num_constraints=state.multipliers.shape[0]
+    )
 
     def pretrain(_):
       kernel = TransitionSet.point(model.transitions, model.next_states)
@@ -268,7 +271,10 @@ def optaug(
     if not warm_start:
       return state
     dtype = state.multipliers.dtype
-    return OptAugState(agent=state, warm=inner_lib.WarmStart.cold(horizon, num_states, dtype))
+    warm = inner_lib.WarmStart.cold(
+      horizon, num_states, dtype, num_constraints=state.multipliers.shape[0]
+    )
+    return OptAugState(agent=state, warm=warm)
 
   return base.Agent(
     init=init,

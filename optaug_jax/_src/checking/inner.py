@@ -43,12 +43,13 @@ def solve_arguments(problem, multipliers, eta, warm, *, check: bool) -> None:
   kernels.finite("eta", eta, WHERE, check=check, low=0.0, low_open=True)
   kernels.transition_set(problem.transitions, WHERE, check=check)
   if warm is not None:
-    shape = (2, cost.shape[0], cost.shape[1])
+    shape = (problem_lib.warm_vertices(num_constraints), cost.shape[0], cost.shape[1])
     if not isinstance(warm, problem_lib.WarmStart) or (
       warm.actions.shape,
       warm.values.shape,
     ) != (shape, shape):
       raise ValueError(
         f"warm: expected a WarmStart with actions and values of shape {shape}"
-        f" (InnerSolution.warm, or WarmStart.cold), got {warm!r:.200}"
+        f" (InnerSolution.warm, or WarmStart.cold(..., num_constraints={num_constraints})),"
+        f" got {warm!r:.200}"
       )

@@ -49,7 +49,7 @@ class Exact:
     warm: problem_lib.WarmStart | None = None,
   ) -> problem_lib.SolverResult:
     """Solves `problem` at `(multipliers, eta)` (see `InnerSolver`). `warm`: the last
-    solve's `WarmStart` (I = 1; I >= 2 starts cold and leaves none)."""
+    solve's `WarmStart` (two vertices for I = 1, `I + 1` for I >= 2)."""
     num_constraints = problem.thresholds.shape[0]
     num_iters = self.num_iters
     if num_iters is None:
@@ -73,6 +73,7 @@ class Exact:
       tol=self.tol,
       with_transitions=with_transitions,
       fixed_length=fixed_length,
+      warm=warm,
     )
 
 

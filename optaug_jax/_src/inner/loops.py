@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import batching
+
 Carry = TypeVar("Carry")
 
 
@@ -31,6 +33,7 @@ def iterate(
   running: Callable[[Carry], jax.Array],
   early: bool,
   can_stop: bool = True,
+  frozen_by_body: bool = False,
 ) -> Carry:
   """Runs `body` up to `num_iters` times while `running(carry)` (which must also check the
   iteration count for `early`).
@@ -40,7 +43,14 @@ def iterate(
   `can_stop=False` says `body` never finishes: the fixed-length loop then skips the select
   that keeps a finished carry (a copy of the whole carry per step, e.g. the cutting planes'
   vertex memory).
+
+  `frozen_by_body=True` says `body` keeps a carry whose `running` is False as it is (at
+  the cost of the selects it chooses, e.g. one slot of a memory): under `vmap`, the early
+  loop then runs while some member runs (`batching.some`), without the select of the
+  whole carry per step that a batched `lax.while_loop` adds for its finished members.
   """
+  if early and frozen_by_body:
+    return lax.while_loop(lambda c: batching.some(running(c)), body, carry)
   if early:
     return lax.while_loop(running, body, carry)
   if not can_stop:

@@ -100,7 +100,9 @@ class WarmStart(NamedTuple):
   """What one exact solve leaves to the next (`solve_inner(warm=)`, `InnerSolution.warm`).
 
   The I = 1 search ends with two vertices of the extended MDP that bracket `mu*` and
-  minimise the Lagrangian there. A vertex is a deterministic policy and, at each step, the
+  minimise the Lagrangian there; the I >= 2 cutting planes with the `I + 1` vertices of
+  largest weight in the primal point, whose re-filled lines are the next master's first
+  cuts. A vertex is a deterministic policy and, at each step, the
   order in which the greedy fill poured its rows' free mass (the order of the next step's
   values): two vertices of one kink often share the policy and differ in that order. In an
   agent, the next episode's prox centre is that `mu*` and its model differs by one
@@ -112,18 +114,29 @@ class WarmStart(NamedTuple):
   certificate.
   """
 
-  actions: jax.Array  # [2, H, S] int32, the two vertices' actions
-  values: jax.Array  # [2, H, S] the keys of each vertex's fill at each step (`next_values`)
+  actions: jax.Array  # [V, H, S] int32, the vertices' actions (V = `warm_vertices(I)`)
+  values: jax.Array  # [V, H, S] the keys of each vertex's fill at each step (`next_values`)
   valid: jax.Array  # [] bool, False: no hint (a cold start)
 
   @classmethod
-  def cold(cls, horizon: int, num_states: int, dtype=None) -> WarmStart:
-    """No hint: the search starts at the prox centre."""
+  def cold(
+    cls, horizon: int, num_states: int, dtype=None, *, num_constraints: int = 1
+  ) -> WarmStart:
+    """No hint: the search starts at the prox centre. Its `warm_vertices(num_constraints)`
+    vertex slots are what a solve of that many constraints leaves."""
+    num = warm_vertices(num_constraints)
     return cls(
-      actions=jnp.zeros((2, horizon, num_states), jnp.int32),
-      values=jnp.zeros((2, horizon, num_states), dtype),
+      actions=jnp.zeros((num, horizon, num_states), jnp.int32),
+      values=jnp.zeros((num, horizon, num_states), dtype),
       valid=jnp.zeros((), bool),
     )
+
+
+def warm_vertices(num_constraints: int) -> int:
+  """The vertices a `WarmStart` of `I` constraints holds: 2 for I = 1 (the two bracketing
+  vertices of the search's kink), `I + 1` for I >= 2 (the largest weights of the primal
+  point's mix: a point of the `I`-dimensional image `D q` is a mix of `I + 1` vertices)."""
+  return max(2, int(num_constraints) + 1)
 
 
 class SolverResult(NamedTuple):
@@ -154,7 +167,7 @@ class InnerSolution(NamedTuple):
   dp_calls: jax.Array  # [] int, extended DPs (LMO calls) the solve made
   certified: jax.Array  # [] bool, gap <= certified_tolerance(dtype) * (1 + |objective|)
   warm: WarmStart  # the hint for the next solve (`solve_inner(warm=)`); `valid` False when
-  #   the solver leaves none (Frank-Wolfe, I >= 2)
+  #   the solver leaves none (Frank-Wolfe)
 
 
 def certified_tolerance(dtype) -> float:

@@ -33,14 +33,23 @@ class VertexPaths(NamedTuple):
   state_occupancy: jax.Array  # [slots, H, S]
 
 
+class VertexNames(NamedTuple):
+  """What names each collected vertex in any box (`planning.policy_vertex`): a warm
+  start's hint is made of them."""
+
+  actions: jax.Array  # [slots, H, S] int
+  order_values: jax.Array  # [slots, H, S] the keys of the vertex's fill (`next_values`)
+
+
 class VertexMemory(NamedTuple):
-  """The vertices collected so far, one slot per DP call (`num_iters + 1` slots)."""
+  """The vertices collected so far: the hint's re-filled ones, then one slot per DP call."""
 
   occupancy: jax.Array  # [slots, H, S, A] q_j
   values: jax.Array  # [slots] c . q_j
   images: jax.Array  # [slots, I] D q_j
   mask: jax.Array  # [slots] bool, the slot holds a vertex
   paths: VertexPaths | None  # kept when the transitions are asked for; else None
+  names: VertexNames | None = None  # kept when a warm start's hint is asked for; else None
 
 
 def restricted_objective(values, images, w, thresholds, multipliers, eta):
@@ -165,8 +174,8 @@ def recover(
 
   Over the vertices of `memory` that its `mask` keeps; `w`: the master's weights.
   """
-  values, images, mask, occ = memory.values, memory.images, memory.mask, memory.occupancy
-  cost, constraint_costs, thresholds = problem.cost, problem.constraint_costs, problem.thresholds
+  values, images, mask = memory.values, memory.images, memory.mask
+  thresholds = problem.thresholds
   dtype = values.dtype
   eps = jnp.finfo(dtype).eps
   slots, num_constraints = images.shape
@@ -198,9 +207,9 @@ def recover(
   candidates = jnp.zeros((tries.shape[0], slots), dtype).at[:, index].set(tries)
   candidates = jnp.concatenate([w[None], candidates])
 
-  def objective(v):
-    q = jnp.tensordot(v, occ, axes=1)
-    return problem_lib.augmented_lagrangian(q, cost, constraint_costs, thresholds, multipliers, eta)
-
-  scores = jax.vmap(objective)(candidates)
+  # Each candidate's objective from the vertices' lines (`c . q_j`, `D q_j`): the objective
+  # depends on `q` only through them, so no candidate's `[H, S, A]` mix is formed.
+  scores = jax.vmap(
+    lambda v: restricted_objective(values, images, v, thresholds, multipliers, eta)
+  )(candidates)
   return candidates[jnp.argmin(jnp.where(jnp.isfinite(scores), scores, jnp.inf))]

@@ -113,10 +113,11 @@ def solve_inner(
       not positive and finite) through `checkify`; wrap the outer function in `oj.checked`
       to get a `ValueError`. Concrete (eager) arguments are always checked on the host.
     warm: `None` (default: a cold start) or the `WarmStart` the last solve returned
-      (`InnerSolution.warm`): the exact I = 1 search then starts where the last solve's
-      two vertices, re-evaluated in this box, put `mu*` (two policy evaluations of a
-      DP's `1/A` each; in an agent, often the only DP then needed is the one that proves
-      it). The problem solved and the certificate do not depend on it.
+      (`InnerSolution.warm`): the exact solve then starts where the last solve's
+      vertices (two for I = 1, `I + 1` for I >= 2), re-evaluated in this box, put `mu*`
+      (a policy evaluation of a DP's `1/A` each; in an agent, often the only DP then
+      needed is the one that proves it). The problem solved and the certificate do not
+      depend on it.
 
   Returns:
     `InnerSolution`; `objective - optimum <= gap`.
@@ -181,7 +182,9 @@ def solve_inner(
     dp_calls=result.dp_calls + (gradient == "envelope" or (unreached == "greedy" and not reuse)),
     certified=_valid_inputs(problem, multipliers, eta)
     & (result.gap <= problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))),
-    warm=problem_lib.WarmStart.cold(horizon, num_states, dtype=cost.dtype)
+    warm=problem_lib.WarmStart.cold(
+      horizon, num_states, dtype=cost.dtype, num_constraints=thresholds.shape[0]
+    )
     if result.warm is None
     else result.warm,
   )
