@@ -207,6 +207,7 @@ def cutting_planes(
         multipliers,
         eta,
         num_steps=LOOP_MASTER_STEPS,
+        early=early,
       )
 
     m0, w0 = batching.batch_cond(
@@ -229,7 +230,14 @@ def cutting_planes(
     act = running(s)
     m = s.memory
     mu, w = master_lib.master(
-      m.values, m.images, m.mask, thresholds, multipliers, eta, num_steps=LOOP_MASTER_STEPS
+      m.values,
+      m.images,
+      m.mask,
+      thresholds,
+      multipliers,
+      eta,
+      num_steps=LOOP_MASTER_STEPS,
+      early=early,
     )
     if early:  # under vmap, the DP runs for the members still cutting alone
       v = batching.for_active(act, _lagrangian_lmo, problem, mu)
@@ -284,7 +292,7 @@ def cutting_planes(
     # A loop out of cuts: a final master of 40 interior-point steps (the loop's take
     # LOOP_MASTER_STEPS), whose mu can beat the best queried one; a better mu tightens the
     # recovery and the certificate.
-    mu_final, w = master_lib.master(values, images, mask, thresholds, multipliers, eta)
+    mu_final, w = master_lib.master(values, images, mask, thresholds, multipliers, eta, early=early)
     value = dual_value(mu_final, oracle(mu_final).value, thresholds, multipliers, eta)
     return w, jnp.maximum(s.best, value), jnp.where(value > s.best, mu_final, s.best_mu)
 

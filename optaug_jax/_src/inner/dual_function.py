@@ -30,9 +30,10 @@ def default_num_iters(dtype, num_constraints: int) -> int:
 
 
 # DPs of an exact solve outside its loop's budget, I = 1 and I >= 2: the search's bracket
-# ends (I = 1: 2); the start at `lambda`, the final master's mu and the recovered point's
-# dual step (I >= 2: 3); and in both the one `solve_inner` adds at the solution (the
-# envelope's or the greedy fallback's).
+# ends (I = 1: 2); the first DP (at `lambda`, or at the warm hint's master), and, for a
+# loop out of cuts, the final master's mu and the recovered point's dual step (I >= 2: 3);
+# and in both the one `solve_inner` adds at the solution for the envelope (and, without
+# the solver's last DP, the greedy fallback's).
 DP_CALLS_OUTSIDE_BUDGET = (3, 4)
 
 
