@@ -576,8 +576,10 @@ def test_a_vmapped_search_pays_its_searching_members(num_constraints, monkeypatc
     # I >= 2 in float64: the vmapped master rounds otherwise than the unbatched one, and
     # its stop at a relative gap of 1e-12 may come later (seen: 15 DPs alone, 65 in the
     # batch, the same plain or gathered); the solution agrees.
+    # The point on a face of optima agrees to the recovery's accuracy then (1e-7).
     assert num_constraints > 1 or int(one.dp_calls) == int(dps[i])
     for field in ("occupancy", "objective", "gap", "policy"):
+      tol = 1e-12 if num_constraints == 1 or field in ("objective", "gap") else 1e-7
       np.testing.assert_allclose(
-        getattr(gathered, field)[i], getattr(one, field), rtol=1e-12, atol=1e-12, err_msg=field
+        getattr(gathered, field)[i], getattr(one, field), rtol=tol, atol=tol, err_msg=field
       )

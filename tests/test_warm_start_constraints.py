@@ -121,7 +121,8 @@ def test_the_optimums_own_hint_proves_it_in_one_dp_mostly():
 def test_warm_solves_batched_as_unbatched():
   """A vmapped batch mixing no hint, the optimum's hint and a random one (members that stop
   apart: the loop runs while some member cuts and a finished one keeps its state) against
-  each unbatched solve, to rounding: the cutting planes' DP counts are not batch-invariant
+  each unbatched solve, to rounding (the point on a face of optima to 1e-7): the cutting
+  planes' DP counts are not batch-invariant
   (the vmapped master rounds its sums otherwise, and a stop at 1e-12 flips; the same for
   cold solves at the parent commit, 19 of 24 batched members); a hint of I = 1's shape is
   refused."""
@@ -137,13 +138,10 @@ def test_warm_solves_batched_as_unbatched():
   assert len(set(np.asarray(batched.dp_calls).tolist())) > 1  # members stop apart
   for i in range(3):
     one = _solve(problem, lams[i], eta, jax.tree.map(lambda x: x[i], hints))
-    for field in ("occupancy", "objective", "policy"):
+    # The objective to rounding; the point on the optimal face to the recovery's accuracy.
+    for field, tol in (("objective", 1e-10), ("occupancy", 1e-7), ("policy", 1e-6)):
       np.testing.assert_allclose(
-        getattr(batched, field)[i],
-        getattr(one, field),
-        rtol=1e-9,
-        atol=1e-10,
-        err_msg=f"{field} {i}",
+        getattr(batched, field)[i], getattr(one, field), rtol=tol, atol=tol, err_msg=f"{field} {i}"
       )
     assert bool(batched.certified[i]) and bool(one.certified)
   with pytest.raises(ValueError, match=r"warm: expected a WarmStart .*\(3, 4, 5\)"):

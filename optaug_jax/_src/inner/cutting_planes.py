@@ -11,9 +11,9 @@ vertex it returns as a cut. The loop stops only on a proof: the master's own pri
   box (`planning.policy_vertex`; valid cuts, as any feasible point's line bounds `Phi` from
   above). Where that model meets `psi` there, the one DP proves the solve.
 - A proven loop ends with its last master's weights and its best `mu`; only a loop out of
-  cuts pays a final master of 40 steps and two more DPs (at its maximiser and at the
-  primal point's multiplier) to tighten the certificate. `polish` and `recover` (exact
-  given `mu`) give the primal point either way; its certificate is its objective minus the
+  cuts pays a final master of 40 steps (its weights polished) and two more DPs (at its
+  maximiser and at the primal point's multiplier) to tighten the certificate. `recover`
+  (exact given `mu`) gives the primal point either way; its certificate is its objective minus the
   best dual value queried.
 - The last DP is returned as `SolverResult.lmo`: `solve_inner` takes the greedy actions at
   unreached states from it instead of one more DP.
@@ -285,39 +285,38 @@ def cutting_planes(
   mask = m.mask & ~jnp.any(same & earlier & m.mask[None, :], axis=1)
   distinct = m._replace(mask=mask)
 
-  def proven_end(_):  # the loop's proof holds: its last master's weights, its best mu
-    return s.weights, s.best, s.best_mu
+  def finish(w, best, best_mu):
+    w = recovery.recover(distinct, w, best_mu, problem, multipliers, eta)
+    q = jnp.tensordot(w, occ, axes=1)
+    return w, q, best, best_mu, problem_lib.objective(problem, q, multipliers, eta)
+
+  def proven_end(_):  # the loop's proof: its last master's weights, its best mu, its last DP
+    return finish(s.weights, s.best, s.best_mu) + (s.mu_last, s.v_last, jnp.zeros((), jnp.int32))
 
   def tightened_end(_):
-    # A loop out of cuts: a final master of 40 interior-point steps (the loop's take
-    # LOOP_MASTER_STEPS), whose mu can beat the best queried one; a better mu tightens the
-    # recovery and the certificate.
+    # A loop out of cuts (or a proven one whose point rounds outside the certificate, e.g.
+    # float32 at a large eta): a final master of 40 interior-point steps, whose mu can beat
+    # the best queried one, its weights polished (`recover`'s fallback candidate where `mu`
+    # is not accurate), and one more DP at the primal point's multiplier.
     mu_final, w = master_lib.master(values, images, mask, thresholds, multipliers, eta, early=early)
     value = dual_value(mu_final, oracle(mu_final).value, thresholds, multipliers, eta)
-    return w, jnp.maximum(s.best, value), jnp.where(value > s.best, mu_final, s.best_mu)
-
-  if early:  # only a loop out of cuts pays the final master's DP (and the one at mu_hat)
-    w, best, best_mu = batching.batch_cond(s.done, proven_end, tightened_end, None)
-  else:  # every step is paid anyway
-    w, best, best_mu = tightened_end(None)
-  w = recovery.polish(distinct, w, thresholds, multipliers, eta, num_steps=100)
-  w = recovery.recover(distinct, w, best_mu, problem, multipliers, eta)
-  q = jnp.tensordot(w, occ, axes=1)
-
-  def keep_last(_):
-    return best, s.mu_last, s.v_last, jnp.zeros((), jnp.int32)
-
-  def certify(_):  # one more DP, at the primal point's multiplier: a tighter certificate
+    w = recovery.polish(distinct, w, thresholds, multipliers, eta, num_steps=100)
+    best = jnp.maximum(s.best, value)
+    w, q, best, best_mu, _ = finish(w, best, jnp.where(value > s.best, mu_final, s.best_mu))
     mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)
     v = oracle(mu_hat)
-    value = dual_value(mu_hat, v.value, thresholds, multipliers, eta)
-    return jnp.maximum(best, value), mu_hat, v, jnp.ones((), jnp.int32) * 2
+    best = jnp.maximum(best, dual_value(mu_hat, v.value, thresholds, multipliers, eta))
+    objective = problem_lib.objective(problem, q, multipliers, eta)
+    return w, q, best, best_mu, objective, mu_hat, v, jnp.full((), 2, jnp.int32)
 
-  if early:
-    best, mu_last, v_last, extra = batching.batch_cond(s.done, keep_last, certify, None)
-  else:
-    best, mu_last, v_last, extra = certify(None)
-  objective = problem_lib.objective(problem, q, multipliers, eta)
+  if early:  # only a loop out of cuts, or a proof its point does not certify, pays the rest
+    out = proven_end(None)
+    certified = problem_lib.certified_tolerance(dtype) * (1.0 + jnp.abs(out[4]))
+    cheap = s.done & (out[4] - out[2] <= certified)
+    out = batching.batch_cond(cheap, lambda _: out, tightened_end, None)
+  else:  # every step is paid anyway
+    out = tightened_end(None)
+  w, q, best, best_mu, objective, mu_last, v_last, extra = out
   transitions = None
   if with_transitions:
     paths = m.paths
