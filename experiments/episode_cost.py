@@ -28,7 +28,8 @@ OUT.manifest.json: the arguments, the versions and a status, "running", "incompl
 recomputed when it is another run's and refused in one line when damaged (exit status 2,
 as a flag mistake); Ctrl-C ends the run with one line and exit status 130.
 
-  python experiments/episode_cost.py                    # every problem, 16 seeds
+  python experiments/episode_cost.py                    # the default problems, 16 seeds
+  python experiments/episode_cost.py --problems reservoir,random_i2,random_i5  # I >= 2
   python experiments/episode_cost.py --problems media_streaming,lost_sales --late-after 0
 """
 
@@ -51,6 +52,8 @@ from optaug_jax.experiment import checkpoints, cli, problems, result_files
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perf import phases  # noqa: E402
 
+RANDOM_I2 = {"num_states": 200, "num_actions": 4, "horizon": 10, "num_constraints": 2}
+RANDOM_I5 = {"num_states": 100, "num_actions": 4, "horizon": 10, "num_constraints": 5}
 PROBLEMS = {
   # name: (benchmark, its kwargs, setting, bonus scale)
   "media_streaming": ("media_streaming", {}, "paper", 0.1),
@@ -60,7 +63,20 @@ PROBLEMS = {
   "lost_sales": ("lost_sales", {}, "bura2022", 0.1),
   # A CMDP written as a user would (S = 216, a battery): `--benchmark MODULE:FUNCTION` form.
   "delivery": ("experiments/own_cmdp/delivery.py:delivery", {}, "bura2022", 0.1),
+  # Several constraints (timed only when named: not in DEFAULT_PROBLEMS). A reservoir with a
+  # flood and a drought budget (S = 200, A = 5, H = 30, 6 slots, both binding).
+  "reservoir": ("experiments/own_cmdp/reservoir.py:reservoir", {}, "bura2022", 0.1),
+  # random_family is dense (Dirichlet rows, no sparse layout): member 0 at mid size.
+  "random_i2": ("random_family", RANDOM_I2, "bura2022", 1.0),
+  "random_i5": ("random_family", RANDOM_I5, "bura2022", 1.0),
 }
+DEFAULT_PROBLEMS = tuple(PROBLEMS)[:6]  # the others only when named (minutes each)
+
+
+def _sizes(kwargs) -> str:
+  """`S=200 A=4 H=10 I=2` of random_family's size arguments."""
+  short = {"num_states": "S", "num_actions": "A", "horizon": "H", "num_constraints": "I"}
+  return " ".join(f"{short[k]}={v}" for k, v in kwargs.items())
 
 
 def _entry(problem):
@@ -438,9 +454,16 @@ def parse_args(argv=None):
   )
   p.add_argument(
     "--problems",
-    default=",".join(PROBLEMS),
+    default=",".join(DEFAULT_PROBLEMS),
     help=f"comma-separated subset of: {', '.join(PROBLEMS)}; or your own CMDP as"
-    " path/to/file.py:FUNCTION or MODULE:FUNCTION (as --benchmark)",
+    " path/to/file.py:FUNCTION or MODULE:FUNCTION (as --benchmark). Default: the first"
+    f" {len(DEFAULT_PROBLEMS)}; with several constraints, only when named: reservoir"
+    " (experiments/own_cmdp/reservoir.py, S=200 A=5 H=30 sparse, a flood and a drought"
+    " budget), random_i2 (random_family member 0, dense, "
+    + _sizes(RANDOM_I2)
+    + ") and random_i5 (dense, "
+    + _sizes(RANDOM_I5)
+    + ")",
   )
   p.add_argument(
     "--benchmark",
