@@ -298,7 +298,9 @@ def cutting_planes(
     # float32 at a large eta): a final master of 40 interior-point steps, whose mu can beat
     # the best queried one, its weights polished (`recover`'s fallback candidate where `mu`
     # is not accurate), and one more DP at the primal point's multiplier.
-    mu_final, w = master_lib.master(values, images, mask, thresholds, multipliers, eta, early=early)
+    mu_final, w = master_lib.master(
+      values, images, mask, thresholds, multipliers, eta, early=early, converge=False
+    )
     value = dual_value(mu_final, oracle(mu_final).value, thresholds, multipliers, eta)
     w = recovery.polish(distinct, w, thresholds, multipliers, eta, num_steps=100)
     best = jnp.maximum(s.best, value)

@@ -61,7 +61,16 @@ def spd_solve(a, b):
 
 
 def master(
-  values, images, mask, thresholds, multipliers, eta, *, num_steps: int = 40, early: bool = True
+  values,
+  images,
+  mask,
+  thresholds,
+  multipliers,
+  eta,
+  *,
+  num_steps: int = 40,
+  early: bool = True,
+  converge: bool = True,
 ):
   """The cutting-plane master: `max_{mu >= 0, t} t - mu.(mu - 2 lambda)/(2 eta) - mu.alpha`
   s.t. `t <= values_j + mu . images_j` for the collected vertices `j` (`mask`).
@@ -78,7 +87,9 @@ def master(
   A small dense QP in the `I + 1` variables `x = (v, tau)`, solved by a primal-dual
   interior-point method (`num_steps` Mehrotra predictor-corrector steps on the KKT
   system, step to 0.99 of the boundary): `min 1/2 x'Px + p'x` s.t. `Gx + s = h`, `s, z >= 0`.
-  `early`: a `lax.while_loop` that stops at convergence; `False`: a `lax.fori_loop` of
+  `converge=False`: every one of the `num_steps` steps (the final master of a solve out of
+  cuts: float32 at a large eta needs them all). `early`: a `lax.while_loop` that stops at
+  convergence; `False`: a `lax.fori_loop` of
   `num_steps` (reverse-differentiable) whose converged iterate stays put (the same numbers).
   Returns `mu` and the cut multipliers `w = z_cuts` (`w >= 0`, `sum w = 1` at the optimum:
   the weights of the vertices in the primal point).
@@ -143,7 +154,7 @@ def master(
     scale = 1.0 + jnp.max(jnp.abs(h))
     gap = jnp.dot(slack, dual) / slack.shape[0]
     worst = jnp.maximum(gap, jnp.maximum(jnp.max(jnp.abs(r_dual)), jnp.max(jnp.abs(r_primal))))
-    return (i < num_steps) & (worst > tol * scale)
+    return (i < num_steps) & ((worst > tol * scale) if converge else True)
 
   def advance(carry):
     i, state = carry
