@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import references as ref
+from test_warm_start import _assert_exact, _cold, _solve  # the I = 1 file's solves and check
 
 import optaug_jax as oj
 
@@ -31,37 +32,6 @@ def _problem(seed, num_constraints, radius=0.2):
     transitions=oj.TransitionSet(jnp.asarray(lower), jnp.asarray(upper)),
     initial_state=m.initial_state,
   ), rng
-
-
-@jax.jit
-def _solve(problem, lam, eta, warm):
-  return oj.solve_inner(problem, lam, eta, gradient=None, warm=warm)
-
-
-@jax.jit
-def _cold(problem, lam, eta):
-  return oj.solve_inner(problem, lam, eta, gradient=None)
-
-
-def _optimum(problem, lam, eta):
-  optimum, _ = ref.inner_cvxpy(
-    problem.cost,
-    problem.constraint_costs,
-    problem.lower,
-    problem.upper,
-    int(problem.initial_state),
-    problem.thresholds,
-    lam,
-    eta,
-  )
-  return optimum
-
-
-def _assert_exact(problem, lam, eta, sol):
-  optimum = _optimum(problem, lam, eta)
-  scale = max(1.0, abs(optimum))
-  assert abs(float(sol.objective) - optimum) <= 1e-7 * scale
-  assert float(sol.gap) <= 1e-9 * scale and bool(sol.certified)
 
 
 def _random_hint(rng, num_constraints):
