@@ -309,14 +309,26 @@ def test_no_nan_at_kinks(gradient):
 def test_unrolled_runs_a_stopping_solver_to_its_budget_with_the_same_numbers(solver):
   """A solver that stops early (`tol`) under `gradient="unrolled"`: the loop runs its whole
   budget (reverse-differentiable) and its finished iterate stays put, so every output equals
-  the early-stopping loop's (bit for bit); only the DP count differs. Its reverse-mode
+  the early-stopping loop's (bit for bit; the I >= 2 exact solve's point to 1e-7, its
+  objective to 1e-12); only the DP count differs. Its reverse-mode
   derivative then matches the envelope derivative (both solvers converge here)."""
   m, lower, upper = _instance()
   problem = _problem(m, lower, upper)
   early = oj.solve_inner(problem, LAM, 3.0, solver=solver, gradient=None)
   fixed = oj.solve_inner(problem, LAM, 3.0, solver=solver, gradient="unrolled")
+  # I >= 2 (here 2): a proven early loop ends on its last master's weights, the fixed one on
+  # the final master's (a derivative through the loop's degenerate masters blows up): the
+  # same optimum, the point to the recovery's accuracy.
   for field in ("occupancy", "policy", "transitions", "objective", "gap", "num_iters"):
-    np.testing.assert_array_equal(getattr(fixed, field), getattr(early, field), err_msg=field)
+    if isinstance(solver, oj.inner.Exact) and field == "transitions":
+      continue  # not unique on a face of optima: each point's own retrieval
+    if isinstance(solver, oj.inner.Exact) and field != "num_iters":
+      tol = 1e-12 if field == "objective" else 1e-7
+      np.testing.assert_allclose(
+        getattr(fixed, field), getattr(early, field), rtol=tol, atol=tol, err_msg=field
+      )
+    else:
+      np.testing.assert_array_equal(getattr(fixed, field), getattr(early, field), err_msg=field)
   assert int(fixed.dp_calls) > int(early.dp_calls)
   unr = oj.analysis.inner_sensitivities(problem, LAM, 3.0, solver=solver, gradient="unrolled")
   env = oj.analysis.inner_sensitivities(problem, LAM, 3.0, solver=solver)

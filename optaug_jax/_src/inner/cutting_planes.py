@@ -298,9 +298,7 @@ def cutting_planes(
     # float32 at a large eta): a final master of 40 interior-point steps, whose mu can beat
     # the best queried one, its weights polished (`recover`'s fallback candidate where `mu`
     # is not accurate), and one more DP at the primal point's multiplier.
-    mu_final, w = master_lib.master(
-      values, images, mask, thresholds, multipliers, eta, early=early, converge=False
-    )
+    mu_final, w = master_lib.master(values, images, mask, thresholds, multipliers, eta, early=early)
     value = dual_value(mu_final, oracle(mu_final).value, thresholds, multipliers, eta)
     w = recovery.polish(distinct, w, thresholds, multipliers, eta, num_steps=100)
     best = jnp.maximum(s.best, value)
@@ -311,12 +309,15 @@ def cutting_planes(
     objective = problem_lib.objective(problem, q, multipliers, eta)
     return w, q, best, best_mu, objective, mu_hat, v, jnp.full((), 2, jnp.int32)
 
-  if early:  # only a loop out of cuts, or a proof its point does not certify, pays the rest
-    out = proven_end(None)
-    certified = problem_lib.certified_tolerance(dtype) * (1.0 + jnp.abs(out[4]))
-    cheap = s.done & (out[4] - out[2] <= certified)
-    out = batching.batch_cond(cheap, lambda _: out, tightened_end, None)
-  else:  # every step is paid anyway
+  # Only a loop out of cuts, or a proof whose point does not certify, pays the rest.
+  proven = proven_end(None)
+  certified = problem_lib.certified_tolerance(dtype) * (1.0 + jnp.abs(proven[4]))
+  cheap = s.done & (proven[4] - proven[2] <= certified)
+  if early:
+    out = batching.batch_cond(cheap, lambda _: proven, tightened_end, None)
+  else:  # the unrolled derivative: through the final master over distinct vertices (the
+    # loop's masters hold repeated cuts, whose degenerate KKT systems blow the derivative up
+    # to 1e22); the point agrees with the early loop's to the recovery's accuracy
     out = tightened_end(None)
   w, q, best, best_mu, objective, mu_last, v_last, extra = out
   transitions = None
