@@ -8,6 +8,7 @@ in-process runs share the test session's float64.
 
 import errno
 import hashlib
+import io
 import json
 import os
 import pathlib
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+from optaug_jax._src.experiment import progress
 from optaug_jax.experiment import cli, figures, problems, result_files, runs
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -768,6 +770,35 @@ def test_a_ctrl_c_that_python_drops_still_ends_the_run_with_130_and_incomplete(t
 
   assert cli.run_guarded("cancellation", quiet, []) == 0
   assert json.loads((out2 / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_a_ctrl_c_dropped_in_a_finaliser_prints_no_traceback_and_stops_the_next_chunk(capsys):
+  """CI, 2026-11-28: the outlook's Ctrl-C landed in XLA's garbage-collection callback;
+  Python printed "Exception ignored in ... Traceback ... KeyboardInterrupt" and the pilot
+  ran its million episodes to the end. Here a finaliser drops the interrupt the same way
+  (`signal.raise_signal` inside `__del__`): stderr holds only the run's one line, and the
+  outlook's progress report (called between chunks) raises the recorded Ctrl-C."""
+  reports = []
+
+  class Finalised:
+    def __del__(self):
+      signal.raise_signal(signal.SIGINT)  # the handler raises here, inside the finaliser
+
+  def main(argv):
+    report = progress.phases(2, stream=io.StringIO())
+    report("pilot", 0, 10)
+    Finalised()  # collected at once: its KeyboardInterrupt is dropped
+    reports.append("after the drop")
+    report("pilot", 5, 10)  # the next chunk's report: raises
+    reports.append("not reached")
+
+  hook = sys.unraisablehook
+  assert cli.run_guarded("outlook", main, []) == 130
+  err = capsys.readouterr().err
+  assert reports == ["after the drop"]
+  assert "Traceback" not in err and "Exception ignored" not in err, err
+  assert _last_line(err).startswith("outlook.py: interrupted"), err
+  assert sys.unraisablehook is hook  # outside a guarded run: as before
 
 
 def test_known_model_runs_your_own_cmdp(tmp_path):

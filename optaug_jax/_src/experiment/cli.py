@@ -16,7 +16,6 @@ OPTAUG_TRACEBACK=1 to see the traceback behind a one-line error too.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import contextvars
 import errno
 import functools
@@ -24,7 +23,6 @@ import os
 import shlex
 import signal
 import sys
-import threading
 import time
 
 import numpy as np
@@ -306,7 +304,7 @@ def run_guarded(script: str, main, argv=None) -> int:
   prefix = f"{script}.py: error:"
   debug = os.environ.get("OPTAUG_TRACEBACK", "") not in ("", "0")
   try:
-    with _recording_interrupts():
+    with result_files.recording_interrupts():
       main(argv)
       result_files.raise_if_interrupted()  # a Ctrl-C that Python dropped on the way
     return 0
@@ -341,28 +339,6 @@ def run_guarded(script: str, main, argv=None) -> int:
     usage = getattr(e, "usage", None)
     sys.stderr.write(f"{usage or ''}{prefix} {' '.join(str(e).split())}\n")
     return EXIT_USAGE
-
-
-def _on_sigint(signum, frame):
-  result_files.note_interrupt()
-  raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _recording_interrupts():
-  """Within the block, Ctrl-C is recorded (`result_files.note_interrupt`) as well as
-  raised, so that one dropped inside a callback is raised again (between chunks, at the
-  end). Only in the main thread (where signal handlers live); the record is cleared after."""
-  result_files.clear_interrupt()
-  if threading.current_thread() is not threading.main_thread():
-    yield
-    return
-  previous = signal.signal(signal.SIGINT, _on_sigint)
-  try:
-    yield
-  finally:
-    signal.signal(signal.SIGINT, previous)
-    result_files.clear_interrupt()
 
 
 def _stop_progress_line():

@@ -6,18 +6,20 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import cli
+from . import cli, result_files
 
 
 def phases(seeds: int, stream=None) -> Callable[[str, int, int], None]:
   """A `progress(phase, done, total)` callback (`oj.analysis.outlook(progress=)`): a
   `cli.progress` line per report on `stream` (default stderr): the phase, its episodes
   done of `total` x `seeds`, its rate and the time it has left, timed from its first
-  report."""
+  report. Each report first raises a recorded Ctrl-C (`result_files.raise_if_interrupted`):
+  one that Python dropped in a callback stops the measurement at its next chunk."""
   stream = sys.stderr if stream is None else stream
   started: dict[str, float] = {}
 
   def report(phase: str, done: int, total: int) -> None:
+    result_files.raise_if_interrupted()  # between chunks: a Ctrl-C Python dropped
     start = started.setdefault(phase, time.perf_counter())
     if done:
       cli.progress(phase, done, total, start, seeds, stream=stream)

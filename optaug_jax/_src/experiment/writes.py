@@ -1,16 +1,21 @@
 """How the experiment scripts write their files: whole or not at all (`write_atomic`, and
 the writers over it), JSON without NaN or Infinity (`finite_json`), the digest of arrays,
-and the record of a Ctrl-C that Python dropped (so that a run never completes after one).
+and the record of a Ctrl-C (`recording_interrupts`, the guarded run's SIGINT handler), kept
+for one that Python dropped (so that a run never completes after one).
 `result_files` re-exports those the scripts use: it is their one module of files."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
 import os
+import signal
+import sys
 import tempfile
+import threading
 
 import numpy as np
 
@@ -55,6 +60,41 @@ def raise_if_interrupted() -> None:
   """`KeyboardInterrupt` if a Ctrl-C was recorded (one that Python may have dropped)."""
   if _Interrupt.pending:
     raise KeyboardInterrupt
+
+
+def _on_sigint(signum, frame):
+  note_interrupt()
+  raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def recording_interrupts():
+  """Within the block, Ctrl-C is recorded (`note_interrupt`) as well as
+  raised, so that one dropped inside a callback is raised again (between chunks, at the
+  end). Only in the main thread (where signal handlers live); the record is cleared after."""
+  clear_interrupt()
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  previous = signal.signal(signal.SIGINT, _on_sigint)
+  unraisable = sys.unraisablehook
+  sys.unraisablehook = functools.partial(_quiet_dropped_interrupt, unraisable)
+  try:
+    yield
+  finally:
+    sys.unraisablehook = unraisable
+    signal.signal(signal.SIGINT, previous)
+    clear_interrupt()
+
+
+def _quiet_dropped_interrupt(hook, unraisable) -> None:
+  """`sys.unraisablehook` within a guarded run: a recorded Ctrl-C that Python drops (raised
+  inside a finaliser such as XLA's `_xla_gc_callback`) is not printed ("Exception ignored
+  in ... Traceback ... KeyboardInterrupt" on stderr, CI run of 2026-11-28); the record
+  raises it again at the next check. Everything else goes to `hook`."""
+  if isinstance(unraisable.exc_value, KeyboardInterrupt) and interrupted():
+    return
+  hook(unraisable)
 
 
 def _umask() -> int:
