@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import policies
+from . import memory, policies
 from .agents.base import Agent, AgentState, init_agent
 from .checking import arguments, kernels, runs
 from .checking.cmdps import assert_cmdp_shapes, check_cmdp
@@ -242,9 +242,10 @@ def run_sharded(
   logs: str = "full",
   optimal_value: jax.typing.ArrayLike = 0.0,
   batched_cmdp: bool = False,
-  batch_size: int | None = None,
+  batch_size: int | str | None = None,
   mesh: jax.sharding.Mesh | None = None,
   donate_state: bool = False,
+  memory_budget: int | None = None,
 ):
   """`run` for a batch of seeds, sharded over devices, in bounded memory.
 
@@ -285,7 +286,10 @@ def run_sharded(
     optimal_value: `V*` for summaries: a scalar, or `[N]` (one per run).
     batched_cmdp: `cmdp` has a leading `[N]` axis (one CMDP per run).
     batch_size: seeds processed at a time on each device (`None`: all at once); at least
-      two (`1` runs in pairs).
+      two (`1` runs in pairs). `"auto"`: all at once if the compiled program fits
+      `memory_budget`, else the largest power of two that does (`memory.fitting`).
+    memory_budget: bytes per device for `"auto"` (default: 80% of an accelerator's free
+      memory; on CPU half the system's available memory over its CPU devices).
     mesh: a 1-D `Mesh` with axis name `"seeds"` (default: every device).
     donate_state: let XLA reuse the buffers of `state` (it is invalid afterwards).
 
@@ -310,7 +314,8 @@ def run_sharded(
   num_devices = mesh.devices.size
   padded = -(-num_seeds // num_devices) * num_devices
   per_device = padded // num_devices
-  if batch_size is not None:
+  auto = batch_size == "auto"
+  if batch_size is not None and not auto:
     arguments.check_int("batch_size", batch_size, low=1)
   optimal_value = jnp.broadcast_to(jnp.asarray(optimal_value), (num_seeds,))
 
@@ -322,14 +327,8 @@ def run_sharded(
 
   batched = jax.tree.map(pad, (keys, optimal_value) + ((cmdp,) if batched_cmdp else ()))
   shared = () if batched_cmdp else (cmdp,)
-  fn = _device_fn(
-    agent,
-    num_episodes,
-    logs,
-    batched_cmdp,
-    None if batch_size is None else min(int(batch_size), per_device),
-    donate_state,
-  )
+  fn_for = lambda size: _device_fn(agent, num_episodes, logs, batched_cmdp, size, donate_state)
+  fn = fn_for(None if batch_size is None or auto else min(int(batch_size), per_device))
   on_seeds = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seeds"))
   everywhere = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   # One program per device, the same whatever the mesh: each device of this process runs
@@ -347,6 +346,9 @@ def run_sharded(
     seeds_of(jax.tree.map(pad, state)),
     _per_device(shared, devices, None, per_device, everywhere),
   )
+  if auto:
+    budget = memory_budget or memory.default_budget(devices[0])
+    fn, _ = memory.fitting(fn_for, tuple(x[devices[0]] for x in inputs), per_device, budget)
   parts = [fn(*(x[d] for x in inputs)) for d in devices]
   out = jax.tree.map(
     lambda *xs: jax.make_array_from_single_device_arrays(

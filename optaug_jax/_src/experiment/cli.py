@@ -157,6 +157,9 @@ def _real_in(words: str, ok):
 non_negative_float = _real_in("a number >= 0", lambda x: x >= 0)
 
 
+positive_float = _real_in("a number > 0", lambda x: x > 0)
+
+
 open_unit_float = _real_in("a number strictly between 0 and 1", lambda x: 0 < x < 1)
 
 

@@ -153,7 +153,7 @@ def setup(args, script: str, outputs):
   bench = problems.build_problem(args)  # before the directory's check: its digest is a setting
   # Neither the processes (same numbers on any number: `processes`) nor the paths count.
   ignored = {"resume", "max_chunks", "out", *processes.FLAGS}
-  if args.batch_size is None:  # the directories of runs before --batch-size stay valid
+  if args.batch_size in (None, "auto"):  # runs before --batch-size: every seed at once
     ignored.add("batch_size")
   if args.benchmark != "random_family":  # the size flags describe the random family only
     ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
