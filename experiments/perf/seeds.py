@@ -1,5 +1,6 @@
 """Hundreds of seeds: the cost of a seed-episode at 16, 64 and 256 vmapped seeds, and with
-`oj.run_sharded(..., batch_size=B)`, with each configuration's peak resident memory.
+`oj.run_sharded(..., batch_size=B)` (`auto`: the batch from the memory budget), with each
+configuration's peak resident memory, and the episode against the hardware's floor.
 
 For each problem (`episode_cost.py`'s table, imported: `--problems`, default
 gridworld20_sparse and reservoir) and agent (optaug, optdual: built as `episode_cost.py`
@@ -23,9 +24,16 @@ resident memory is its own:
   mean, and the mean over episodes of the maximum over each vmapped batch of seeds: what a
   batch pays).
 
+The floor (measured in the same run, in the parent, before the children): the time to read
+one seed's confidence set once, `2 x H x S x A x N` bounds (lower and upper, `N` the next
+states of a row: its slots in the sparse layout) of the float dtype, at the bandwidth this
+machine streams (`_bandwidth`: a jitted sum over 512 MiB of float32, the median of 10
+calls). "floors" is the seed-episode's wall time over it.
+
 Printed: a table (seeds, batch size, wall and CPU ms per seed-episode, each one's ratio to
-the smallest seed count vmapped, peak RSS, the first call's seconds, OptAug's DPs); saved
-(`--out`, JSON rewritten after each configuration) with the arguments and the hardware.
+the smallest seed count vmapped, floors, peak RSS, the first call's seconds, OptAug's
+DPs); saved (`--out`, JSON rewritten after each configuration) with the arguments, the
+bandwidth and the hardware.
 
   taskset -c 1 python experiments/perf/seeds.py --out results/perf_seeds.json
 """
@@ -65,7 +73,8 @@ def parse_args(argv=None):
   p.add_argument(
     "--batch-sizes",
     default="16,32",
-    help="run_sharded's batch_size, at the largest --seeds (default: %(default)s)",
+    help="run_sharded's batch_size, at the largest --seeds; auto: chosen from the memory"
+    " budget, the choice recorded (default: %(default)s)",
   )
   p.add_argument(
     "--episodes",
@@ -108,7 +117,7 @@ def _reset_peak() -> bool:
 def _batch_max_mean(dp, batch_size):
   """The mean over episodes of the maximum over each batch of seeds (`[seeds, episodes]`),
   averaged over the batches: the DPs a vmapped batch pays."""
-  size = batch_size or dp.shape[0]
+  size = batch_size if isinstance(batch_size, int) and batch_size else dp.shape[0]
   groups = [dp[i : i + size] for i in range(0, dp.shape[0], size)]
   return float(sum(g.max(axis=0).mean() * len(g) for g in groups) / dp.shape[0])
 
@@ -120,10 +129,12 @@ def one(args):
   import numpy as np
 
   import optaug_jax as oj
+  from optaug_jax._src import memory
   from perf.common import batch
 
   problem, name, seeds, batch_size = args.one.split(",")
-  seeds, batch_size = int(seeds), int(batch_size) or None
+  seeds = int(seeds)
+  batch_size = "auto" if batch_size == "auto" else int(batch_size) or None
   bench_name, kwargs, setting_name, bonus = ec._entry(problem)
   start = time.perf_counter()
   bench = ec._benchmark(bench_name, kwargs)
@@ -133,7 +144,18 @@ def one(args):
   total = n * (1 + args.reps)
   agent = ec._agents(bench, setting, bonus, total, n, args.eta, [name], args.inner_tol)[name]
   fn = ec._chunk(agent, cmdp, n, batch_size)
+  chosen = []  # what batch_size="auto" chose
+  fitting = memory.fitting
+
+  def spy(*a):
+    out = fitting(*a)
+    chosen.append(out[1])
+    return out
+
+  memory.fitting = spy
   state = batch(oj.agents.init_agent(agent, cmdp), seeds)
+  h, s, a, n_next = state.counts.transitions.shape[1:]
+  bounds_bytes = 2 * cmdp.horizon * s * a * n_next * np.dtype(cmdp.cost.dtype).itemsize
   built = time.perf_counter() - start
   rss_built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
   start = time.perf_counter()
@@ -161,7 +183,9 @@ def one(args):
     "I": int(cmdp.constraint_costs.shape[0]),
     "seeds": seeds,
     "batch_size": batch_size,
+    "auto_chose": (chosen[0] or "all at once") if chosen else None,
     "episodes_per_chunk": n,
+    "bounds_bytes_per_seed": int(bounds_bytes),  # 2 x H x S x A x N of the dtype: the floor
     "optaug_jax": os.path.dirname(oj.__file__),  # which copy of the library ran
     "ms_per_seed_episode": 1e3 * seconds / (seeds * n),
     "chunk_seconds": times,
@@ -186,7 +210,8 @@ def one(args):
 
 
 def _configs(args):
-  seeds, sizes = _ints(args.seeds), _ints(args.batch_sizes)
+  seeds = _ints(args.seeds)
+  sizes = [b if b == "auto" else int(b) for b in args.batch_sizes.split(",") if b]
   for problem in args.problems.split(","):
     for name in args.agents.split(","):
       for s in seeds:
@@ -219,6 +244,7 @@ def _print_row(row):
   print(
     f"{cells} {row['ms_per_seed_episode']:10.3f} {row.get('ratio_to_smallest', 0):6.2f}x"
     f" {row['cpu_ms_per_seed_episode']:10.3f} {row.get('cpu_ratio_to_smallest', 0):6.2f}x"
+    f" {row.get('floors', 0):6.1f}"
     f" {row['peak_rss_mib']:8.0f} {'-' if timed is None else f'{timed:9.0f}'}"
     f" {row['compile_and_pretrain_s']:8.1f} {dp}",
     flush=True,
@@ -238,6 +264,23 @@ def _library_version() -> dict:
   return {"commit": head, "uncommitted_in_optaug_jax": [d.strip() for d in dirty if d.strip()]}
 
 
+def _bandwidth(mib=512, reps=10) -> float:
+  """GB/s this machine streams: a jitted sum over `mib` MiB of float32 (the median call)."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+
+  x = jnp.ones((mib * 2**18,), jnp.float32)
+  total = jax.jit(jnp.sum)
+  jax.block_until_ready(total(x))
+  times = []
+  for _ in range(reps):
+    start = time.perf_counter()
+    jax.block_until_ready(total(x))
+    times.append(time.perf_counter() - start)
+  return x.nbytes / float(np.median(times)) / 1e9
+
+
 def _write(path, payload):
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   tmp = path + ".tmp"
@@ -254,6 +297,7 @@ def main(argv=None):
 
   payload = {
     "config": vars(args),
+    "bandwidth_gb_s": _bandwidth(),
     "hardware": hardware(),
     "library": _library_version(),
     "rows": [],
@@ -264,8 +308,8 @@ def main(argv=None):
     pass
   print(
     f"{'problem':19s} {'agent':8s} {'seeds':>5s} {'batch':>5s} {'wall ms':>10s} {'ratio':>7s}"
-    f" {'cpu ms':>10s} {'ratio':>7s} {'peak MiB':>8s} {'+timed MiB':>9s} {'1st call':>8s}"
-    f" {'DPs':>6s} {'batch max':>9s}",
+    f" {'cpu ms':>10s} {'ratio':>7s} {'floors':>6s} {'peak MiB':>8s} {'+timed MiB':>9s}"
+    f" {'1st call':>8s} {'DPs':>6s} {'batch max':>9s}",
     flush=True,
   )
   base = {}
@@ -281,6 +325,9 @@ def main(argv=None):
         row[f"{k}ratio_to_smallest"] = (
           row[f"{k}ms_per_seed_episode"] / base[key][f"{k}ms_per_seed_episode"]
         )
+    if "error" not in row:
+      floor_ms = 1e3 * row["bounds_bytes_per_seed"] / (payload["bandwidth_gb_s"] * 1e9)
+      row["floor_ms"], row["floors"] = floor_ms, row["ms_per_seed_episode"] / floor_ms
     _print_row(row)
     payload["rows"].append(row)
     _write(args.out, payload)
