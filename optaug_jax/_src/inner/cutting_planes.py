@@ -208,6 +208,7 @@ def cutting_planes(
         eta,
         num_steps=LOOP_MASTER_STEPS,
         early=early,
+        converge=early,
       )
 
     m0, w0 = batching.batch_cond(
@@ -238,6 +239,7 @@ def cutting_planes(
       eta,
       num_steps=LOOP_MASTER_STEPS,
       early=early,
+      converge=early,
     )
     if early:  # under vmap, the DP runs for the members still cutting alone
       v = batching.for_active(act, _lagrangian_lmo, problem, mu)

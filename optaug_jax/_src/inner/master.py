@@ -88,11 +88,12 @@ def master(
   interior-point method (`num_steps` Mehrotra predictor-corrector steps on the KKT
   system, step to 0.99 of the boundary): `min 1/2 x'Px + p'x` s.t. `Gx + s = h`, `s, z >= 0`.
   `converge=True`: stop once converged (see `CONVERGED`); `False` (default): every one of
-  the `num_steps` steps. The cutting planes use every step: stopped at convergence, the
-  loop's masters took fewer DPs early in a run (a 60-state I = 2 CMDP: 7.3 DPs per solve
-  against 8.6), but the unrolled derivative through them exploded (1e22 where the
-  envelope's is 0.15: tests/test_gradients.py, slow). `early`: a `lax.while_loop` that stops at
-  convergence; `False`: a `lax.fori_loop` of
+  the `num_steps` steps. The cutting planes' loop masters converge where the loop may stop
+  early (fewer DPs early in a run: a 60-state I = 2 CMDP, 7.3 DPs per solve against 8.6);
+  under `gradient="unrolled"` (a fixed-length loop) they take every step, and the solve
+  ends on its full final master (the derivative through the loop's degenerate masters
+  reached 1e22 where the envelope's is 0.15: tests/test_gradients.py, slow). `early`: a
+  `lax.while_loop` that stops at convergence; `False`: a `lax.fori_loop` of
   `num_steps` (reverse-differentiable) whose converged iterate stays put (the same numbers).
   Returns `mu` and the cut multipliers `w = z_cuts` (`w >= 0`, `sum w = 1` at the optimum:
   the weights of the vertices in the primal point).
