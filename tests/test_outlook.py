@@ -595,12 +595,21 @@ def test_the_outlook_reports_its_progress_phase_by_phase():
     perfect_episodes=20,
     chunk=250,
     bias_form="sqrt",
+    num_seeds=3,
     progress=lambda *a: calls.append(a),
   )
-  assert calls[0] == ("perfect-model run of optdual", 20, 20)
+  # Each phase reports its start (which starts its clock) and its end; the timing at the
+  # run's seed count (another compilation) is a phase of its own.
+  assert calls[:2] == [
+    ("perfect-model run of optdual", 0, 20),
+    ("perfect-model run of optdual", 20, 20),
+  ]
   for name in ("optaug", "optdual"):
     mine = [c[1:] for c in calls if c[0] == f"pilot of {name}"]
     assert mine == [(0, 500), (250, 500), (500, 500)]
+    timing = [c[1:] for c in calls if c[0] == f"cost of {name} at 3 seeds"]
+    assert timing == [(0, 40), (40, 40)]
+  assert calls[-1][0] == "cost of optdual at 3 seeds"
 
 
 def test_phase_progress_prints_each_phase_with_its_time_left():

@@ -50,6 +50,7 @@ import numpy as np
 
 from .agents import registry
 from .outlook_runs import (
+  TIMING_EPISODES,
   Curve,
   FluidRun,
   Pilot,
@@ -455,6 +456,7 @@ def outlook(
     report = progress or (lambda phase, done, total: None)
     swings = {}
     for n, a in exact.items():
+      report(f"perfect-model run of {n}", 0, perfect_episodes)  # starts its clock
       swings[n] = np.asarray(perfect_model_run(a, cmdp, perfect_episodes).violation)
       report(f"perfect-model run of {n}", perfect_episodes, perfect_episodes)
     keys = jax.random.split(key, pilot_seeds)
@@ -465,10 +467,13 @@ def outlook(
     costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
     if num_seeds is not None:
       timing_key = jax.random.fold_in(key, 1)
-      costs = {
-        n: seconds_per_seed_episode(built[n], cmdp, pilots[n], timing_key, min(num_seeds, 256))
-        for n in pilots
-      }
+      timing_seeds = min(num_seeds, 256)
+      costs = {}
+      for n in pilots:  # compiles once more (another batch): a phase of its own
+        phase = f"cost of {n} at {timing_seeds} seeds"
+        report(phase, 0, 2 * TIMING_EPISODES)
+        costs[n] = seconds_per_seed_episode(built[n], cmdp, pilots[n], timing_key, timing_seeds)
+        report(phase, 2 * TIMING_EPISODES, 2 * TIMING_EPISODES)
   else:
     differ = sorted(
       k for k in config if k not in _REFIT and measurements.config.get(k) != config[k]

@@ -270,8 +270,16 @@ def pilot_run(
   )
 
 
+TIMING_EPISODES = 20  # each of `seconds_per_seed_episode`'s two calls
+
+
 def seconds_per_seed_episode(
-  agent: Agent, cmdp: CMDP, pilot: Pilot, key: jax.Array, num_seeds: int, episodes: int = 20
+  agent: Agent,
+  cmdp: CMDP,
+  pilot: Pilot,
+  key: jax.Array,
+  num_seeds: int,
+  episodes: int = TIMING_EPISODES,
 ) -> float:
   """The cost of one seed-episode in a batch of `num_seeds` vmapped seeds, from the pilot's
   final states (repeated to fill the batch): the second of two calls of `episodes`
