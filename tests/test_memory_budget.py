@@ -88,3 +88,18 @@ def test_batch_size_refuses_another_word(setup):
   bench, agent, keys = setup
   with pytest.raises((TypeError, ValueError), match="batch_size"):
     oj.run_sharded(agent, keys, bench.cmdp, num_episodes=EPISODES, batch_size="many")
+
+
+def test_the_choice_is_made_once_per_program_and_budget(setup, monkeypatch):
+  """perf/seeds.py: every chunk of a run re-traced its program to choose (`lower`), and a
+  256-seed chunk of the 20x20 grid cost 1.8x the one chosen once."""
+  bench, agent, keys = setup
+  calls = []
+  choose = memory._choose
+  monkeypatch.setattr(memory, "_choose", lambda *a: calls.append(1) or choose(*a))
+  run = dict(num_episodes=EPISODES, batch_size="auto", memory_budget=2**40)
+  oj.run_sharded(agent, keys, bench.cmdp, **run)
+  oj.run_sharded(agent, keys, bench.cmdp, **run)  # the next chunk of the same run
+  assert len(calls) == 1
+  oj.run_sharded(agent, keys, bench.cmdp, **{**run, "memory_budget": 2**41})
+  assert len(calls) == 2  # another budget: chosen again

@@ -59,16 +59,33 @@ def planned_bytes(compiled) -> tuple[int, int] | None:
   return int(fixed), int(m.temp_size_in_bytes)
 
 
+# The batch chosen per (program, input shapes, budget): a run's chunks after its first
+# neither trace nor compile again to choose (each `lower` traces the whole program).
+_CHOSEN: dict = {}
+
+
 def fitting(
   device_fn: Callable[[int | None], Any], inputs: tuple, num_seeds: int, budget: int
 ) -> tuple[Any, int | None]:
   """`(fn, batch_size)`: `device_fn(batch_size)` (a jitted function of `inputs`) for the
   largest batch whose compiled program fits `budget` bytes: `None` (every seed at once)
-  where that fits, else a power of two, at least 2 (see the module docstring)."""
+  where that fits, else a power of two, at least 2 (see the module docstring). Chosen once
+  per program, input shapes and budget."""
+  import jax
+
+  leaves, tree = jax.tree.flatten(inputs)
+  key = (device_fn(None), tree, tuple((x.shape, x.dtype) for x in leaves), num_seeds, budget)
+  if key not in _CHOSEN:
+    _CHOSEN[key] = _choose(device_fn, inputs, num_seeds, budget)
+  size = _CHOSEN[key]
+  return device_fn(size), size
+
+
+def _choose(device_fn, inputs, num_seeds: int, budget: int) -> int | None:
   fn = device_fn(None)
   planned = planned_bytes(fn.lower(*inputs).compile())
   if planned is None or sum(planned) <= budget or num_seeds <= 2:
-    return fn, None
+    return None
   fixed, temp = planned
   room = budget - fixed
   per_seed = temp / num_seeds
@@ -78,7 +95,7 @@ def fitting(
     fn = device_fn(size)
     planned = planned_bytes(fn.lower(*inputs).compile())
     if planned is None or sum(planned) <= budget:
-      return fn, size
+      return size
     if size == 2:
       raise ValueError(
         f"memory_budget: {size_text(budget)} is too small for {num_seeds} seeds on one"
