@@ -103,3 +103,17 @@ def test_the_choice_is_made_once_per_program_and_budget(setup, monkeypatch):
   assert len(calls) == 1
   oj.run_sharded(agent, keys, bench.cmdp, **{**run, "memory_budget": 2**41})
   assert len(calls) == 2  # another budget: chosen again
+
+
+def test_a_cap_bounds_the_batch_and_the_budget_still_holds(setup):
+  """On CPU `auto` runs at most `CPU_BATCH` seeds at a time (`cap`); under a budget that
+  holds two at a time and no more, the cap is halved down to 2."""
+  bench, agent, keys = setup
+  fn_for = lambda size: runner._device_fn(agent, EPISODES, "full", False, size, False)
+  inputs = ((keys, jnp.zeros(keys.shape[0])), None, (bench.cmdp,))
+  memory._CHOSEN.clear()
+  assert memory.fitting(fn_for, inputs, SEEDS, 2**40, cap=4)[1] == 4
+  assert memory.fitting(fn_for, inputs, SEEDS, 2**40, cap=SEEDS)[1] is None
+  two = sum(_planned(agent, bench, keys, 2))
+  assert memory.fitting(fn_for, inputs, SEEDS, two, cap=8)[1] == 2
+  assert memory.CPU_BATCH == 16

@@ -10,6 +10,9 @@ fits beside them, and its program is compiled and checked the same way (halved w
 does not fit). Where the states and logs alone exceed the budget, no batch size helps:
 a `ValueError` says so.
 
+On CPU the batch is also at most `CPU_BATCH` seeds (the cost per seed grows with larger
+vmapped batches there; on an accelerator it falls).
+
 The default budget: on an accelerator, 80% of the memory it has left (`memory_stats`); on
 CPU, half of the memory the system has available (`MemAvailable`), shared by its local
 CPU devices.
@@ -23,6 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 GIB = 2**30
+# On CPU, `auto` runs at most this many seeds at a time: beyond it a vmapped batch's
+# intermediates leave the caches (the 20x20 grid, OptAug, one core: 256 seeds at once
+# cost 1.19x the 16-seed cost per seed-episode, 256 in batches of 16 0.88x:
+# experiments/perf/seeds.py). Accelerators take every seed that fits.
+CPU_BATCH = 16
 
 
 def default_budget(device) -> int:
@@ -65,32 +73,41 @@ _CHOSEN: dict = {}
 
 
 def fitting(
-  device_fn: Callable[[int | None], Any], inputs: tuple, num_seeds: int, budget: int
+  device_fn: Callable[[int | None], Any],
+  inputs: tuple,
+  num_seeds: int,
+  budget: int,
+  cap: int | None = None,
 ) -> tuple[Any, int | None]:
   """`(fn, batch_size)`: `device_fn(batch_size)` (a jitted function of `inputs`) for the
   largest batch whose compiled program fits `budget` bytes: `None` (every seed at once)
-  where that fits, else a power of two, at least 2 (see the module docstring). Chosen once
-  per program, input shapes and budget."""
+  where that fits, else a power of two, at least 2 (see the module docstring); at most
+  `cap` seeds at a time where given (`CPU_BATCH` on CPU). Chosen once per program, input
+  shapes, budget and cap."""
   import jax
 
   leaves, tree = jax.tree.flatten(inputs)
-  key = (device_fn(None), tree, tuple((x.shape, x.dtype) for x in leaves), num_seeds, budget)
+  shapes = tuple((x.shape, x.dtype) for x in leaves)
+  key = (device_fn(None), tree, shapes, num_seeds, budget, cap)
   if key not in _CHOSEN:
-    _CHOSEN[key] = _choose(device_fn, inputs, num_seeds, budget)
+    _CHOSEN[key] = _choose(device_fn, inputs, num_seeds, budget, cap)
   size = _CHOSEN[key]
   return device_fn(size), size
 
 
-def _choose(device_fn, inputs, num_seeds: int, budget: int) -> int | None:
-  fn = device_fn(None)
-  planned = planned_bytes(fn.lower(*inputs).compile())
-  if planned is None or sum(planned) <= budget or num_seeds <= 2:
-    return None
-  fixed, temp = planned
-  room = budget - fixed
-  per_seed = temp / num_seeds
-  size = 2 ** int(math.floor(math.log2(max(room / per_seed, 2.0)))) if room > 0 else 2
-  size = max(2, min(size, 2 ** int(math.log2(num_seeds - 1))))
+def _choose(device_fn, inputs, num_seeds: int, budget: int, cap: int | None) -> int | None:
+  if cap is not None and num_seeds > cap:
+    size = max(2, 2 ** int(math.log2(cap)))  # the cap, then halved while it does not fit
+  else:
+    fn = device_fn(None)
+    planned = planned_bytes(fn.lower(*inputs).compile())
+    if planned is None or sum(planned) <= budget or num_seeds <= 2:
+      return None
+    fixed, temp = planned
+    room = budget - fixed
+    per_seed = temp / num_seeds
+    size = 2 ** int(math.floor(math.log2(max(room / per_seed, 2.0)))) if room > 0 else 2
+    size = max(2, min(size, 2 ** int(math.log2(num_seeds - 1))))
   while True:
     fn = device_fn(size)
     planned = planned_bytes(fn.lower(*inputs).compile())

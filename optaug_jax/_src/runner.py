@@ -287,7 +287,8 @@ def run_sharded(
     batched_cmdp: `cmdp` has a leading `[N]` axis (one CMDP per run).
     batch_size: seeds processed at a time on each device (`None`: all at once); at least
       two (`1` runs in pairs). `"auto"`: all at once if the compiled program fits
-      `memory_budget`, else the largest power of two that does (`memory.fitting`).
+      `memory_budget`, else the largest power of two that does, and on CPU at most 16
+      (`memory.fitting`, `memory.CPU_BATCH`).
     memory_budget: bytes per device for `"auto"` (default: 80% of an accelerator's free
       memory; on CPU half the system's available memory over its CPU devices).
     mesh: a 1-D `Mesh` with axis name `"seeds"` (default: every device).
@@ -348,7 +349,8 @@ def run_sharded(
   )
   if auto:
     budget = memory_budget or memory.default_budget(devices[0])
-    fn, _ = memory.fitting(fn_for, tuple(x[devices[0]] for x in inputs), per_device, budget)
+    cap = memory.CPU_BATCH if devices[0].platform == "cpu" else None
+    fn, _ = memory.fitting(fn_for, tuple(x[devices[0]] for x in inputs), per_device, budget, cap)
   parts = [fn(*(x[d] for x in inputs)) for d in devices]
   out = jax.tree.map(
     lambda *xs: jax.make_array_from_single_device_arrays(

@@ -14,8 +14,8 @@ program on `--batch-size` seeds at a time, so a run over N processes writes the 
 the same command on one process, bit for bit (timings aside); `tests/test_processes.py`
 checks two processes on 127.0.0.1 against one. One process with `--batch-size auto` (the
 default) runs all its seeds in one `vmap` on the device where the compiled program fits
-`--memory-budget`, else the largest power of two of them at a time that does
-(`oj.run_sharded(batch_size="auto")`): 1,024 seeds of a 400-state CMDP on a 24 GB machine.
+`--memory-budget`, else the largest power of two of them at a time that does, and on CPU
+at most 16 at a time (`oj.run_sharded(batch_size="auto")`, `memory.CPU_BATCH`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     " the same value gives the same numbers on any number of processes"
     " and devices (default: auto, every seed of a device at once where the"
     " compiled program fits --memory-budget, else the largest power of two"
-    " that does)",
+    " that does; on CPU at most 16 at a time)",
   )
   g.add_argument(
     "--memory-budget",
