@@ -103,6 +103,13 @@ def test_the_choice_is_made_once_per_program_and_budget(setup, monkeypatch):
   assert len(calls) == 1
   oj.run_sharded(agent, keys, bench.cmdp, **{**run, "memory_budget": 2**41})
   assert len(calls) == 2  # another budget: chosen again
+  # The default budget moves with the system's free memory: it is read once, when the
+  # choice is made (the key is the budget as given), not at every chunk.
+  free = iter(range(2**34, 2**35, 2**20))  # a little more free memory at every read
+  monkeypatch.setattr(memory, "available_memory", lambda: next(free))
+  for _ in range(2):
+    oj.run_sharded(agent, keys, bench.cmdp, **{**run, "memory_budget": None})
+  assert len(calls) == 3
 
 
 def test_a_cap_bounds_the_batch_and_the_budget_still_holds(setup):

@@ -76,14 +76,16 @@ def fitting(
   device_fn: Callable[[int | None], Any],
   inputs: tuple,
   num_seeds: int,
-  budget: int,
+  budget: int | None,
   cap: int | None = None,
 ) -> tuple[Any, int | None]:
   """`(fn, batch_size)`: `device_fn(batch_size)` (a jitted function of `inputs`) for the
   largest batch whose compiled program fits `budget` bytes: `None` (every seed at once)
   where that fits, else a power of two, at least 2 (see the module docstring); at most
-  `cap` seeds at a time where given (`CPU_BATCH` on CPU). Chosen once per program, input
-  shapes, budget and cap."""
+  `cap` seeds at a time where given (`CPU_BATCH` on CPU). `budget=None`: the default of
+  the inputs' device (`default_budget`), read when the choice is made. Chosen once per
+  program, input shapes, budget (as given: the default moves with the system's free
+  memory) and cap."""
   import jax
 
   leaves, tree = jax.tree.flatten(inputs)
@@ -95,7 +97,11 @@ def fitting(
   return device_fn(size), size
 
 
-def _choose(device_fn, inputs, num_seeds: int, budget: int, cap: int | None) -> int | None:
+def _choose(device_fn, inputs, num_seeds: int, budget: int | None, cap: int | None) -> int | None:
+  import jax
+
+  if budget is None:
+    budget = default_budget(next(iter(jax.tree.leaves(inputs)[0].devices())))
   if cap is not None and num_seeds > cap:
     size = max(2, 2 ** int(math.log2(cap)))  # the cap, then halved while it does not fit
   else:

@@ -348,9 +348,9 @@ def run_sharded(
     _per_device(shared, devices, None, per_device, everywhere),
   )
   if auto:
-    budget = memory_budget or memory.default_budget(devices[0])
     cap = memory.CPU_BATCH if devices[0].platform == "cpu" else None
-    fn, _ = memory.fitting(fn_for, tuple(x[devices[0]] for x in inputs), per_device, budget, cap)
+    first = tuple(x[devices[0]] for x in inputs)
+    fn, _ = memory.fitting(fn_for, first, per_device, memory_budget, cap)
   parts = [fn(*(x[d] for x in inputs)) for d in devices]
   out = jax.tree.map(
     lambda *xs: jax.make_array_from_single_device_arrays(
