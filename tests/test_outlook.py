@@ -578,12 +578,16 @@ def test_a_refit_may_read_a_run_beside_an_outlook_already_measured():
 
 
 @pytest.mark.slow
-def test_the_outlook_reports_its_progress_phase_by_phase():
+def test_the_outlook_reports_its_progress_phase_by_phase(monkeypatch):
   """The outlook took 15 minutes on a 200-state CMDP with no progress output. It reports
   each perfect-model run and each pilot chunk by chunk (`progress(phase, done, total)`, in
   episodes); the script prints them on stderr with the time left (`progress.phases`)."""
+  from optaug_jax._src import outlook_runs
+
   bench = oj.benchmarks.make_benchmark("factored")
-  calls = []
+  calls, programs = [], []
+  timing_fn = outlook_runs._timing_fn
+  monkeypatch.setattr(outlook_runs, "_timing_fn", lambda *a: programs.append(1) or timing_fn(*a))
   oj.analysis.outlook(
     bench,
     ("optaug", "optdual"),
@@ -610,6 +614,9 @@ def test_the_outlook_reports_its_progress_phase_by_phase():
     timing = [c[1:] for c in calls if c[0] == f"cost of {name} at 3 seeds"]
     assert timing == [(0, 40), (40, 40)]
   assert calls[-1][0] == "cost of optdual at 3 seeds"
+  # Each agent's timing program was built once, in the background (`timing_compiles`), and
+  # run as compiled: no second trace at the timing phase.
+  assert len(programs) == 2
 
 
 def test_phase_progress_prints_each_phase_with_its_time_left():

@@ -59,6 +59,7 @@ from .outlook_runs import (
   pilot_length,
   pilot_run,
   seconds_per_seed_episode,
+  timing_compiles,
 )
 
 # The Lagrangian agents of the registry: their swing is measured on the exact model.
@@ -454,6 +455,9 @@ def outlook(
       lagrangian, benchmark, num_episodes=num_episodes, options={**options, "bonus_scale": 0.0}
     )
     report = progress or (lambda phase, done, total: None)
+    timing_key, timing_seeds = jax.random.fold_in(key, 1), min(num_seeds or 1, 256)
+    timing_keys = jax.random.split(timing_key, timing_seeds)
+    compiling, pool = timing_compiles(built, cmdp, timing_keys) if num_seeds else ({}, None)
     swings = {}
     for n, a in exact.items():
       report(f"perfect-model run of {n}", 0, perfect_episodes)  # starts its clock
@@ -465,15 +469,14 @@ def outlook(
       for n, a in built.items()
     }
     costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
-    if num_seeds is not None:
-      timing_key = jax.random.fold_in(key, 1)
-      timing_seeds = min(num_seeds, 256)
-      costs = {}
-      for n in pilots:  # compiles once more (another batch): a phase of its own
-        phase = f"cost of {n} at {timing_seeds} seeds"
-        report(phase, 0, 2 * TIMING_EPISODES)
-        costs[n] = seconds_per_seed_episode(built[n], cmdp, pilots[n], timing_key, timing_seeds)
-        report(phase, 2 * TIMING_EPISODES, 2 * TIMING_EPISODES)
+    for n in compiling:  # compiled in the background since the start: a phase of its own
+      report(phase := f"cost of {n} at {timing_seeds} seeds", 0, 2 * TIMING_EPISODES)
+      program = compiling[n].result()
+      run = (built[n], cmdp, pilots[n], timing_key, timing_seeds)
+      costs[n] = seconds_per_seed_episode(*run, compiled=program)
+      report(phase, 2 * TIMING_EPISODES, 2 * TIMING_EPISODES)
+    if pool is not None:
+      pool.shutdown()
   else:
     differ = sorted(
       k for k in config if k not in _REFIT and measurements.config.get(k) != config[k]

@@ -5,6 +5,8 @@ configured, in one jitted call or a few."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -273,6 +275,28 @@ def pilot_run(
 TIMING_EPISODES = 20  # each of `seconds_per_seed_episode`'s two calls
 
 
+def _timing_fn(agent, cmdp, episodes):
+  return jax.jit(jax.vmap(lambda k, st: _run_chunk(agent, k, cmdp, st, episodes)))
+
+
+def timing_compiles(
+  agents: dict[str, Agent], cmdp: CMDP, keys: jax.Array, episodes: int = TIMING_EPISODES
+) -> tuple[dict[str, concurrent.futures.Future], concurrent.futures.Executor]:
+  """`seconds_per_seed_episode`'s programs for the seeds of `keys`, compiled in a background
+  thread from each agent's initial state (the shapes of a pilot's final state): `outlook`
+  starts them before its pilots, which leave a core idle on CPU (OptAug's chunk compiles
+  in about 50 s on the 200-state reservoir). Returns `({name: future of a Compiled},
+  executor)`; shut the executor down after."""
+  pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile")
+
+  def compiled(agent):
+    state = jax.vmap(lambda _: init_agent(agent, cmdp))(keys)
+    return _timing_fn(agent, cmdp, episodes).lower(keys, state).compile()
+
+  context = contextvars.copy_context  # each job sees the caller's settings (`check`)
+  return {n: pool.submit(context().run, compiled, a) for n, a in agents.items()}, pool
+
+
 def seconds_per_seed_episode(
   agent: Agent,
   cmdp: CMDP,
@@ -280,15 +304,21 @@ def seconds_per_seed_episode(
   key: jax.Array,
   num_seeds: int,
   episodes: int = TIMING_EPISODES,
+  compiled: Any = None,
 ) -> float:
   """The cost of one seed-episode in a batch of `num_seeds` vmapped seeds, from the pilot's
   final states (repeated to fill the batch): the second of two calls of `episodes`
-  episodes (the first compiles), its wall time / (seeds x episodes)."""
+  episodes (the first compiles, unless `compiled` is the program `timing_compiles` built
+  for these shapes), its wall time / (seeds x episodes)."""
   reps = -(-num_seeds // pilot.violations.shape[0])
   state = jax.tree.map(lambda x: jnp.concatenate([x] * reps)[:num_seeds], pilot.state)
   keys = jax.random.split(key, num_seeds)
-  run = jax.jit(jax.vmap(lambda k, st: _run_chunk(agent, k, cmdp, st, episodes)))
-  state, out = run(keys, state)
+  run = compiled or _timing_fn(agent, cmdp, episodes)
+  try:
+    state, out = run(keys, state)
+  except TypeError:  # a Compiled for other input types (a typed key, a pilot's dtypes)
+    run = _timing_fn(agent, cmdp, episodes)
+    state, out = run(keys, state)
   jax.block_until_ready(out)
   start = time.perf_counter()
   jax.block_until_ready(run(keys, state))
