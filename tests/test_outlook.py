@@ -633,3 +633,9 @@ def test_phase_progress_prints_each_phase_with_its_time_left():
   assert len(lines) == 2 and all(line.startswith("pilot of optaug") for line in lines)
   assert "250/500 episodes x 4 seeds" in lines[0] and "ETA" in lines[0]
   assert "500/500 episodes x 4 seeds" in lines[1]
+  # The phases that time the run's batch say its seed count, not the pilot's.
+  out = io.StringIO()
+  report = progress.phases(4, stream=out, timing_seeds=32)
+  report("cost of optaug at 32 seeds", 0, 40)
+  report("cost of optaug at 32 seeds", 40, 40)
+  assert "40/40 episodes x 32 seeds" in out.getvalue()

@@ -382,7 +382,8 @@ def main(argv=None):
       num_seeds=args.seeds,
       bias_form=args.bias_form,
       measurements=measurements,
-      progress=progress.phases(args.pilot_seeds),  # stderr: each phase's time left
+      # stderr: each phase's time left
+      progress=progress.phases(args.pilot_seeds, timing_seeds=min(args.seeds, 256)),
     )
     measured = measured_in_run(args.like, out.predictions)
     summary = out.summary()

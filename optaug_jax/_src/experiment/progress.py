@@ -9,11 +9,14 @@ from collections.abc import Callable
 from . import cli, result_files
 
 
-def phases(seeds: int, stream=None) -> Callable[[str, int, int], None]:
+def phases(
+  seeds: int, stream=None, timing_seeds: int | None = None
+) -> Callable[[str, int, int], None]:
   """A `progress(phase, done, total)` callback (`oj.analysis.outlook(progress=)`): a
   `cli.progress` line per report on `stream` (default stderr): the phase, its episodes
   done of `total` x `seeds`, its rate and the time it has left, timed from its first
-  report. Each report first raises a recorded Ctrl-C (`result_files.raise_if_interrupted`):
+  report (the seeds of the phases that time the run's batch, "cost of ...": `timing_seeds`).
+  Each report first raises a recorded Ctrl-C (`result_files.raise_if_interrupted`):
   one that Python dropped in a callback stops the measurement at its next chunk."""
   stream = sys.stderr if stream is None else stream
   started: dict[str, float] = {}
@@ -22,6 +25,7 @@ def phases(seeds: int, stream=None) -> Callable[[str, int, int], None]:
     result_files.raise_if_interrupted()  # between chunks: a Ctrl-C Python dropped
     start = started.setdefault(phase, time.perf_counter())
     if done:
-      cli.progress(phase, done, total, start, seeds, stream=stream)
+      timing = timing_seeds is not None and phase.startswith("cost of ")
+      cli.progress(phase, done, total, start, timing_seeds if timing else seeds, stream=stream)
 
   return report
