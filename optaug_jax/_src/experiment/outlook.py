@@ -382,8 +382,7 @@ def main(argv=None):
       num_seeds=args.seeds,
       bias_form=args.bias_form,
       measurements=measurements,
-      # stderr: each phase's time left
-      progress=progress.phases(args.pilot_seeds, timing_seeds=min(args.seeds, 256)),
+      progress=progress.phases(args.pilot_seeds, timing_seeds=min(args.seeds, 256)),  # stderr
     )
     measured = measured_in_run(args.like, out.predictions)
     summary = out.summary()
