@@ -96,9 +96,9 @@ def _benchmark(name, kwargs):
 AGENTS = ("optaug", "optaug_cold", "optdual")  # optaug_cold: optaug(warm_start=False)
 
 
-def _agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol):
+def _agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol, warm_cuts=False):
   common = dict(setting=setting, bonus_scale=bonus)
-  inner = oj.inner.exact(tol=inner_tol)
+  inner = oj.inner.exact(tol=inner_tol, warm_cuts=warm_cuts)
   make = {
     "optaug": lambda: oj.agents.make_agent(
       "optaug",
@@ -230,6 +230,7 @@ def _identity(args, problem, name) -> dict:
     "late_after": args.late_after,
     "chunk": args.chunk,
     "inner_tol": args.inner_tol,
+    "warm_cuts": args.warm_cuts,
     "bonus": _bonus(args, problem),
     "batch_size": args.batch_size,  # another batch shape may round another way
     "x64": bool(jax.config.jax_enable_x64),
@@ -318,8 +319,9 @@ def measure(args, problem):
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   total = args.chunk + max(args.early, args.late_after + args.window)
+  names = args.agents.split(",")
   agents = _agents(
-    bench, setting, bonus, total, args.chunk, args.eta, args.agents.split(","), args.inner_tol
+    bench, setting, bonus, total, args.chunk, args.eta, names, args.inner_tol, args.warm_cuts
   )
   row = {
     "problem": problem,
@@ -494,6 +496,12 @@ def parse_args(argv=None):
     help="OptAug's exact(tol=...): 0 (default) stops when the dual is solved to"
     " rounding; a positive tol stops when the model's bound is within tol"
     " (relative) of the best dual value",
+  )
+  p.add_argument(
+    "--warm-cuts",
+    action="store_true",
+    help="OptAug's exact(warm_cuts=True): I >= 2 solves start from the last one's vertices"
+    " (fewer DPs; other learning statistics: docs/results/statistics)",
   )
   p.add_argument(
     "--chunk",

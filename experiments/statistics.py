@@ -19,7 +19,10 @@ per benchmark the seconds (and those compiling), uncertified solves and DPs per 
 
 K and setting (`RUNS`): factored 50,000, media_streaming 10,000, random_family 5,000 in
 the paper's; inventory 5,000, gridworld (S = 25) 3,000, queue (S = 200, H = 50) 1,000 and
-lost_sales (S = 200) 500 in bura2022 (known costs and support: sparse layouts). A run took
+lost_sales (S = 200) 500 in bura2022 (known costs and support: sparse layouts). Every
+registered benchmark has one constraint; two members of the random family with several
+(`random_family_i2`, `random_family_i5`: `--constraints 2` and `5`, K 5,000 and 2,000, the
+paper's setting) run the I >= 2 inner solve. A run took
 14-16 minutes on one core of the 2-core CPU shared with one or two other processes (9 in a
 probe with one; `taskset -c 1`), half of it compiling (20-140 s per benchmark). Past the
 300 pre-training episodes everywhere, far past on the small CMDPs; on the S = 200 ones the
@@ -66,16 +69,27 @@ import numpy as np
 import scipy.stats
 
 import optaug_jax as oj
-from optaug_jax.experiment import arguments, cli, headline, reductions, result_files, runs
+from optaug_jax.experiment import (
+  arguments,
+  cli,
+  headline,
+  problems,
+  reductions,
+  result_files,
+  runs,
+)
 
-RUNS = {  # benchmark: (the setting of its recorded runs in docs/results, K)
-  "media_streaming": ("paper", 10_000),
-  "factored": ("paper", 50_000),
-  "gridworld": ("bura2022", 3_000),
-  "queue": ("bura2022", 1_000),
-  "inventory": ("bura2022", 5_000),
-  "lost_sales": ("bura2022", 500),
-  "random_family": ("paper", 5_000),
+RUNS = {  # name: (the setting of its recorded runs in docs/results, K, headline.py's problem)
+  "media_streaming": ("paper", 10_000, ("--benchmark", "media_streaming")),
+  "factored": ("paper", 50_000, ("--benchmark", "factored")),
+  "gridworld": ("bura2022", 3_000, ("--benchmark", "gridworld")),
+  "queue": ("bura2022", 1_000, ("--benchmark", "queue")),
+  "inventory": ("bura2022", 5_000, ("--benchmark", "inventory")),
+  "lost_sales": ("bura2022", 500, ("--benchmark", "lost_sales")),
+  "random_family": ("paper", 5_000, ("--benchmark", "random_family")),
+  # Several constraints (the I >= 2 solve): the registered benchmarks have one each.
+  "random_family_i2": ("paper", 5_000, ("--benchmark", "random_family", "--constraints", "2")),
+  "random_family_i5": ("paper", 2_000, ("--benchmark", "random_family", "--constraints", "5")),
 }
 CHUNK = 500  # episodes per jitted call (a divisor of K; the numbers do not depend on it)
 LEVEL = 0.01  # family-wise level of the test (Holm over every benchmark and metric)
@@ -110,10 +124,11 @@ def library() -> dict:
 
 
 def agent_args(benchmark: str, episodes: int, seeds: int, flags=()):
-  """headline.py's flags for OptAug alone on `benchmark` in its setting (`RUNS`), with
-  its defaults resolved: what the script gives OptAug when no other flag is given. `flags`:
-  more of headline.py's flags (a negative control: `--eta 1`, `--agents optdual`)."""
-  argv = ["--benchmark", benchmark, "--setting", RUNS[benchmark][0], "--agents", "optaug"]
+  """headline.py's flags for OptAug alone on `benchmark` (a name of `RUNS`) in its setting,
+  with its defaults resolved: what the script gives OptAug when no other flag is given.
+  `flags`: more of headline.py's flags (a negative control: `--eta 1`, `--agents optdual`)."""
+  setting, _, problem = RUNS[benchmark]
+  argv = [*problem, "--setting", setting, "--agents", "optaug"]
   argv += ["--episodes", str(episodes), "--seeds", str(seeds), *flags]
   args = arguments.resolve_defaults(headline.parse_args(argv))
   if len(args.agents) != 1:
@@ -129,7 +144,7 @@ def run_benchmark(benchmark, episodes, seeds, first_seed, *, flags=(), chunk=CHU
     raise ValueError("float32 runs only: call it under jax.enable_x64(False)")
   args = agent_args(benchmark, episodes, seeds, flags)
   name = args.agents[0]
-  bench = oj.benchmarks.make_benchmark(benchmark)
+  bench = problems.build_problem(args)
   cmdp = bench.cmdp
   lp = oj.solve_lp(cmdp)
   options = arguments.agent_options(args)

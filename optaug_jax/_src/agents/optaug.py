@@ -141,7 +141,10 @@ def optaug(
       to the next episode's solve, in the state
       (`OptAugState`; default). Late in a run the next solve then usually needs the one DP
       that proves its optimum. The solves' optima and certificates do not depend on it;
-      `False`: every solve starts cold at the prox centre (state: an `AgentState`).
+      `False`: every solve starts cold at the prox centre (state: an `AgentState`). For
+      I >= 2 the hint is used only by `inner=oj.inner.exact(warm_cuts=True)`: the warm
+      cuts certify other points of the optimal face, and the learning statistics move
+      (docs/results/statistics).
 
   Returns:
     `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of

@@ -32,11 +32,14 @@ class Exact:
 
   num_iters: int | None = None
   tol: float | None = 0.0
+  warm_cuts: bool = False
 
   def __post_init__(self):
     if self.num_iters is not None:
       arguments.check_int("num_iters", self.num_iters, low=0)
     arguments.check_real("tol", self.tol, low=0.0, allow_none=True)
+    if not isinstance(self.warm_cuts, bool):
+      raise TypeError(f"warm_cuts: expected a bool, got {self.warm_cuts!r}")
 
   def __call__(
     self,
@@ -73,11 +76,13 @@ class Exact:
       tol=self.tol,
       with_transitions=with_transitions,
       fixed_length=fixed_length,
-      warm=warm,
+      warm=warm if self.warm_cuts else None,
     )
 
 
-def exact(num_iters: int | None = None, tol: float | None = 0.0) -> Exact:
+def exact(
+  num_iters: int | None = None, tol: float | None = 0.0, *, warm_cuts: bool = False
+) -> Exact:
   """The exact inner solver, as a value: the default of every agent and analysis function.
 
   Args:
@@ -96,8 +101,15 @@ def exact(num_iters: int | None = None, tol: float | None = 0.0) -> Exact:
       `solve_inner(gradient="unrolled")` the loops run their whole budget (a
       `lax.fori_loop`, reverse-differentiable; finished iterates stay put, so the numbers
       are the same).
+    warm_cuts: I >= 2: start each solve from the last one's `I + 1` vertices, re-filled in
+      this box as its first cuts (an agent's `warm_start`): often one DP proves the solve
+      where a cold start takes three or more. Off by default: the solve then certifies
+      another point of the inner problem's optimal face (within the certificate), and the
+      learning statistics differ beyond their seed noise (a 10-state CMDP with I = 2 at eta
+      100: final cost regret 2,400 against 1,900 cold; docs/results/statistics). I = 1's
+      warm bracket keeps the statistics and is always used.
 
   Returns:
     An `Exact` solver for `solve_inner(..., solver=)` and the agents' `inner=`.
   """
-  return Exact(num_iters=num_iters, tol=tol)
+  return Exact(num_iters=num_iters, tol=tol, warm_cuts=warm_cuts)
