@@ -18,6 +18,7 @@ from optaug_jax import (
   experiment,  # noqa: E402
   inner,
   kernels,
+  linear,
   lp,
   plotting,
 )
@@ -71,6 +72,7 @@ __all__ = (
   "experiment",
   "inner",
   "kernels",
+  "linear",
   "lp",
   "plotting",
   # names

@@ -1,0 +1,56 @@
+"""Linear CMDPs (the paper's open question 4): features `phi(s, a)`, ridge estimates, and
+OptAug-CMDP and OptDual-CMDP with softmax policies on them.
+
+    import optaug_jax as oj
+    bench = oj.linear.kitamura_linear(seed=0)          # S = 100, A = 3, d = 5, H = 4
+    agent = oj.linear.optaug_linear(bench.model, bench.safe_policy, eta=10.0)
+    state, logs = oj.run(agent, key, bench.model.cmdp, num_episodes=1000)
+
+A `LinearCMDP` is a tabular `CMDP` (the true model: `oj.run` samples it and evaluates the
+policies exactly) with the features the agents learn through; `from_tabular` gives any
+CMDP its one-hot features. The agents read the features and the costs, never the kernel:
+`Ridge` keeps per-step ridge regressions (`Lambda_h` from exact visit counts, the targets
+by a compensated sum), `estimate` factors them and computes the elliptical bonus, and
+`composite_softmax` is the clipped optimistic backup of the objective and the constraints
+under one softmax policy.
+"""
+
+from optaug_jax._src.linear.agents import LinearAgentState, optaug_linear, optdual_linear
+from optaug_jax._src.linear.benchmarks import (
+  BENCHMARKS,
+  LinearBenchmark,
+  kitamura_linear,
+  kitamura_random,
+  kitamura_streaming,
+)
+from optaug_jax._src.linear.model import (
+  LinearCMDP,
+  from_tabular,
+  linear_residual,
+  validate_linear_cmdp,
+)
+from optaug_jax._src.linear.planning import Backup, composite_softmax
+from optaug_jax._src.linear.ridge import Estimate, Ridge, estimate, expected_next, gram, update
+
+__all__ = [
+  "BENCHMARKS",
+  "Backup",
+  "Estimate",
+  "LinearAgentState",
+  "LinearBenchmark",
+  "LinearCMDP",
+  "Ridge",
+  "composite_softmax",
+  "estimate",
+  "expected_next",
+  "from_tabular",
+  "gram",
+  "kitamura_linear",
+  "kitamura_random",
+  "kitamura_streaming",
+  "linear_residual",
+  "optaug_linear",
+  "optdual_linear",
+  "update",
+  "validate_linear_cmdp",
+]

@@ -1,0 +1,306 @@
+"""Linear CMDPs (`oj.linear`): the benchmarks against the published values of Kitamura et
+al.'s code, the ridge estimates against a float64 NumPy refit (also over 10^6 episodes in
+float32), the bonus and `P_hat V` against the enumerated estimate, the composite softmax
+backup against a NumPy loop, OptAug's fixed point against the exact tabular inner solve
+(one-hot features, no bonus), the agents under `jit` and `vmap`, and the host checks."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import optaug_jax as oj
+from optaug_jax import linear
+
+# Published by the peer's code (matsuolab/Episode-Wise-Safe-Linear-CMDP at 0cf292c, jax
+# 0.10.2, float32): b = const_scale * max_pi V_u, the slack xi = max - b, the start state.
+PUBLISHED = [
+  ("kitamura_random", 0, 0.831203, 0.554135, None),
+  ("kitamura_random", 1, 0.763172, 1.271953 - 0.763172, 0),
+  ("kitamura_streaming", 0, 2.4, 1.6, 0),
+  ("kitamura_streaming", 1, 2.4, 1.6, 0),
+  ("kitamura_linear", 0, 1.916540, 2.818441 - 1.916540, 64),
+  ("kitamura_linear", 1, 1.786898, 2.627791 - 1.786898, 53),
+]
+
+
+@pytest.mark.parametrize("name,seed,b,xi,start", PUBLISHED)
+def test_benchmarks_match_the_published_thresholds_and_starts(name, seed, b, xi, start):
+  bench = linear.BENCHMARKS[name](seed)
+  assert bench.utility_threshold == pytest.approx(b, abs=2e-6)
+  assert bench.slack == pytest.approx(xi, abs=2e-6)
+  if start is not None:
+    assert int(bench.model.cmdp.initial_state) == start
+  cmdp = bench.model.cmdp
+  horizon = cmdp.cost.shape[0]
+  assert float(cmdp.thresholds[0]) == pytest.approx(horizon - b, abs=1e-5)
+  linear.validate_linear_cmdp(bench.model)
+  # The baseline's slack, evaluated exactly in the cost convention.
+  _, values = oj.policy_values(cmdp, jnp.asarray(bench.safe_policy))
+  assert float(cmdp.thresholds[0] - values[0]) == pytest.approx(xi, abs=1e-5)
+  # Exactly linear in its features (the one-hot ones trivially).
+  assert linear.linear_residual(bench.model) < 1e-5
+
+
+def test_a_tabular_cmdp_is_linear_in_one_hot_features():
+  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=3)
+  model = linear.from_tabular(m)
+  assert model.features.shape == (4, 3, 12) and model.step_features().shape == (3, 4, 3, 12)
+  assert linear.linear_residual(model) < 1e-6
+  # Features that cannot span the kernel: a large residual.
+  coarse = linear.LinearCMDP(m, jnp.ones((4, 3, 1)))
+  assert linear.linear_residual(coarse) > 1e-2
+
+
+def test_host_checks_name_the_field():
+  m = oj.random_cmdp(jax.random.PRNGKey(0), num_states=4, num_actions=3, horizon=3)
+  phi = np.ones((4, 3, 2))
+  with pytest.raises(ValueError, match=r"features: shape \(5, 3, 2\) does not match"):
+    linear.validate_linear_cmdp(linear.LinearCMDP(m, np.ones((5, 3, 2))))
+  bad = phi.copy()
+  bad[1, 2, 0] = np.nan
+  with pytest.raises(ValueError, match=r"features: not finite at index \(1, 2, 0\)"):
+    linear.validate_linear_cmdp(linear.LinearCMDP(m, bad))
+  with pytest.raises(ValueError, match="transitions"):
+    broken = m._replace(transitions=m.transitions * 1.5)
+    linear.validate_linear_cmdp(linear.LinearCMDP(broken, phi))
+  model = linear.LinearCMDP(m, phi)
+  pi = jnp.full((3, 4, 3), 1 / 3)
+  with pytest.raises(ValueError, match="rho: expected a positive ridge"):
+    linear.optaug_linear(model, pi, eta=1.0, rho=0.0)
+  with pytest.raises(ValueError, match="eta: expected a positive number"):
+    linear.optdual_linear(model, pi, eta=-1.0)
+  with pytest.raises(ValueError, match=r"safe_policy: expected shape \(3, 4, 3\)"):
+    linear.optaug_linear(model, pi[0], eta=1.0)
+  two = oj.random_cmdp(
+    jax.random.PRNGKey(1), num_states=4, num_actions=3, horizon=3, num_constraints=2
+  )
+  with pytest.raises(ValueError, match="optaug_linear: one constraint only"):
+    linear.optaug_linear(linear.LinearCMDP(two, phi), pi, eta=1.0)
+
+
+def _samples(rng, horizon, num_states, num_actions, episodes):
+  states = rng.integers(0, num_states, size=(episodes, horizon + 1))
+  actions = rng.integers(0, num_actions, size=(episodes, horizon))
+  return states, actions
+
+
+def _refit(features, states, actions, rho):
+  """Lambda_h and targets_h in float64 from the samples (NumPy loops)."""
+  horizon, num_states, _, d = features.shape
+  lam = np.stack([rho * np.eye(d) for _ in range(horizon)])
+  targets = np.zeros((horizon, num_states, d))
+  for s_row, a_row in zip(states, actions):
+    for h in range(horizon):
+      phi = features[h, s_row[h], a_row[h]]
+      lam[h] += np.outer(phi, phi)
+      targets[h, s_row[h + 1]] += phi
+  return lam, targets
+
+
+def test_ridge_matches_a_float64_refit_and_the_enumerated_estimate():
+  rng = np.random.default_rng(0)
+  horizon, num_states, num_actions, d, rho = 3, 6, 2, 4, 0.5
+  features = rng.dirichlet(np.full(d, 0.3), size=(horizon, num_states, num_actions))
+  states, actions = _samples(rng, horizon, num_states, num_actions, 200)
+  ridge = linear.Ridge.zeros(horizon, num_states, num_actions, d, jnp.float64)
+  step = jax.jit(linear.update)
+  for s_row, a_row in zip(states, actions):
+    ridge = step(ridge, jnp.asarray(features), jnp.asarray(s_row), jnp.asarray(a_row))
+  lam, targets = _refit(features, states, actions, rho)
+  np.testing.assert_allclose(linear.gram(ridge, jnp.asarray(features), rho), lam, rtol=1e-12)
+  np.testing.assert_allclose(ridge.targets, targets, rtol=1e-12, atol=1e-12)
+  est = linear.estimate(ridge, jnp.asarray(features), rho)
+  inv = np.linalg.inv(lam)
+  bonus = np.sqrt(np.einsum("hsad,hde,hsae->hsa", features, inv, features))
+  np.testing.assert_allclose(est.bonus, bonus, rtol=1e-10)
+  # The enumerated estimate P_hat[h, s, a, s'] = phi^T Lambda^{-1} targets[h, s'].
+  p_hat = np.einsum("hsad,hde,hne->hsan", features, inv, targets)
+  values = rng.normal(size=(num_states,))
+  for h in range(horizon):
+    got = linear.expected_next(est, jnp.asarray(features), h, jnp.asarray(values))
+    np.testing.assert_allclose(got, p_hat[h] @ values, rtol=1e-10, atol=1e-12)
+
+
+def test_ridge_stays_accurate_over_a_million_float32_episodes():
+  """10^6 episodes in float32 (a `lax.scan`): the gram from exact counts and the
+  compensated targets within 1e-6 relative of a float64 refit; a plain float32 running
+  sum of the same targets is off by far more (what the compensation is for)."""
+  horizon, num_states, num_actions, d, episodes = 2, 3, 2, 3, 1_000_000
+  rng = np.random.default_rng(1)
+  features = rng.dirichlet(np.full(d, 0.5), size=(horizon, num_states, num_actions))
+  phi32 = jnp.asarray(features, jnp.float32)
+  key = jax.random.PRNGKey(0)
+  states = jax.random.randint(key, (episodes, horizon + 1), 0, num_states)
+  actions = jax.random.randint(jax.random.fold_in(key, 1), (episodes, horizon), 0, num_actions)
+
+  def body(carry, sample):
+    ridge, naive = carry
+    s, a = sample
+    steps = jnp.arange(horizon)
+    naive = naive.at[steps, s[1:]].add(phi32[steps, s[:-1], a])
+    return (linear.update(ridge, phi32, s, a), naive), None
+
+  ridge = linear.Ridge.zeros(horizon, num_states, num_actions, d, jnp.float32)
+  naive = jnp.zeros((horizon, num_states, d), jnp.float32)
+  (ridge, naive), _ = jax.jit(lambda c: jax.lax.scan(body, c, (states, actions)))((ridge, naive))
+  s, a = np.asarray(states), np.asarray(actions)
+  visits = np.zeros((horizon, num_states, num_actions))
+  transitions = np.zeros((horizon, num_states, num_actions, num_states))
+  for h in range(horizon):
+    np.add.at(visits[h], (s[:, h], a[:, h]), 1)
+    np.add.at(transitions[h], (s[:, h], a[:, h], s[:, h + 1]), 1)
+  targets = np.einsum("hsan,hsad->hnd", transitions, features)
+  lam = np.einsum("hsad,hsa,hsae->hde", features, visits, features) + np.eye(d)
+  np.testing.assert_array_equal(ridge.visits, visits)
+  np.testing.assert_allclose(linear.gram(ridge, phi32, 1.0), lam, rtol=1e-6)
+  kahan = np.max(np.abs(np.asarray(ridge.targets, np.float64) - targets) / np.abs(targets))
+  plain = np.max(np.abs(np.asarray(naive, np.float64) - targets) / np.abs(targets))
+  assert kahan < 1e-6, kahan
+  assert plain > 10 * kahan, (plain, kahan)
+
+
+def _numpy_backup(features, est_factor, targets, bonus, costs, scales, weights, tau):
+  """The composite softmax backup, written as loops over h, k, s, a in float64."""
+  num, horizon, num_states, num_actions = costs.shape
+  inv = np.stack([np.linalg.inv(f @ f.T) for f in est_factor])
+  values = np.zeros((num, num_states))
+  policy = np.zeros((horizon, num_states, num_actions))
+  for h in reversed(range(horizon)):
+    after = horizon - h - 1
+    q = np.zeros((num, num_states, num_actions))
+    for k in range(num):
+      low = -tau * np.log(num_actions) * after if k == 0 else 0.0
+      for s in range(num_states):
+        for a in range(num_actions):
+          pv = features[h, s, a] @ inv[h] @ (targets[h].T @ values[k])
+          q[k, s, a] = costs[k, h, s, a] + min(max(pv - scales[k] * bonus[h, s, a], low), after)
+    new = np.zeros_like(values)
+    for s in range(num_states):
+      z = -(weights @ q[:, s]) / tau
+      pi = np.exp(z - z.max())
+      pi /= pi.sum()
+      policy[h, s] = pi
+      new[:, s] = q[:, s] @ pi
+      new[0, s] += tau * np.sum(pi * np.log(pi))
+    values = new
+  return policy, values
+
+
+def test_composite_softmax_matches_a_numpy_loop_under_jit_and_vmap():
+  rng = np.random.default_rng(2)
+  horizon, num_states, num_actions, d, rho = 3, 5, 3, 4, 1.0
+  features = rng.dirichlet(np.full(d, 0.3), size=(horizon, num_states, num_actions))
+  states, actions = _samples(rng, horizon, num_states, num_actions, 30)
+  ridge = linear.Ridge.zeros(horizon, num_states, num_actions, d, jnp.float64)
+  for s_row, a_row in zip(states, actions):
+    ridge = linear.update(ridge, jnp.asarray(features), jnp.asarray(s_row), jnp.asarray(a_row))
+  est = linear.estimate(ridge, jnp.asarray(features), rho)
+  costs = rng.uniform(size=(3, horizon, num_states, num_actions))
+  scales = np.array([0.5, 0.2, 0.0])
+  backup = jax.jit(
+    lambda w, tau: linear.composite_softmax(
+      est, jnp.asarray(features), jnp.asarray(costs), jnp.asarray(scales), w, tau
+    )
+  )
+  weight_sets = np.array([[1.0, 0.3, 2.0], [1.0, 0.0, 0.0], [1.0, 5.0, 0.1]])
+  for weights in weight_sets:
+    want = _numpy_backup(
+      features,
+      np.asarray(est.factor),
+      np.asarray(est.targets),
+      np.asarray(est.bonus),
+      costs,
+      scales,
+      weights,
+      0.2,
+    )
+    got = backup(jnp.asarray(weights), 0.2)
+    np.testing.assert_allclose(got.policy, want[0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got.values, want[1], rtol=1e-10, atol=1e-12)
+  batched = jax.vmap(backup, in_axes=(0, None))(jnp.asarray(weight_sets), 0.2)
+  for i, weights in enumerate(weight_sets):
+    one = backup(jnp.asarray(weights), 0.2)
+    np.testing.assert_allclose(batched.values[i], one.values, rtol=1e-12)
+
+
+def _augmented(cmdp, policy, lam, eta):
+  cost, values = oj.policy_values(cmdp, policy)
+  step = np.maximum(lam + eta * (np.asarray(values) - np.asarray(cmdp.thresholds)), 0.0)
+  return float(cost) + float(np.sum(step**2)) / (2 * eta) - float(np.sum(lam**2)) / (2 * eta)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_optaug_linear_step_meets_the_exact_tabular_inner_solve(seed):
+  """One-hot features, a ridge of 1e-9, no bonus, every (h, s, a) visited 10^4 times with
+  an empirical kernel: the linear primal step's softmax fixed point (tau = 1e-3) is within
+  `tau H ln A` of the exact tabular inner optimum on that kernel (its lower bound), and
+  its multiplier is a root of `g` to its bracket."""
+  horizon, num_states, num_actions, n = 3, 4, 3, 10_000
+  m = oj.random_cmdp(
+    jax.random.PRNGKey(seed), num_states=num_states, num_actions=num_actions, horizon=horizon
+  )
+  rng = np.random.default_rng(seed)
+  counts = np.stack(
+    [rng.multinomial(n, p) for p in np.asarray(m.transitions).reshape(-1, num_states)]
+  ).reshape(horizon, num_states, num_actions, num_states)
+  empirical = m._replace(transitions=jnp.asarray(counts / n))
+  model = linear.from_tabular(empirical)
+  safe, _ = oj.safest_policy(empirical)
+  lam, eta, tau = 0.7, 5.0, 1e-3
+  thresholds = empirical.thresholds * 0.8  # binding
+  empirical = empirical._replace(thresholds=thresholds)
+  agent = linear.optaug_linear(
+    linear.LinearCMDP(empirical, model.features),
+    safe,
+    eta=eta,
+    temperature=tau,
+    rho=1e-9,
+    cost_bonus=0.0,
+    constraint_bonus=0.0,
+  )
+  state = agent.init(thresholds, empirical.initial_state)
+  phi = np.asarray(model.step_features())
+  targets = np.einsum("hsan,hsad->hnd", counts, phi)
+  ridge = linear.Ridge(
+    visits=jnp.full((horizon, num_states, num_actions), n, jnp.int32),
+    targets=jnp.asarray(targets),
+    compensation=jnp.zeros_like(jnp.asarray(targets)),
+  )
+  state = state._replace(ridge=ridge, multipliers=jnp.asarray([lam]))
+  policy, after, info = jax.jit(agent.plan)(state)
+  assert bool(info.certified)
+  got = _augmented(empirical, policy, np.array([lam]), eta)
+  exact = oj.solve_inner(oj.inner.InnerProblem.of_cmdp(empirical), jnp.asarray([lam]), eta)
+  optimum = float(exact.objective) - lam**2 / (2 * eta)
+  slack = tau * horizon * np.log(num_actions)
+  assert optimum - 1e-6 <= got <= optimum + slack + 1e-6, (got, optimum, slack)
+  # The fixed point: lambda_{k+1} = [lambda + eta (V_hat_d(pi) - alpha)]_+ at the root.
+  _, values = oj.policy_values(empirical, policy)
+  step = max(lam + eta * (float(values[0]) - float(thresholds[0])), 0.0)
+  assert float(after.multipliers[0]) == pytest.approx(step, abs=1e-5)
+  assert float(info.extras["residual"]) < 1e-5
+
+
+@pytest.mark.parametrize("make", [linear.optaug_linear, linear.optdual_linear])
+def test_linear_agents_run_vmapped_as_unbatched(make):
+  bench = linear.kitamura_random(0)
+  cmdp = bench.model.cmdp._replace(thresholds=bench.model.cmdp.thresholds - 0.4)  # binding
+  agent = make(
+    bench.model._replace(cmdp=cmdp),
+    bench.safe_policy,
+    eta=2.0,
+    pretrain_episodes=5,
+    cost_bonus=0.1,
+    constraint_bonus=0.0,
+  )
+  keys = jax.random.split(jax.random.PRNGKey(3), 3)
+  run = jax.jit(lambda k: oj.run(agent, k, cmdp, num_episodes=40))
+  state, logs = jax.vmap(run)(keys)
+  assert bool(jnp.all(logs.certified))
+  assert float(jnp.max(logs.multipliers)) > 0  # the constraint binds at some episode
+  for i in range(3):
+    one_state, one = run(keys[i])
+    np.testing.assert_allclose(logs.cost_value[i], one.cost_value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(logs.multipliers[i], one.multipliers, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(state.ridge.visits[i], one_state.ridge.visits)
