@@ -29,12 +29,18 @@ from optaug_jax._src.linear.model import (
   linear_residual,
   validate_linear_cmdp,
 )
-from optaug_jax._src.linear.planning import Backup, composite_softmax
+from optaug_jax._src.linear.planning import (
+  Backup,
+  Components,
+  composite_softmax,
+  lagrangian_components,
+)
 from optaug_jax._src.linear.ridge import Estimate, Ridge, estimate, expected_next, gram, update
 
 __all__ = [
   "BENCHMARKS",
   "Backup",
+  "Components",
   "Estimate",
   "LinearAgentState",
   "LinearBenchmark",
@@ -48,6 +54,7 @@ __all__ = [
   "kitamura_linear",
   "kitamura_random",
   "kitamura_streaming",
+  "lagrangian_components",
   "linear_residual",
   "optaug_linear",
   "optdual_linear",

@@ -160,29 +160,33 @@ def test_ridge_stays_accurate_over_a_million_float32_episodes():
   assert plain > 10 * kahan, (plain, kahan)
 
 
-def _numpy_backup(features, est_factor, targets, bonus, costs, scales, weights, tau):
+def _numpy_backup(features, est, costs, parts, weights, tau, sense, loose):
   """The composite softmax backup, written as loops over h, k, s, a in float64."""
+  bonus_in, bonus_out, low, high, entropy = parts
+  factor, targets, bonus = (np.asarray(x) for x in (est.factor, est.targets, est.bonus))
   num, horizon, num_states, num_actions = costs.shape
-  inv = np.stack([np.linalg.inv(f @ f.T) for f in est_factor])
+  inv = np.stack([np.linalg.inv(f @ f.T) for f in factor])
   values = np.zeros((num, num_states))
   policy = np.zeros((horizon, num_states, num_actions))
   for h in reversed(range(horizon)):
-    after = horizon - h - 1
+    after = horizon - h - (0 if loose else 1)
     q = np.zeros((num, num_states, num_actions))
     for k in range(num):
-      low = -tau * np.log(num_actions) * after if k == 0 else 0.0
       for s in range(num_states):
         for a in range(num_actions):
-          pv = features[h, s, a] @ inv[h] @ (targets[h].T @ values[k])
-          q[k, s, a] = costs[k, h, s, a] + min(max(pv - scales[k] * bonus[h, s, a], low), after)
+          pv = (
+            features[h, s, a] @ inv[h] @ (targets[h].T @ values[k]) + bonus_in[k] * bonus[h, s, a]
+          )
+          future = min(max(pv, low[k] * after), high[k] * after)
+          q[k, s, a] = costs[k, h, s, a] + bonus_out[k] * bonus[h, s, a] + future
     new = np.zeros_like(values)
     for s in range(num_states):
-      z = -(weights @ q[:, s]) / tau
+      z = -sense * (weights @ q[:, s]) / tau
       pi = np.exp(z - z.max())
       pi /= pi.sum()
       policy[h, s] = pi
       new[:, s] = q[:, s] @ pi
-      new[0, s] += tau * np.sum(pi * np.log(pi))
+      new[:, s] += entropy * sense * tau * np.sum(pi * np.log(pi))
     values = new
   return policy, values
 
@@ -197,27 +201,26 @@ def test_composite_softmax_matches_a_numpy_loop_under_jit_and_vmap():
     ridge = linear.update(ridge, jnp.asarray(features), jnp.asarray(s_row), jnp.asarray(a_row))
   est = linear.estimate(ridge, jnp.asarray(features), rho)
   costs = rng.uniform(size=(3, horizon, num_states, num_actions))
-  scales = np.array([0.5, 0.2, 0.0])
-  backup = jax.jit(
-    lambda w, tau: linear.composite_softmax(
-      est, jnp.asarray(features), jnp.asarray(costs), jnp.asarray(scales), w, tau
-    )
-  )
+  bonus_in, bonus_out = np.array([-0.5, 0.2, 0.0]), np.array([0.0, 0.3, 0.0])
+  low, high = np.array([-0.2 * np.log(3), 0.0, 0.0]), np.array([1.0, 0.5, 1.0])
+  entropy = np.array([1.0, 0.0, 1.0])
+  arrays = (costs, bonus_in, bonus_out, low, high, entropy)
+  parts = linear.Components(*(jnp.asarray(x) for x in arrays))
   weight_sets = np.array([[1.0, 0.3, 2.0], [1.0, 0.0, 0.0], [1.0, 5.0, 0.1]])
-  for weights in weight_sets:
-    want = _numpy_backup(
-      features,
-      np.asarray(est.factor),
-      np.asarray(est.targets),
-      np.asarray(est.bonus),
-      costs,
-      scales,
-      weights,
-      0.2,
-    )
-    got = backup(jnp.asarray(weights), 0.2)
-    np.testing.assert_allclose(got.policy, want[0], rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(got.values, want[1], rtol=1e-10, atol=1e-12)
+  for sense in (1, -1):
+    for loose in (False, True):
+      backup = jax.jit(
+        lambda w, tau, s=sense, lo=loose: linear.composite_softmax(
+          est, jnp.asarray(features), parts, w, tau, sense=s, loose=lo
+        )
+      )
+      for weights in weight_sets:
+        want = _numpy_backup(
+          features, est, costs, (bonus_in, bonus_out, low, high, entropy), weights, 0.2, sense, loose
+        )
+        got = backup(jnp.asarray(weights), 0.2)
+        np.testing.assert_allclose(got.policy, want[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got.values, want[1], rtol=1e-10, atol=1e-12)
   batched = jax.vmap(backup, in_axes=(0, None))(jnp.asarray(weight_sets), 0.2)
   for i, weights in enumerate(weight_sets):
     one = backup(jnp.asarray(weights), 0.2)

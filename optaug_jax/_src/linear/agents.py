@@ -114,7 +114,11 @@ def _check(model, safe_policy, pretrain_episodes, eta, temperature, rho, bonuses
   )
 
 
-def _agent(config: _Config, plan_learning) -> Agent:
+def _agent(config: _Config, plan_learning, components, extras_like, *, sense=1, loose=False):
+  """The agent of one algorithm: pre-training with the baseline, then `plan_learning(state,
+  backup) -> (policy, multipliers, cost value, constraint values, extras, certified)`
+  with `backup` the composite softmax of `components` (`planning`); `extras_like(dtype)`:
+  the extras of a pre-training episode."""
   horizon, num_states, num_actions, d = np.shape(config.features)
 
   def init(thresholds, initial_state, **sizes):
@@ -129,32 +133,35 @@ def _agent(config: _Config, plan_learning) -> Agent:
       initial_state=jnp.asarray(initial_state, jnp.int32),
     )
 
-  def backup(state, weights):
+  def backups(state):
+    """`weights -> (policy, V^k(s_1) [K])`: the composite softmax backup of `components`
+    on the estimates, factored once per plan."""
     features = jnp.asarray(config.features)
     est = ridge_lib.estimate(state.ridge, features, config.rho)
-    costs = jnp.concatenate([config.cost[None], config.constraint_costs])
-    scales = jnp.asarray(
-      [config.cost_bonus] + [config.constraint_bonus] * config.constraint_costs.shape[0],
-      features.dtype,
-    )
-    out = planning.composite_softmax(est, features, costs, scales, weights, config.temperature)
-    return out.policy, out.values[:, state.initial_state]
+
+    def backup(weights):
+      out = planning.composite_softmax(
+        est, features, components, weights, config.temperature, sense=sense, loose=loose
+      )
+      return out.policy, out.values[:, state.initial_state]
+
+    return backup
 
   def plan(state):
     dtype = config.cost.dtype
-    zero = jnp.zeros((), dtype)
 
     def pretrain(state):
       num = state.thresholds.shape[0]
-      info = PlanInfo(zero, jnp.zeros((num,), dtype), pretraining=jnp.bool_(True))
-      info = info._replace(extras=_extras(zero, zero, 0))
-      return jnp.asarray(config.safe_policy), state, info
+      info = PlanInfo(jnp.zeros((), dtype), jnp.zeros((num,), dtype), pretraining=jnp.bool_(True))
+      extras = extras_like(dtype)
+      return jnp.asarray(config.safe_policy), state, info._replace(extras=extras)
 
     def learn(state):
-      policy, multipliers, values, extras, certified = plan_learning(state, backup)
+      out = plan_learning(state, backups(state))
+      policy, multipliers, cost_value, constraint_values, extras, certified = out
       info = PlanInfo(
-        optimistic_cost_value=values[0],
-        optimistic_constraint_values=values[1:],
+        optimistic_cost_value=cost_value,
+        optimistic_constraint_values=constraint_values,
         certified=certified,
         extras=extras,
       )
@@ -173,6 +180,21 @@ def _agent(config: _Config, plan_learning) -> Agent:
     update=update,
     assumptions=Assumptions(safe_policy=jnp.asarray(config.safe_policy)),
   )
+
+
+def _lagrangian(config: _Config) -> planning.Components:
+  return planning.lagrangian_components(
+    jnp.asarray(config.cost),
+    jnp.asarray(config.constraint_costs),
+    config.cost_bonus,
+    config.constraint_bonus,
+    config.temperature,
+  )
+
+
+def _no_extras(dtype):
+  zero = jnp.zeros((), dtype)
+  return _extras(zero, zero, 0)
 
 
 def _extras(residual, bracket, passes):
@@ -218,12 +240,13 @@ def optdual_linear(
 
   def learning(state, backup):
     weights = jnp.concatenate([jnp.ones((1,), state.multipliers.dtype), state.multipliers])
-    policy, values = backup(state, weights)
+    policy, values = backup(weights)
     step = state.multipliers + config.eta * (values[1:] - state.thresholds)
     zero = jnp.zeros((), values.dtype)
-    return policy, jnp.maximum(step, 0.0), values, _extras(zero, zero, 1), jnp.bool_(True)
+    extras = _extras(zero, zero, 1)
+    return policy, jnp.maximum(step, 0.0), values[0], values[1:], extras, jnp.bool_(True)
 
-  return _agent(config, learning)
+  return _agent(config, learning, _lagrangian(config), _no_extras)
 
 
 def optaug_linear(
@@ -264,7 +287,7 @@ def optaug_linear(
     one = jnp.ones((1,), dtype)
 
     def g(mu):
-      policy, values = backup(state, jnp.concatenate([one, mu[None]]))
+      policy, values = backup(jnp.concatenate([one, mu[None]]))
       return jnp.maximum(lam + config.eta * (values[1] - alpha), 0.0) - mu, (policy, values)
 
     horizon = config.cost.shape[0]
@@ -290,6 +313,7 @@ def optaug_linear(
     policy, values = jax.tree.map(lambda a, b: jnp.where(take_lo, a, b), out_lo, out_hi)
     width = jnp.where(g0 > 0, hi - lo, 0.0)
     certified = width <= BRACKET_ULPS * eps * (1.0 + hi)
-    return policy, mu[None], values, _extras(residual, width, count + 3), certified
+    extras = _extras(residual, width, count + 3)
+    return policy, mu[None], values[0], values[1:], extras, certified
 
-  return _agent(config, learning)
+  return _agent(config, learning, _lagrangian(config), _no_extras)

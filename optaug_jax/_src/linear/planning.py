@@ -1,21 +1,29 @@
-"""The composite softmax backup of the linear agents (cost convention: minimise).
+"""The composite softmax backup of the linear agents: several clipped Q-functions of one
+softmax policy, in one backward pass.
 
-One backward pass over `h` computes, for each component `k` (the objective `k = 0`, then
-each constraint), the clipped optimistic Q-function of the one policy they share,
+For each component `k` (`k = 0` carries the entropy term) and step `h` (0-based),
 
-    Q^k_h(s, a) = g^k_h(s, a) + clip((P_hat_h V^k_{h+1})(s, a) - C_k beta_h(s, a),
-                                     l_k (H - h - 1), H - h - 1),
+    Q^k_h(s, a) = g^k_h(s, a) + b^k_out beta_h(s, a)
+                  + clip((P_hat_h V^k_{h+1})(s, a) + b^k_in beta_h(s, a),
+                         l_k T_h, u_k T_h),
 
-(`l_0 = -tau ln A` for the entropy-regularised objective, `l_k = 0` for the constraints;
-`h` 0-based, so `H - h - 1` steps follow step `h`), and the policy
+with `T_h = H - h - 1` (the steps after `h`: the range of the true future value) or, with
+`loose=True`, `H - h` (how Kitamura et al.'s code clips, one step looser), and the policy
+of the combination, `sense = +1` minimising (costs) and `-1` maximising (rewards),
 
-    pi_h(. | s) = softmax(-(sum_k w_k Q^k_h(s, .)) / tau),
+    pi_h(. | s) = softmax(-sense (sum_k w_k Q^k_h(s, .)) / tau),
+    V^k_h = sum_a pi (Q^k_h + e_k sense tau ln pi),
 
-with `V^0_h = sum_a pi (Q^0_h + tau ln pi)` and `V^k_h = sum_a pi Q^k_h` for `k >= 1`. With
-`w = (1, mu)` it is the soft best response to the optimistic Lagrangian at `mu` (OptDual
-and OptAug on linear CMDPs); the clipping keeps each value in the range of the true one
-(Kitamura et al. 2025 clip each component the same way; in their reward convention the
-bonus is added).
+`e_k` 1 for the component that carries the entropy (the objective), else 0.
+
+- OptAug and OptDual (costs, `sense = +1`): `(c, d_i)`, `b_in = (-C_c, -C_d)` (optimism
+  lowers costs), `l = (-tau ln A, 0)`, `u = 1`, `w = (1, mu)`: the soft best response to the
+  optimistic Lagrangian at `mu`.
+- OPSE (Kitamura et al. 2025; rewards, `sense = -1`): the reward `r` optimistic
+  (`b_in = C_r`, `u = 1 + tau ln A`), the pessimism compensation "dagger" (`g = 0`,
+  `b_out = B_d`, `b_in = C_d`, `u = B_d`) and the utility `u` pessimistic (`b_in = -C_u`),
+  `w = (1, 1, lambda)`. Their code weighs the entropy as `sum_a pi (Q + tau entr(pi))`, i.e.
+  `-tau sum_a pi^2 ln pi`; here it is the entropy of their paper, `-tau sum_a pi ln pi`.
 """
 
 from __future__ import annotations
@@ -29,37 +37,65 @@ from jax import lax
 from . import ridge as ridge_lib
 
 
+class Components(NamedTuple):
+  """The components of a composite backup (module docstring), `K` of them."""
+
+  costs: jax.Array  # [K, H, S, A] g^k (costs or rewards)
+  bonus_in: jax.Array  # [K] b^k_in, the bonus inside the clip (signed)
+  bonus_out: jax.Array  # [K] b^k_out, the bonus outside it
+  low: jax.Array  # [K] l_k
+  high: jax.Array  # [K] u_k
+  entropy: jax.Array  # [K] 1 where V^k carries the entropy term (k = 0 of OPSE, OptAug), else 0
+
+
 class Backup(NamedTuple):
   policy: jax.Array  # [H, S, A]
-  values: jax.Array  # [K, S] V^k_1 of every state (k = 0: the objective, entropy included)
+  values: jax.Array  # [K, S] V^k_1 of every state (with its entropy term where e_k = 1)
+
+
+def lagrangian_components(cost, constraint_costs, cost_bonus, constraint_bonus, temperature):
+  """OptAug's and OptDual's components: the objective and each constraint, optimistic."""
+  costs = jnp.concatenate([cost[None], constraint_costs])
+  num, dtype = costs.shape[0], costs.dtype
+  num_actions = costs.shape[-1]
+  bonus_in = jnp.full((num,), -constraint_bonus, dtype).at[0].set(-cost_bonus)
+  low = jnp.zeros((num,), dtype).at[0].set(-temperature * jnp.log(jnp.asarray(num_actions, dtype)))
+  entropy = jnp.zeros((num,), dtype).at[0].set(1.0)
+  zeros, ones = jnp.zeros((num,), dtype), jnp.ones((num,), dtype)
+  return Components(costs, bonus_in, zeros, low, ones, entropy)
 
 
 def composite_softmax(
   est: ridge_lib.Estimate,
   features: jax.Array,
-  costs: jax.Array,
-  bonus_scales: jax.Array,
+  components: Components,
   weights: jax.Array,
   temperature,
+  *,
+  sense: int = 1,
+  loose: bool = False,
 ) -> Backup:
-  """The backward pass of the module docstring. `costs [K, H, S, A]` (`g^k`), `bonus_scales
-  [K]` (`C_k`), `weights [K]` (`w_k`), `temperature` (`tau > 0`); `features [H, S, A, d]`."""
-  num, horizon, num_states, num_actions = costs.shape
-  dtype = costs.dtype
+  """The backward pass of the module docstring (`features [H, S, A, d]`, `weights [K]`,
+  `temperature > 0`, `sense` +1 to minimise and -1 to maximise, `loose`: clip at `H - h`
+  as Kitamura et al.'s code does instead of `H - h - 1`)."""
+  num, horizon, num_states, num_actions = components.costs.shape
+  dtype = components.costs.dtype
   tau = jnp.asarray(temperature, dtype)
-  lows = jnp.zeros((num,), dtype).at[0].set(-tau * jnp.log(jnp.asarray(num_actions, dtype)))
+  bonus_in = components.bonus_in[:, None, None]
+  bonus_out = components.bonus_out[:, None, None]
 
   def step(values, h):  # values [K, S]: V^k_{h+1}
-    after = (horizon - h - 1).astype(dtype)
+    after = (horizon - h - (0 if loose else 1)).astype(dtype)
     future = jax.vmap(lambda v: ridge_lib.expected_next(est, features, h, v))(values)
-    future = future - bonus_scales[:, None, None] * est.bonus[h][None]
-    future = jnp.clip(future, lows[:, None, None] * after, after)
-    q = costs[:, h] + future  # [K, S, A]
-    logits = -jnp.einsum("k,ksa->sa", weights, q) / tau
-    log_pi = jax.nn.log_softmax(logits, axis=-1)
+    future = future + bonus_in * est.bonus[h][None]
+    future = jnp.clip(
+      future, components.low[:, None, None] * after, components.high[:, None, None] * after
+    )
+    q = components.costs[:, h] + bonus_out * est.bonus[h][None] + future  # [K, S, A]
+    log_pi = jax.nn.log_softmax(-sense * jnp.einsum("k,ksa->sa", weights, q) / tau, axis=-1)
     pi = jnp.exp(log_pi)
     new = jnp.einsum("sa,ksa->ks", pi, q)
-    new = new.at[0].add(tau * jnp.sum(pi * log_pi, axis=-1))
+    new = new + components.entropy[:, None] * (sense * tau * jnp.sum(pi * log_pi, axis=-1))
     return new, pi
 
   values, policy = lax.scan(
