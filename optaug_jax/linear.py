@@ -12,7 +12,9 @@ CMDP its one-hot features. The agents read the features and the costs, never the
 `Ridge` keeps per-step ridge regressions (`Lambda_h` from exact visit counts, the targets
 by a compensated sum), `estimate` factors them and computes the elliptical bonus, and
 `composite_softmax` is the clipped optimistic backup of the objective and the constraints
-under one softmax policy.
+under one softmax policy. The peers' agents, `opse` (Kitamura et al. 2025) and
+`ghosh_softmax` (Ghosh et al. 2024 as Kitamura et al. run it), are written from their
+definitions beside them.
 """
 
 from optaug_jax._src.linear.agents import LinearAgentState, optaug_linear, optdual_linear
@@ -29,6 +31,7 @@ from optaug_jax._src.linear.model import (
   linear_residual,
   validate_linear_cmdp,
 )
+from optaug_jax._src.linear.peers import ghosh_softmax, opse
 from optaug_jax._src.linear.planning import (
   Backup,
   Components,
@@ -50,6 +53,7 @@ __all__ = [
   "estimate",
   "expected_next",
   "from_tabular",
+  "ghosh_softmax",
   "gram",
   "kitamura_linear",
   "kitamura_random",
@@ -57,6 +61,7 @@ __all__ = [
   "lagrangian_components",
   "linear_residual",
   "optaug_linear",
+  "opse",
   "optdual_linear",
   "update",
   "validate_linear_cmdp",

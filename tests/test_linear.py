@@ -216,7 +216,14 @@ def test_composite_softmax_matches_a_numpy_loop_under_jit_and_vmap():
       )
       for weights in weight_sets:
         want = _numpy_backup(
-          features, est, costs, (bonus_in, bonus_out, low, high, entropy), weights, 0.2, sense, loose
+          features,
+          est,
+          costs,
+          (bonus_in, bonus_out, low, high, entropy),
+          weights,
+          0.2,
+          sense,
+          loose,
         )
         got = backup(jnp.asarray(weights), 0.2)
         np.testing.assert_allclose(got.policy, want[0], rtol=1e-10, atol=1e-12)
@@ -285,18 +292,16 @@ def test_optaug_linear_step_meets_the_exact_tabular_inner_solve(seed):
   assert float(info.extras["residual"]) < 1e-5
 
 
-@pytest.mark.parametrize("make", [linear.optaug_linear, linear.optdual_linear])
+@pytest.mark.parametrize(
+  "make", [linear.optaug_linear, linear.optdual_linear, linear.opse, linear.ghosh_softmax]
+)
 def test_linear_agents_run_vmapped_as_unbatched(make):
   bench = linear.kitamura_random(0)
   cmdp = bench.model.cmdp._replace(thresholds=bench.model.cmdp.thresholds - 0.4)  # binding
-  agent = make(
-    bench.model._replace(cmdp=cmdp),
-    bench.safe_policy,
-    eta=2.0,
-    pretrain_episodes=5,
-    cost_bonus=0.1,
-    constraint_bonus=0.0,
-  )
+  options = dict(pretrain_episodes=5, cost_bonus=0.1, constraint_bonus=0.0)
+  if make in (linear.optaug_linear, linear.optdual_linear):
+    options["eta"] = 2.0
+  agent = make(bench.model._replace(cmdp=cmdp), bench.safe_policy, **options)
   keys = jax.random.split(jax.random.PRNGKey(3), 3)
   run = jax.jit(lambda k: oj.run(agent, k, cmdp, num_episodes=40))
   state, logs = jax.vmap(run)(keys)
@@ -307,3 +312,60 @@ def test_linear_agents_run_vmapped_as_unbatched(make):
     np.testing.assert_allclose(logs.cost_value[i], one.cost_value, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(logs.multipliers[i], one.multipliers, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(state.ridge.visits[i], one_state.ridge.visits)
+
+
+def _oracle_ridge(bench, n=10**6):
+  """The ridge statistics of `n` visits of every (h, s, a) with the exact expected next
+  states: `P_hat` is the true kernel up to the ridge's shrinkage (about `1/n`)."""
+  cmdp = bench.model.cmdp
+  phi = np.asarray(bench.model.step_features(), np.float64)
+  kernel = np.asarray(cmdp.transitions, np.float64)
+  horizon, num_states, num_actions = kernel.shape[:3]
+  targets = n * np.einsum("hsan,hsad->hnd", kernel, phi)
+  return linear.Ridge(
+    visits=jnp.full((horizon, num_states, num_actions), n, jnp.int32),
+    targets=jnp.asarray(targets),
+    compensation=jnp.zeros(targets.shape),
+  )
+
+
+@pytest.mark.parametrize("name", sorted(linear.BENCHMARKS))
+@pytest.mark.parametrize("seed", range(3))
+def test_opse_with_the_true_model_is_near_the_lp_optimum(name, seed):
+  """Their oracle test (proposal_test.py), against our LP: every bonus scale 0, the
+  estimates those of the true kernel, tau = 1e-3, C_lambda = 1000, 40 bisections: OPSE's
+  policy is within 1e-2 of the optimum and violates by at most 1e-2."""
+  bench = linear.BENCHMARKS[name](seed, dtype=jnp.float64)
+  cmdp = bench.model.cmdp
+  agent = linear.opse(
+    bench.model,
+    bench.safe_policy,
+    cost_bonus=0.0,
+    constraint_bonus=0.0,
+    compensation_bonus=0.0,
+    compensation_scale=0.0,
+    multiplier_bound=1000.0,
+    temperature=1e-3,
+    bisections=40,
+    pretrain_episodes=0,
+  )
+  state = agent.init(cmdp.thresholds, cmdp.initial_state)._replace(ridge=_oracle_ridge(bench))
+  policy, _, info = jax.jit(agent.plan)(state)
+  cost, values = oj.policy_values(cmdp, policy)
+  optimum = oj.solve_lp(cmdp).value
+  assert float(cost) - optimum <= 1e-2, (float(cost), optimum)
+  assert float(values[0] - cmdp.thresholds[0]) <= 1e-2
+  assert not bool(info.extras["safe_deployment"])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_opse_is_safe_in_every_episode_on_the_random_cmdp(seed):
+  """OPSE's claim, episode-wise safety: with their constants on their random CMDP, no
+  episode's policy violates the constraint (exact evaluation), over 300 episodes."""
+  bench = linear.kitamura_random(seed)
+  cmdp = bench.model.cmdp
+  agent = linear.opse(bench.model, bench.safe_policy)
+  _, logs = jax.jit(lambda k: oj.run(agent, k, cmdp, num_episodes=300))(jax.random.PRNGKey(seed))
+  assert float(jnp.max(logs.constraint_values[:, 0] - cmdp.thresholds[0])) <= 1e-5
+  deployments = int(jnp.sum(logs.extras["safe_deployment"]))
+  assert 0 < deployments < 300  # the baseline early, its own policies later
