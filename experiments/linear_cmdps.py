@@ -1,0 +1,149 @@
+"""Linear CMDPs: OPSE, Ghosh et al.'s softmax agent, OptDual and OptAug on the three
+benchmarks of Kitamura et al. (NeurIPS 2025), seeds vmapped, with their constants.
+
+Per benchmark (`oj.linear.BENCHMARKS`, instance `--instance`) and agent, `--seeds` seeds
+(keys `PRNGKey(seed)`), `--episodes` K episodes in jitted chunks of `--chunk`: per seed
+the cumulative strong regret `sum_k [V^pi_k(c) - V*]_+` (V*: the LP optimum, HiGHS), the
+cumulative violation `sum_k [V^pi_k(d) - alpha]_+` (exact evaluation: their "regret" and
+"violation regret"), OptAug's and OPSE's episodes with a violation, and OPSE's baseline
+deployments. Constants (their notebook): random `C = 1, tau = 0.1`; streaming `C = 2, tau
+= 0.1`; linear `C = 5, tau = 0.01`; every agent's bonus scales `C` (OPSE's compensation
+too, `B_dagger = 1`, `C_lambda = 300`, 20 bisections); OptDual and OptAug `eta =
+--eta`; every agent plays the baseline in its first episode.
+
+  python experiments/linear_cmdps.py --out results/linear_cmdps                 # ~2 min
+  python experiments/linear_cmdps.py --episodes 10000 --seeds 10 --out DIR      # their K
+
+Writes DIR/linear_cmdps.json (the config and, per benchmark and agent, the per-seed
+values and the curves every `--chunk` episodes) after each (benchmark, agent), atomically;
+a run with the same config resumes from it (the pairs done are not run again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import optaug_jax as oj
+from optaug_jax.experiment import cli, result_files
+
+CONSTANTS = {  # benchmark: (bonus scale C, temperature tau), Kitamura et al.'s notebook
+  "kitamura_random": (1.0, 0.1),
+  "kitamura_streaming": (2.0, 0.1),
+  "kitamura_linear": (5.0, 0.01),
+}
+AGENTS = ("opse", "ghosh_softmax", "optdual_linear", "optaug_linear")
+OUTPUTS = ("linear_cmdps.json",)
+
+
+def make_agent(name, bench, eta):
+  scale, tau = CONSTANTS[bench.name]
+  common = dict(cost_bonus=scale, constraint_bonus=scale, temperature=tau, pretrain_episodes=1)
+  model, pi = bench.value.model, bench.value.safe_policy
+  if name == "opse":
+    return oj.linear.opse(model, pi, compensation_bonus=scale, **common)
+  if name == "ghosh_softmax":
+    return oj.linear.ghosh_softmax(model, pi, **common)
+  return getattr(oj.linear, name)(model, pi, eta=eta, **common)
+
+
+class _Bench:
+  def __init__(self, name, instance):
+    self.name, self.value = name, oj.linear.BENCHMARKS[name](instance)
+
+
+def run_pair(bench, name, args, optimum):
+  """`{metric: [per seed]}` and the curves of one agent on one benchmark."""
+  agent = make_agent(name, bench, args.eta)
+  cmdp = bench.value.model.cmdp
+  keys = jax.vmap(jax.random.PRNGKey)(jnp.arange(args.seeds, dtype=jnp.uint32))
+  start = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=0)[0]))
+  play = jax.jit(
+    jax.vmap(lambda k, s: oj.run(agent, k, cmdp, num_episodes=args.chunk, state=s)),
+    donate_argnums=1,
+  )
+  state, done, started = start(keys), 0, time.perf_counter()
+  regret = np.zeros(args.seeds)
+  violation, violating, deployments = (
+    np.zeros(args.seeds),
+    np.zeros(args.seeds),
+    np.zeros(args.seeds),
+  )
+  curves = {"episodes": [], "regret": [], "violation": []}
+  alpha = float(cmdp.thresholds[0])
+  while done < args.episodes:
+    state, logs = play(keys, state)
+    cost = np.asarray(logs.cost_value, np.float64)
+    excess = np.asarray(logs.constraint_values[..., 0], np.float64) - alpha
+    regret += np.maximum(cost - optimum, 0.0).sum(-1)
+    violation += np.maximum(excess, 0.0).sum(-1)
+    violating += (excess > 1e-6).sum(-1)
+    if "safe_deployment" in logs.extras:
+      deployments += np.asarray(logs.extras["safe_deployment"]).sum(-1)
+    done += args.chunk
+    for key, value in (("episodes", done), ("regret", regret), ("violation", violation)):
+      curves[key].append(value if key == "episodes" else np.mean(value))
+    cli.progress(f"{bench.name} {name}", done, args.episodes, started, args.seeds)
+  values = dict(regret=regret, violation=violation, violating_episodes=violating)
+  values["safe_deployments"] = deployments
+  out = {k: np.asarray(v).tolist() for k, v in values.items()}
+  return out, {k: np.asarray(v).tolist() for k, v in curves.items()}, time.perf_counter() - started
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  p.add_argument("--benchmarks", default=",".join(CONSTANTS))
+  p.add_argument("--agents", default=",".join(AGENTS))
+  p.add_argument("--instance", type=cli.seed, default=0, help="the benchmarks' instance seed")
+  p.add_argument("--seeds", type=cli.positive_int, default=10)
+  p.add_argument("--episodes", type=cli.positive_int, default=1000)
+  p.add_argument("--chunk", type=cli.positive_int, default=100, help="a divisor of --episodes")
+  p.add_argument("--eta", type=cli.positive_float, default=1.0, help="OptDual's and OptAug's")
+  p.add_argument("--out", default="results/linear_cmdps")
+  args = p.parse_args(argv)
+  args.benchmarks, args.agents = args.benchmarks.split(","), args.agents.split(",")
+  for flag, given, known in (
+    ("--benchmarks", args.benchmarks, CONSTANTS),
+    ("--agents", args.agents, AGENTS),
+  ):
+    if unknown := sorted(set(given) - set(known)):
+      p.error(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+  if args.episodes % args.chunk:
+    p.error(f"--chunk {args.chunk}: must divide --episodes {args.episodes}")
+  config = {k: v for k, v in vars(args).items() if k != "out"}
+  config.update(constants=CONSTANTS, jax=jax.__version__, optaug_jax=oj.__version__)
+  path = os.path.join(args.out, OUTPUTS[0])
+  record = {"config": config, "results": {}}
+  if os.path.exists(path):  # resume: the pairs of a run of the same config
+    old = json.loads(open(path).read())
+    if old.get("config") == json.loads(json.dumps(config)):
+      record = old
+      print(f"resuming {path}: {sum(len(v) for v in record['results'].values())} pairs done")
+  run_dir = result_files.result_dir(args, "linear_cmdps", OUTPUTS)
+  with run_dir.running():
+    for name in args.benchmarks:
+      bench = _Bench(name, args.instance)
+      optimum = oj.solve_lp(bench.value.model.cmdp).value
+      done = record["results"].setdefault(name, {})
+      for agent in [a for a in args.agents if a not in done]:
+        values, curves, seconds = run_pair(bench, agent, args, optimum)
+        done[agent] = {"values": values, "curves": curves, "seconds": seconds, "optimum": optimum}
+        run_dir.write_json(OUTPUTS[0], record, indent=None)
+        mean = {k: float(np.mean(v)) for k, v in values.items()}
+        print(
+          f"{name:20s} {agent:15s} " + " ".join(f"{k} {v:.4g}" for k, v in mean.items()), flush=True
+        )
+    run_dir.complete()
+  return record
+
+
+if __name__ == "__main__":
+  cli.main_guard("linear_cmdps", main)
