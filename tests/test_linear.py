@@ -369,3 +369,27 @@ def test_opse_is_safe_in_every_episode_on_the_random_cmdp(seed):
   assert float(jnp.max(logs.constraint_values[:, 0] - cmdp.thresholds[0])) <= 1e-5
   deployments = int(jnp.sum(logs.extras["safe_deployment"]))
   assert 0 < deployments < 300  # the baseline early, its own policies later
+
+
+def test_the_linear_script_runs_and_resumes(tmp_path):
+  """experiments/linear_cmdps.py on one benchmark and two agents, twice: the second run
+  of the same config resumes (nothing run again, the same record)."""
+  import pathlib
+  import subprocess
+  import sys
+
+  script = pathlib.Path(__file__).parent.parent / "experiments" / "linear_cmdps.py"
+  argv = [sys.executable, str(script), "--out", str(tmp_path), "--episodes", "20"]
+  argv += ["--chunk", "10", "--seeds", "2", "--benchmarks", "kitamura_random"]
+  argv += ["--agents", "opse,optaug_linear"]
+  first = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+  assert first.returncode == 0, first.stderr[-2000:]
+  record = (tmp_path / "linear_cmdps.json").read_text()
+  values = __import__("json").loads(record)["results"]["kitamura_random"]
+  assert values["opse"]["values"]["violation"] == [0.0, 0.0]
+  assert len(values["optaug_linear"]["curves"]["regret"]) == 2
+  again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+  assert again.returncode == 0 and "2 pairs done" in again.stdout
+  assert (tmp_path / "linear_cmdps.json").read_text() == record
+  bad = subprocess.run([*argv[:2], "--agents", "nope"], capture_output=True, text=True)
+  assert bad.returncode == 2 and "--agents: unknown nope" in bad.stderr
