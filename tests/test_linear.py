@@ -371,6 +371,7 @@ def test_opse_is_safe_in_every_episode_on_the_random_cmdp(seed):
   assert 0 < deployments < 300  # the baseline early, its own policies later
 
 
+@pytest.mark.slow  # 50 s: two runs of the script, each compiling its agents
 def test_the_linear_script_runs_and_resumes(tmp_path):
   """experiments/linear_cmdps.py on one benchmark and two agents, twice: the second run
   of the same config resumes (nothing run again, the same record)."""
