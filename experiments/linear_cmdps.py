@@ -1,7 +1,8 @@
 """Linear CMDPs: OPSE, Ghosh et al.'s softmax agent, OptDual and OptAug on the three
 benchmarks of Kitamura et al. (NeurIPS 2025), seeds vmapped, with their constants.
 
-Per benchmark (`oj.linear.BENCHMARKS`, instance `--instance`) and agent, `--seeds` seeds
+Per benchmark (`oj.linear.BENCHMARKS`, `--instances` instances from `--instance`: their
+figures average 10 instances, seed `i` drawing instance `i`) and agent, `--seeds` seeds
 (keys `PRNGKey(seed)`), `--episodes` K episodes in jitted chunks of `--chunk`: per seed
 the cumulative strong regret `sum_k [V^pi_k(c) - V*]_+` (V*: the LP optimum, HiGHS), the
 cumulative violation `sum_k [V^pi_k(d) - alpha]_+` (exact evaluation: their "regret" and
@@ -12,7 +13,8 @@ too, `B_dagger = 1`, `C_lambda = 300`, 20 bisections); OptDual and OptAug `eta =
 --eta`; every agent plays the baseline in its first episode.
 
   python experiments/linear_cmdps.py --out results/linear_cmdps                 # ~2 min
-  python experiments/linear_cmdps.py --episodes 10000 --seeds 10 --out DIR      # their K
+  python experiments/linear_cmdps.py --episodes 10000 --instances 10 --seeds 1 \\
+      --chunk 500 --out DIR                                                       # theirs
 
 Writes DIR/linear_cmdps.json (the config and, per benchmark and agent, the per-seed
 values and the curves every `--chunk` episodes) after each (benchmark, agent), atomically;
@@ -102,7 +104,14 @@ def main(argv=None):
   )
   p.add_argument("--benchmarks", default=",".join(CONSTANTS))
   p.add_argument("--agents", default=",".join(AGENTS))
-  p.add_argument("--instance", type=cli.seed, default=0, help="the benchmarks' instance seed")
+  p.add_argument("--instance", type=cli.seed, default=0, help="the benchmarks' first instance")
+  p.add_argument(
+    "--instances",
+    type=cli.positive_int,
+    default=1,
+    help="instances --instance .. + N - 1, --seeds seeds on each (Kitamura et al.: 10"
+    " instances, one seed each: --instances 10 --seeds 1)",
+  )
   p.add_argument("--seeds", type=cli.positive_int, default=10)
   p.add_argument("--episodes", type=cli.positive_int, default=1000)
   p.add_argument("--chunk", type=cli.positive_int, default=100, help="a divisor of --episodes")
@@ -130,12 +139,15 @@ def main(argv=None):
   run_dir = result_files.result_dir(args, "linear_cmdps", OUTPUTS)
   with run_dir.running():
     for name in args.benchmarks:
-      bench = _Bench(name, args.instance)
-      optimum = oj.solve_lp(bench.value.model.cmdp).value
       done = record["results"].setdefault(name, {})
+      benches = [_Bench(name, args.instance + i) for i in range(args.instances)]
+      optima = [oj.solve_lp(b.value.model.cmdp).value for b in benches]
       for agent in [a for a in args.agents if a not in done]:
-        values, curves, seconds = run_pair(bench, agent, args, optimum)
-        done[agent] = {"values": values, "curves": curves, "seconds": seconds, "optimum": optimum}
+        runs = [run_pair(b, agent, args, optimum) for b, optimum in zip(benches, optima)]
+        values = {k: sum((r[0][k] for r in runs), []) for k in runs[0][0]}  # instance-major
+        curves = {k: np.mean([r[1][k] for r in runs], axis=0).tolist() for k in runs[0][1]}
+        seconds = sum(r[2] for r in runs)
+        done[agent] = {"values": values, "curves": curves, "seconds": seconds, "optima": optima}
         run_dir.write_json(OUTPUTS[0], record, indent=None)
         mean = {k: float(np.mean(v)) for k, v in values.items()}
         print(
