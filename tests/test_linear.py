@@ -98,15 +98,24 @@ def _refit(features, states, actions, rho):
   return lam, targets
 
 
-def test_ridge_matches_a_float64_refit_and_the_enumerated_estimate():
-  rng = np.random.default_rng(0)
-  horizon, num_states, num_actions, d, rho = 3, 6, 2, 4, 0.5
+def _fitted(seed, sizes, episodes):
+  """`(features, states, actions, ridge)`: Dirichlet features `[H, S, A, d]` and a ridge fed
+  `episodes` uniform random episodes, one jitted update each (float64)."""
+  rng = np.random.default_rng(seed)
+  horizon, num_states, num_actions, d = sizes
   features = rng.dirichlet(np.full(d, 0.3), size=(horizon, num_states, num_actions))
-  states, actions = _samples(rng, horizon, num_states, num_actions, 200)
+  states, actions = _samples(rng, horizon, num_states, num_actions, episodes)
   ridge = linear.Ridge.zeros(horizon, num_states, num_actions, d, jnp.float64)
   step = jax.jit(linear.update)
   for s_row, a_row in zip(states, actions):
     ridge = step(ridge, jnp.asarray(features), jnp.asarray(s_row), jnp.asarray(a_row))
+  return features, states, actions, ridge
+
+
+def test_ridge_matches_a_float64_refit_and_the_enumerated_estimate():
+  horizon, num_states, num_actions, d, rho = 3, 6, 2, 4, 0.5
+  features, states, actions, ridge = _fitted(0, (horizon, num_states, num_actions, d), 200)
+  rng = np.random.default_rng(10)
   lam, targets = _refit(features, states, actions, rho)
   np.testing.assert_allclose(linear.gram(ridge, jnp.asarray(features), rho), lam, rtol=1e-12)
   np.testing.assert_allclose(ridge.targets, targets, rtol=1e-12, atol=1e-12)
@@ -192,13 +201,9 @@ def _numpy_backup(features, est, costs, parts, weights, tau, sense, loose):
 
 
 def test_composite_softmax_matches_a_numpy_loop_under_jit_and_vmap():
-  rng = np.random.default_rng(2)
   horizon, num_states, num_actions, d, rho = 3, 5, 3, 4, 1.0
-  features = rng.dirichlet(np.full(d, 0.3), size=(horizon, num_states, num_actions))
-  states, actions = _samples(rng, horizon, num_states, num_actions, 30)
-  ridge = linear.Ridge.zeros(horizon, num_states, num_actions, d, jnp.float64)
-  for s_row, a_row in zip(states, actions):
-    ridge = linear.update(ridge, jnp.asarray(features), jnp.asarray(s_row), jnp.asarray(a_row))
+  features, _, _, ridge = _fitted(2, (horizon, num_states, num_actions, d), 30)
+  rng = np.random.default_rng(12)
   est = linear.estimate(ridge, jnp.asarray(features), rho)
   costs = rng.uniform(size=(3, horizon, num_states, num_actions))
   bonus_in, bonus_out = np.array([-0.5, 0.2, 0.0]), np.array([0.0, 0.3, 0.0])
