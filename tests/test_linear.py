@@ -399,3 +399,16 @@ def test_the_linear_script_runs_and_resumes(tmp_path):
   assert (tmp_path / "linear_cmdps.json").read_text() == record
   bad = subprocess.run([*argv[:2], "--agents", "nope"], capture_output=True, text=True)
   assert bad.returncode == 2 and "--agents: unknown nope" in bad.stderr
+
+
+def test_linear_agents_run_sharded_with_a_batch_size_as_vmapped():
+  """`oj.run_sharded` (seeds in batches of 2, summaries) against `jax.vmap(oj.run)`: the
+  same final states, bit for bit."""
+  bench = linear.kitamura_streaming(0)
+  cmdp = bench.model.cmdp
+  agent = linear.optaug_linear(bench.model, bench.safe_policy, eta=1.0, pretrain_episodes=2)
+  keys = jax.random.split(jax.random.PRNGKey(5), 4)
+  state, _ = oj.run_sharded(agent, keys, cmdp, num_episodes=30, logs="summary", batch_size=2)
+  vmapped, _ = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=30)))(keys)
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(vmapped)):
+    np.testing.assert_array_equal(a, b)
