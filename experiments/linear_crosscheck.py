@@ -7,8 +7,9 @@ nothing of it is copied here, it is imported from that path at run time).
    converted back from the cost convention): the largest absolute differences.
 2. The estimators: the same `--episodes` trajectories (uniformly random actions, from
    NumPy's generator of `--key`, in the true kernel) fed to their Sherman-Morrison
-   inverse, bonus and enumerated `P_hat`, and to ours (`Ridge`, `estimate`, `expected_next` on each unit
-   vector): the largest differences of `Lambda^{-1}`, the bonus and `P_hat`.
+   inverse, bonus and enumerated `P_hat`, and to ours (`Ridge`, `estimate`,
+   `expected_next` on each unit vector): the largest differences of `Lambda^{-1}`, the
+   bonus and `P_hat`.
 
   python experiments/linear_crosscheck.py --peer /path/to/Episode-Wise-Safe-Linear-CMDP \\
       --out docs/results/linear_cmdps/crosscheck.json
