@@ -45,6 +45,7 @@ from ..agents.base import Agent, Assumptions, PlanInfo
 from ..checking import arguments
 from . import planning
 from . import ridge as ridge_lib
+from .model import LinearCMDP, validate_linear_cmdp
 
 # OptAug's bisection: it stops when the bracket is this many rounding units of its upper
 # end wide (its certificate), or after this many halvings (from `lambda + eta H`: about 30
@@ -78,14 +79,12 @@ class _Config(NamedTuple):
 
 
 def _check(model, safe_policy, pretrain_episodes, eta, temperature, rho, bonuses) -> _Config:
-  from .model import LinearCMDP, validate_linear_cmdp  # noqa: PLC0415  (beside the type)
-
   if not isinstance(model, LinearCMDP):
     raise ValueError(f"model: expected an oj.linear.LinearCMDP, got {type(model).__name__}")
   validate_linear_cmdp(model)
   arguments.check_int("pretrain_episodes", pretrain_episodes, low=0)
-  for name, value, low in (("eta", eta, None), ("temperature", temperature, None)):
-    arguments.check_real(name, value, low=low)
+  for name, value in (("eta", eta), ("temperature", temperature)):
+    arguments.check_real(name, value)
     if not float(value) > 0:
       raise ValueError(f"{name}: expected a positive number, got {value!r}")
   arguments.check_real("rho", rho)
