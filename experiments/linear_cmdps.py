@@ -35,11 +35,7 @@ import numpy as np
 import optaug_jax as oj
 from optaug_jax.experiment import cli, result_files
 
-CONSTANTS = {  # benchmark: (bonus scale C, temperature tau), Kitamura et al.'s notebook
-  "kitamura_random": (1.0, 0.1),
-  "kitamura_streaming": (2.0, 0.1),
-  "kitamura_linear": (5.0, 0.01),
-}
+CONSTANTS = oj.linear.PUBLISHED_CONSTANTS  # benchmark: (bonus scale C, temperature tau)
 AGENTS = ("opse", "ghosh_softmax", "optdual_linear", "optaug_linear")
 OUTPUTS = ("linear_cmdps.json",)
 

@@ -20,6 +20,7 @@ definitions beside them.
 from optaug_jax._src.linear.agents import LinearAgentState, optaug_linear, optdual_linear
 from optaug_jax._src.linear.benchmarks import (
   BENCHMARKS,
+  PUBLISHED_CONSTANTS,
   LinearBenchmark,
   kitamura_linear,
   kitamura_random,
@@ -46,6 +47,7 @@ __all__ = [
   "Components",
   "Estimate",
   "LinearAgentState",
+  "PUBLISHED_CONSTANTS",
   "LinearBenchmark",
   "LinearCMDP",
   "Ridge",

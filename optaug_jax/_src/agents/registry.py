@@ -91,7 +91,7 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
     name: a key of `AGENTS`.
     benchmark: the problem; the agent takes from it only what its `problem_args` say (a
       safe baseline and its slack), never the true model.
-    num_episodes: `K`.
+    num_episodes: `K` (for a factory that takes it).
     **options: factory arguments (override the problem's). Options the factory does not
       accept raise a `ValueError` naming them; use `agent_options(name)` to list them, or
       filter with it when one set of options serves several agents. A `setting` given by
@@ -118,7 +118,9 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
   kwargs.update(options)
   if isinstance(kwargs.get("setting"), str):
     kwargs["setting"] = setting_lib.named_setting(kwargs["setting"], benchmark.cmdp)
-  return spec.factory(num_episodes=num_episodes, **kwargs)
+  if _accepts(name, "num_episodes"):  # the linear agents' factories do not need K
+    kwargs["num_episodes"] = num_episodes
+  return spec.factory(**kwargs)
 
 
 def make_agents(names, benchmark, *, num_episodes: int, options: Mapping[str, Any]) -> dict:

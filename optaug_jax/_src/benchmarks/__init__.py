@@ -8,9 +8,9 @@ explicit table (`BENCHMARKS`), which `register_benchmark` extends with a user's 
 Each constructor returns a `Benchmark(cmdp, safe_policy, slack)`: a validated `CMDP`, a
 baseline policy `[H, S, A]` and its true slack `min_i (alpha_i - V^pi(d_i, p)) > 0` (the
 paper's Assumption "Strictly feasible policy"), ready for `optaug(safe_policy=...,
-slack=...)`. In every benchmark the single constraint binds at the optimum: the constrained
-optimum (`solve_lp`) is strictly worse than the unconstrained one and its multiplier is
-positive.
+slack=...)`. In each of the first seven the single constraint binds at the optimum: the
+constrained optimum (`solve_lp`) is strictly worse than the unconstrained one and its
+multiplier is positive (Kitamura et al.'s bind on some instances only: see below).
 
 - `media_streaming`: the media-streaming CMDP of Bura et al. (2022), "DOPE: Doubly
   Optimistic and Pessimistic Exploration for Safe Reinforcement Learning" (NeurIPS), as
@@ -36,8 +36,14 @@ positive.
   transitions, uniform costs, thresholds halfway between the safe and the unconstrained
   constraint values), with `safe_policy` as baseline. Default sizes S=10, A=4, H=10, I=1.
 
-Baselines are LP-optimal policies of the same CMDP with a fifth of the threshold (so their
-slack is four fifths of the threshold when that smaller constraint binds).
+- `kitamura_random`, `kitamura_streaming`, `kitamura_linear`: the benchmarks of Kitamura et
+  al. (NeurIPS 2025) on linear CMDPs, instance `seed` (`oj.linear`), with their features
+  (`Benchmark.features`) and their baseline, the utility maximiser. Whether their
+  constraint binds depends on the instance (`oj.linear.kitamura_random` and neighbours).
+
+Baselines of the other benchmarks are LP-optimal policies of the same CMDP with a fifth of
+the threshold (so their slack is four fifths of the threshold when that smaller constraint
+binds).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from ._common import Benchmark, sparse_rows
 from .factored import factored, factored_unconstrained_value
 from .gridworld import GRID_LP_MAX_VARIABLES, GRID_MOVES, default_hazards, gridworld
 from .inventory import INVENTORY_DEMAND, inventory, lost_sales
+from .kitamura import kitamura_linear, kitamura_random, kitamura_streaming
 from .media_streaming import media_streaming
 from .queue import QUEUE_ENERGY, QUEUE_RATES, queue
 from .random_family import random_family
@@ -61,6 +68,9 @@ BENCHMARKS: dict[str, Callable[..., Benchmark]] = {
   "inventory": inventory,
   "lost_sales": lost_sales,
   "random_family": random_family,
+  "kitamura_random": kitamura_random,
+  "kitamura_streaming": kitamura_streaming,
+  "kitamura_linear": kitamura_linear,
 }
 
 
@@ -96,6 +106,9 @@ __all__ = (
   "factored_unconstrained_value",
   "gridworld",
   "inventory",
+  "kitamura_linear",
+  "kitamura_random",
+  "kitamura_streaming",
   "lost_sales",
   "make_benchmark",
   "media_streaming",

@@ -25,6 +25,9 @@ class Benchmark(NamedTuple):
   cmdp: CMDP  # validated, in the requested dtype
   safe_policy: jax.Array  # [H, S, A] strictly feasible baseline
   slack: float  # its true slack min_i (alpha_i - V^pi(d_i, p)) > 0
+  # The features `phi [S, A, d]` (or `[H, S, A, d]`) of a linear CMDP (`oj.linear`); None:
+  # a tabular benchmark (the linear agents then learn through one-hot features).
+  features: Any = None
 
 
 def _numpy_cmdp(

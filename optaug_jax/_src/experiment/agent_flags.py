@@ -10,8 +10,19 @@ import numpy as np
 import optaug_jax as oj
 from optaug_jax._src.experiment import problems
 
-# OptDual and its multiplier-update variants: `--dual-eta` is their step.
-DUAL_AGENTS = ("optdual", "optdual_optimistic", "pid_lagrangian", "nupi_lagrangian")
+# OptDual, its multiplier-update variants and OptDual on linear CMDPs: `--dual-eta` is
+# their step.
+DUAL_AGENTS = (
+  "optdual",
+  "optdual_optimistic",
+  "pid_lagrangian",
+  "nupi_lagrangian",
+  "optdual_linear",
+)
+# OptAug and OptAug on linear CMDPs: `--eta` is their step, `--pretrain` their K'.
+OPTAUG_AGENTS = ("optaug", "optaug_linear")
+# The agents of `oj.linear` (they take `--temperature` and `--linear-bonus`, a constant eta).
+LINEAR_AGENTS = ("optaug_linear", "optdual_linear", "opse", "ghosh_softmax")
 
 
 AGENT_RULE = (
@@ -40,14 +51,51 @@ AGENT_FLAGS = {
   "bonus_scale": ("bonus_scale", None),
   "nu": ("nu", None),
   "unreached": ("unreached", None),
+  "temperature": ("temperature", None),
+  "linear_bonus": ("cost_bonus", None),
 }
+
+
+def add_flags(p) -> None:
+  """The flags of the linear agents (`oj.linear`)."""
+  p.add_argument(
+    "--temperature",
+    type=float,
+    default=None,
+    help="the softmax temperature tau of the linear agents (optaug_linear, optdual_linear,"
+    " opse, ghosh_softmax); default: Kitamura et al.'s for their benchmarks"
+    " (oj.linear.PUBLISHED_CONSTANTS), else the agents' (0.1)",
+  )
+  p.add_argument(
+    "--linear-bonus",
+    type=float,
+    default=None,
+    help="the linear agents' bonus scale C, for each of their bonuses (0: no optimism);"
+    " default: Kitamura et al.'s for their benchmarks, else the agents' (1.0)",
+  )
+
+
+def _linear_options(args) -> dict:
+  """`{option: {agent: value}}` of `--temperature` and `--linear-bonus` (their defaults:
+  the published constants of the benchmark, if any)."""
+  scale, tau = oj.linear.PUBLISHED_CONSTANTS.get(args.benchmark, (None, None))
+  tau = args.temperature if args.temperature is not None else tau
+  scale = args.linear_bonus if args.linear_bonus is not None else scale
+  out: dict = {}
+  for name in args.agents:
+    wanted = {"temperature": tau}
+    wanted.update(dict.fromkeys(("cost_bonus", "constraint_bonus", "compensation_bonus"), scale))
+    for option, value in wanted.items():
+      if value is not None and _accepts(name, option):
+        out.setdefault(option, {})[name] = value
+  return out
 
 
 def agent_kind(name: str) -> str | None:
   """`"optaug"` (OptAug, and your own agents unless they say otherwise), `"dual"` (OptDual
   and its variants, your own with `agent_kind = "dual"`), or None (the other built-ins:
   they take the shared options only)."""
-  if name == "optaug":
+  if name in OPTAUG_AGENTS:
     return "optaug"
   if name in DUAL_AGENTS:
     return "dual"
@@ -79,8 +127,8 @@ def agent_options(args) -> dict:
   )
   names = list(args.agents)
   eta = {name: args.dual_eta for name in DUAL_AGENTS}
-  eta["optaug"] = args.eta
-  pretrain = {"optaug": args.pretrain}
+  eta.update(dict.fromkeys(OPTAUG_AGENTS, args.eta))
+  pretrain = dict.fromkeys(OPTAUG_AGENTS, args.pretrain)
   inners = {"optaug": inner}
   for name in names:
     if problems.user_agent_kind(name) is None:
@@ -101,6 +149,7 @@ def agent_options(args) -> dict:
     "inner": inners,
     "unreached": args.unreached,
     "eta": eta,
+    **_linear_options(args),
   }
 
 
@@ -115,6 +164,15 @@ def _describe(value):
   if hasattr(value, "shape"):
     return f"array{tuple(np.shape(value))}"
   return type(value).__name__ if not hasattr(value, "_asdict") else repr(value)
+
+
+def _describe_problem_arg(bench, key, value):
+  if key == "safe_policy":
+    return "the benchmark's"
+  if key == "model":  # a linear agent's: the benchmark's features or one-hot ones
+    features = "one-hot" if getattr(bench, "features", None) is None else "the benchmark's"
+    return f"LinearCMDP({features} features, d={value.num_features})"
+  return _describe(value)
 
 
 def _describe_inner(args) -> str:
@@ -134,7 +192,7 @@ def resolved_agent_options(args, bench=None) -> dict:
     if bench is not None:
       for key, value in oj.agents.AGENTS[name].problem_args(bench).items():
         if _accepts(name, key):
-          mine[key] = "the benchmark's" if key == "safe_policy" else _describe(value)
+          mine[key] = _describe_problem_arg(bench, key, value)
     for key, value in options.items():
       if isinstance(value, dict):
         if name not in value:

@@ -12,31 +12,14 @@ import os
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax._src.experiment import cli, problems, processes
-from optaug_jax._src.experiment.agent_flags import (  # re-exported
-  AGENT_FLAGS as AGENT_FLAGS,
-)
-from optaug_jax._src.experiment.agent_flags import (
-  AGENT_RULE as AGENT_RULE,
-)
-from optaug_jax._src.experiment.agent_flags import (
-  DUAL_AGENTS as DUAL_AGENTS,
-)
-from optaug_jax._src.experiment.agent_flags import (
-  agent_kind as agent_kind,
-)
-from optaug_jax._src.experiment.agent_flags import (
-  agent_options as agent_options,
-)
-from optaug_jax._src.experiment.agent_flags import (
-  flag_takers as flag_takers,
-)
-from optaug_jax._src.experiment.agent_flags import (
-  options_line as options_line,
-)
-from optaug_jax._src.experiment.agent_flags import (
-  resolved_agent_options as resolved_agent_options,
-)
+from optaug_jax._src.experiment import agent_flags, cli, problems, processes
+
+# Re-exported (the scripts' names for them).
+AGENT_RULE = agent_flags.AGENT_RULE
+agent_kind = agent_flags.agent_kind
+agent_options = agent_flags.agent_options
+options_line = agent_flags.options_line
+resolved_agent_options = agent_flags.resolved_agent_options
 
 # --bonus-scale when not given (cancellation.py): 0.1 in the paper's setting, the tuned bonus
 # of its recorded media_streaming and random-family runs (docs/results/ms64, rand64); the
@@ -201,9 +184,10 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
     default=None,
     type=cli.parse_eta,
     help="the step of OptDual and its variants ("
-    + ", ".join(DUAL_AGENTS[1:])
+    + ", ".join(agent_flags.DUAL_AGENTS[1:])
     + "): a positive float or 'paper'; default: 'paper'",
   )
+  agent_flags.add_flags(p)
   p.add_argument("--x64", action="store_true", help="float64 (needed for --eta paper)")
   processes.add_flags(p)
   # random benchmark
@@ -221,7 +205,10 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
       + (", at least 2" if symbol == "A" else ""),
     )
   p.add_argument(
-    "--problem-seed", type=cli.seed, default=0, help="seed of --benchmark random_family (only)"
+    "--problem-seed",
+    type=cli.seed,
+    default=0,
+    help="the instance of --benchmark random_family or kitamura_* (only)",
   )
   p.add_argument(
     "--grid-size",
@@ -272,6 +259,14 @@ def check_args(parser, args, given=frozenset()):
   never refused for being irrelevant."""
   processes.check_args(parser, args)
   check_agents(parser, args, given)
+  linear = [a for a in args.agents if a in agent_flags.LINEAR_AGENTS]
+  for dest, value, kind in (("eta", args.eta, "optaug"), ("dual_eta", args.dual_eta, "dual")):
+    if value is None and (takers := [a for a in linear if agent_kind(a) == kind]):
+      flag = "--" + dest.replace("_", "-")
+      parser.error(
+        f"{flag} paper{'' if dest in given else ' (its default)'}: {','.join(takers)}"
+        f" take{'s' * (len(takers) == 1)} a constant step; give {flag} 1 (Kitamura et al.'s)"
+      )
   if args.eta is None and not args.x64:
     parser.error(
       "--eta paper: the paper's schedule reaches eta = 1e7 and more, which"
@@ -287,7 +282,7 @@ def check_args(parser, args, given=frozenset()):
       f" ({tiny:.3g}), where the confidence radii are computed; give a larger"
       " --delta"
     )
-  if "optaug" in args.agents and args.pretrain > args.episodes:
+  if set(args.agents) & set(agent_flags.OPTAUG_AGENTS) and args.pretrain > args.episodes:
     default = "" if "pretrain" in given else " (its default)"
     parser.error(
       f"--pretrain {args.pretrain}{default} must be at most --episodes"
@@ -297,7 +292,12 @@ def check_args(parser, args, given=frozenset()):
     )
   benchmark = args.benchmark
   if benchmark != "random_family":
-    extra = [flag for dest, flag in RANDOM_FAMILY_FLAGS.items() if dest in given]
+    seeded = benchmark in oj.linear.PUBLISHED_CONSTANTS  # Kitamura et al.'s: --problem-seed
+    extra = [
+      flag
+      for dest, flag in RANDOM_FAMILY_FLAGS.items()
+      if dest in given and not (seeded and dest == "problem_seed")
+    ]
     if extra:
       them = " ".join(extra)
       parser.error(
@@ -361,8 +361,8 @@ def check_agents(parser, args, given=frozenset()):
   if twice:
     parser.error(f"--agents {','.join(args.agents)}: {', '.join(twice)} listed more than once")
   args.agents, args.agent_specs = labels, specs
-  for dest, (option, kind) in AGENT_FLAGS.items():
-    if dest not in given or dest == "setting" or flag_takers(args, dest):
+  for dest, (option, kind) in agent_flags.AGENT_FLAGS.items():
+    if dest not in given or dest == "setting" or agent_flags.flag_takers(args, dest):
       continue  # --setting also describes the run (the declared support it checks)
     flag = "--" + dest.replace("_", "-")
     value = getattr(args, dest)

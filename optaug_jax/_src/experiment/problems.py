@@ -47,6 +47,9 @@ def build_problem(args) -> oj.benchmarks.Benchmark:
       f" --states {args.states} --actions {args.actions} --horizon {args.horizon}"
       f" --constraints {args.constraints} --problem-seed {args.problem_seed}"
     )
+  if args.benchmark in oj.linear.PUBLISHED_CONSTANTS:  # Kitamura et al.'s: an instance
+    kwargs = dict(seed=args.problem_seed)
+    flags += f" --problem-seed {args.problem_seed}"
   if args.benchmark == "gridworld" and args.grid_size is not None:
     kwargs = dict(size=args.grid_size)
     flags += f" --grid-size {args.grid_size}"
@@ -151,9 +154,10 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
     value = function()
   except Exception as e:  # the user's function: any fault in it is reported in one line
     raise fail(f"{name}() raised {type(e).__name__}: {e} (it is called with no arguments)") from e
-  slack = None
+  slack = features = None
   if isinstance(value, oj.benchmarks.Benchmark):
-    cmdp, policy, slack = value
+    features = value.features
+    cmdp, policy, slack = value.cmdp, value.safe_policy, value.slack
   elif isinstance(value, oj.CMDP):
     cmdp, policy = value, None
   elif (
@@ -213,8 +217,17 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
         " (OptAug needs a strictly feasible baseline)"
       ) from e
     raise fail(f"no safe baseline: {e}") from e
+  if features is not None:
+    features = jnp.asarray(features, dtype)
+    try:
+      oj.linear.validate_linear_cmdp(oj.linear.LinearCMDP(cmdp, features))
+    except ValueError as e:
+      raise fail(f"its features: {e}") from e
   return oj.benchmarks.Benchmark(
-    cmdp=cmdp, safe_policy=policy, slack=float(true_slack if slack is None else slack)
+    cmdp=cmdp,
+    safe_policy=policy,
+    slack=float(true_slack if slack is None else slack),
+    features=features,
   )
 
 
@@ -226,6 +239,8 @@ def problem_digest(bench) -> str:
   arrays = {f: np.asarray(getattr(cmdp, f)) for f in cmdp._fields if getattr(cmdp, f) is not None}
   arrays["safe_policy"] = np.asarray(bench.safe_policy)
   arrays["slack"] = np.asarray(float(bench.slack))
+  if bench.features is not None:  # a linear CMDP's (a tabular one's digest is unchanged)
+    arrays["features"] = np.asarray(bench.features)
   return result_files.digest(arrays)
 
 

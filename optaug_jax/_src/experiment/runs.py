@@ -21,6 +21,7 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax._src.experiment import (
+  agent_flags,
   arguments,
   checkpoints,
   cli,
@@ -101,7 +102,7 @@ def run_chunks(name, agent, cmdp, keys, start: Started, args):
     cli.RUN.checkpoint(name, done, total)  # for the line printed on Ctrl-C or a full disk
     cli.progress(name, done, total, started, keys.shape[0])
   sys.stdout.write("\n")
-  if state is not None:
+  if state is not None and hasattr(state, "counts"):  # a linear agent's has no counts
     counts = processes.gather(state.counts) if several else state.counts
     oj.support_violations(counts, oj.named_setting(args.setting, cmdp))  # warns, naming pairs
   return True, seconds
@@ -120,6 +121,10 @@ LIBRARY_OPTIONS = {
   "unreached": "--unreached",
   "setting": "--setting",
   "setting.support": "--setting",
+  "temperature": "--temperature",
+  "cost_bonus": "--linear-bonus",
+  "constraint_bonus": "--linear-bonus",
+  "compensation_bonus": "--linear-bonus",
   "safe_policy": "--benchmark",
   "slack": "--benchmark",
 }
@@ -132,7 +137,7 @@ def _library_refused(context: str, error: ValueError, agent: str | None = None):
   name = message.split(":", 1)[0].strip()
   flag = LIBRARY_OPTIONS.get(name)
   if name == "eta" and agent is not None:
-    flag = "--eta" if agent == "optaug" else "--dual-eta"
+    flag = "--eta" if arguments.agent_kind(agent) == "optaug" else "--dual-eta"
   which = f" {flag}" if flag else ""
   return cli.UsageError(f"{context}: the library refuses{which or ' this run'} ({message})")
 
@@ -156,7 +161,11 @@ def setup(args, script: str, outputs):
   if args.batch_size in (None, "auto"):  # runs before --batch-size: every seed at once
     ignored.add("batch_size")
   if args.benchmark != "random_family":  # the size flags describe the random family only
-    ignored |= {"states", "actions", "horizon", "constraints", "problem_seed"}
+    ignored |= {"states", "actions", "horizon", "constraints"}
+    if args.benchmark not in oj.linear.PUBLISHED_CONSTANTS:  # Kitamura et al.'s instance
+      ignored.add("problem_seed")
+  if not set(args.agents) & set(agent_flags.LINEAR_AGENTS):  # the linear agents' flags
+    ignored |= {"temperature", "linear_bonus"}
   if args.benchmark != "gridworld" or args.grid_size is None:
     ignored |= {"grid_size"}
   ignored.add("agent_specs")  # the specs are in "agents"

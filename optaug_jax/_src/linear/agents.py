@@ -41,17 +41,30 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..agents import registry
 from ..agents.base import Agent, Assumptions, PlanInfo
 from ..checking import arguments
 from . import planning
 from . import ridge as ridge_lib
-from .model import LinearCMDP, validate_linear_cmdp
+from .model import LinearCMDP, from_tabular, validate_linear_cmdp
 
 # OptAug's bisection: it stops when the bracket is this many rounding units of its upper
 # end wide (its certificate), or after this many halvings (from `lambda + eta H`: about 30
 # in float32, 60 in float64).
 BRACKET_ULPS = 4
 MAX_BISECTIONS = 200
+
+
+def problem_args(benchmark) -> dict:
+  """What a registered linear agent takes from a `Benchmark` (`oj.agents.make_agent`): the
+  linear CMDP of its features (one-hot features, `from_tabular`, for a tabular benchmark)
+  and its baseline."""
+  cmdp = benchmark.cmdp
+  if getattr(benchmark, "features", None) is None:
+    model = from_tabular(cmdp)
+  else:
+    model = LinearCMDP(cmdp, jnp.asarray(benchmark.features, jnp.asarray(cmdp.cost).dtype))
+  return {"model": model, "safe_policy": benchmark.safe_policy}
 
 
 class LinearAgentState(NamedTuple):
@@ -206,11 +219,12 @@ def _extras(residual, bracket, passes):
   }
 
 
+@registry.register_agent("optdual_linear", problem_args=problem_args)
 def optdual_linear(
   model,
   safe_policy,
   *,
-  eta: float,
+  eta: float = 1.0,
   pretrain_episodes: int = 0,
   temperature: float = 0.1,
   rho: float = 1.0,
@@ -224,7 +238,7 @@ def optdual_linear(
     model: an `oj.linear.LinearCMDP` (its features and costs are the agent's; its kernel
       is not read).
     safe_policy: the baseline `[H, S, A]` of the pre-training episodes.
-    eta: the dual step size (`> 0`).
+    eta: the dual step size (`> 0`; 1, Kitamura et al.'s runs of the Lagrangian agents).
     pretrain_episodes: episodes of `safe_policy` first.
     temperature: `tau > 0` of the softmax.
     rho: the ridge (`> 0`).
@@ -248,11 +262,12 @@ def optdual_linear(
   return _agent(config, learning, _lagrangian(config), _no_extras)
 
 
+@registry.register_agent("optaug_linear", problem_args=problem_args)
 def optaug_linear(
   model,
   safe_policy,
   *,
-  eta: float,
+  eta: float = 1.0,
   pretrain_episodes: int = 0,
   temperature: float = 0.1,
   rho: float = 1.0,

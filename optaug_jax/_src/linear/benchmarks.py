@@ -23,6 +23,10 @@ splits of their construction, so that, at a given JAX version, the arrays are th
   phi mu_h`; `r_h = phi . theta_r` and `u_h = phi . theta_u` with `theta ~ U(0, 1)^{H x d}`
   scaled so that the largest reward and utility are 1; `s_1` uniform;
   `const_scale = 0.68`.
+
+Whether the constraint binds (the LP optimum above the unconstrained one; HiGHS, float64,
+tests/test_linear.py): random, instances 1, 3, 6, 7, 8 of 0-9; streaming, all of 0-9;
+linear, none of 0-9 (there the utility threshold is met by the reward's optimum).
 """
 
 from __future__ import annotations
@@ -155,6 +159,14 @@ def kitamura_linear(seed: int = 0, dtype=None) -> LinearBenchmark:
   features = np.asarray(phi).reshape(num_states, num_actions, num_features)
   return _benchmark(kernel, reward, utility, features, start, 0.68, dtype)
 
+
+# Kitamura et al.'s constants (their notebook): benchmark -> (the bonus scale C of every
+# bonus, the softmax temperature tau). The scripts' defaults for the linear agents there.
+PUBLISHED_CONSTANTS = {
+  "kitamura_random": (1.0, 0.1),
+  "kitamura_streaming": (2.0, 0.1),
+  "kitamura_linear": (5.0, 0.01),
+}
 
 BENCHMARKS = {
   "kitamura_random": kitamura_random,

@@ -29,9 +29,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from ..agents import registry
 from ..agents.base import Agent
 from . import planning
-from .agents import _agent, _check
+from .agents import _agent, _check, problem_args
 
 
 def _extras(safe, lam, passes):
@@ -74,6 +75,7 @@ def _one_constraint(config, name):
     raise ValueError(f"{name}: one constraint only (got {config.constraint_costs.shape[0]})")
 
 
+@registry.register_agent("opse", problem_args=problem_args)
 def opse(
   model,
   safe_policy,
@@ -145,6 +147,7 @@ def opse(
   return _agent(config, learning, components, _no_extras, sense=-1, loose=True)
 
 
+@registry.register_agent("ghosh_softmax", problem_args=problem_args)
 def ghosh_softmax(
   model,
   safe_policy,
