@@ -14,7 +14,9 @@ by a compensated sum), `estimate` factors them and computes the elliptical bonus
 `composite_softmax` is the clipped optimistic backup of the objective and the constraints
 under one softmax policy. The peers' agents, `opse` (Kitamura et al. 2025) and
 `ghosh_softmax` (Ghosh et al. 2024 as Kitamura et al. run it), are written from their
-definitions beside them.
+definitions beside them. `latent_factors` draws a linear CMDP of `10^4` states (sparse rows)
+where a tabular agent cannot go, and `dual_optimum` gives its exact optimum by the
+Lagrangian dual where an LP would be too large.
 """
 
 from optaug_jax._src.linear.agents import LinearAgentState, optaug_linear, optdual_linear
@@ -26,6 +28,7 @@ from optaug_jax._src.linear.benchmarks import (
   kitamura_random,
   kitamura_streaming,
 )
+from optaug_jax._src.linear.large import DualOptimum, dual_optimum, latent_factors
 from optaug_jax._src.linear.model import (
   LinearCMDP,
   from_tabular,
@@ -45,6 +48,7 @@ __all__ = [
   "BENCHMARKS",
   "Backup",
   "Components",
+  "DualOptimum",
   "Estimate",
   "LinearAgentState",
   "PUBLISHED_CONSTANTS",
@@ -52,6 +56,7 @@ __all__ = [
   "LinearCMDP",
   "Ridge",
   "composite_softmax",
+  "dual_optimum",
   "estimate",
   "expected_next",
   "from_tabular",
@@ -61,6 +66,7 @@ __all__ = [
   "kitamura_random",
   "kitamura_streaming",
   "lagrangian_components",
+  "latent_factors",
   "linear_residual",
   "optaug_linear",
   "opse",

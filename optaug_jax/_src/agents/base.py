@@ -166,6 +166,9 @@ class Assumptions:
       known, e.g. traced); set by `@register_agent` factories (`agents.options`).
     options_digest: their digest, which `init` writes into `AgentState.options` (0:
       unknown); a state resumed under an agent with another digest is refused.
+    counts_transitions: whether the agent keeps tabular transition counts, in the layout
+      its `setting` declares (False: the linear agents, which learn through features; the
+      runner's warning about a dense layout on a sparse CMDP does not concern them).
   """
 
   safe_policy: Any = None
@@ -174,6 +177,7 @@ class Assumptions:
   num_episodes: int | None = None
   options: Mapping[str, str] | None = None
   options_digest: int = 0
+  counts_transitions: bool = True
 
 
 class Agent(NamedTuple):

@@ -235,7 +235,8 @@ def check_agent(agent, cmdp: CMDP, where: str, *, batched: bool = False) -> None
   assumptions = _assumptions(agent)
   if assumptions is None:
     return
-  _warn_dense_agent(assumptions.setting, cmdp, where)
+  if assumptions.counts_transitions:
+    _warn_dense_agent(assumptions.setting, cmdp, where)
   if assumptions.safe_policy is None or arguments.traced(
     cmdp, assumptions.safe_policy, assumptions.slack
   ):

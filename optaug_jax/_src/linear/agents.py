@@ -190,7 +190,7 @@ def _agent(config: _Config, plan_learning, components, extras_like, *, sense=1, 
     init=init,
     plan=plan,
     update=update,
-    assumptions=Assumptions(safe_policy=jnp.asarray(config.safe_policy)),
+    assumptions=Assumptions(safe_policy=jnp.asarray(config.safe_policy), counts_transitions=False),
   )
 
 

@@ -18,10 +18,10 @@ rounding units of the total, not `n` of them). Both are checked against a float6
 refit in tests/test_linear.py.
 
 **Cost.** A plan factors each `Lambda_h` once (`O(H (S A d^2 + d^3))`, the gram from the
-counts), then each `P_hat V` is `O(S d + d^2 + S A d)` per step: `targets_h^T V`, one
-triangular solve pair, one product with the features. The `[H, S, A, S]` estimate of the
-enumerated form (`O(H S^2 A d)` to build, `O(S^2 A)` per backup) is never formed. `S`
-enters linearly through `targets` and the features' table; a form over the observed
+counts, the bonus `||L_h^{-1} phi||` through each factor's inverse, and `Lambda_h^{-1}
+targets_h^T`, `O(H d^2 S)`), then each `P_hat V` is `O(S d + S A d)` per step: two
+matrix-vector products. The `[H, S, A, S]` estimate of the enumerated form (`O(H S^2 A
+d)` to build, `O(S^2 A)` per backup) is never formed. `S` enters linearly through `targets` and the features' table; a form over the observed
 `s'_i` only would still evaluate `V` at every state in a backward pass, so it would save
 nothing here.
 """
@@ -72,6 +72,7 @@ class Estimate(NamedTuple):
   factor: jax.Array  # [H, d, d] lower Cholesky factor of Lambda_h
   bonus: jax.Array  # [H, S, A] beta_h(s, a) = ||phi(s, a)||_{Lambda_h^{-1}}
   targets: jax.Array  # [H, S, d]
+  weights: jax.Array  # [H, d, S] Lambda_h^{-1} targets_h^T: P_hat_h V = phi (weights_h V)
 
 
 def gram(ridge: Ridge, features: jax.Array, rho) -> jax.Array:
@@ -85,18 +86,21 @@ def gram(ridge: Ridge, features: jax.Array, rho) -> jax.Array:
 def estimate(ridge: Ridge, features: jax.Array, rho) -> Estimate:
   """Factors each `Lambda_h` and computes the bonus (`features [H, S, A, d]`)."""
   factor = jnp.linalg.cholesky(gram(ridge, features, rho))
-  horizon, num_states, num_actions, d = features.shape
-
-  def bonus_h(chol, phi):
-    z = jax.scipy.linalg.solve_triangular(chol, phi.reshape(-1, d).T, lower=True)  # [d, SA]
-    return jnp.sqrt(jnp.sum(z * z, axis=0)).reshape(num_states, num_actions)
-
-  return Estimate(factor, jax.vmap(bonus_h)(factor, features), ridge.targets)
+  d = features.shape[-1]
+  # beta = ||L^{-1} phi||: the d x d inverse of each factor, then one matrix product over
+  # the features (a triangular solve with S A right-hand sides runs at a third of its speed
+  # on CPUs).
+  eye = jnp.eye(d, dtype=features.dtype)
+  inverse = jax.vmap(lambda chol: jax.scipy.linalg.solve_triangular(chol, eye, lower=True))(factor)
+  z = jnp.einsum("hsad,hed->hsae", features, inverse)
+  weights = jax.vmap(lambda chol, t: jax.scipy.linalg.cho_solve((chol, True), t.T))(
+    factor, ridge.targets
+  )
+  return Estimate(factor, jnp.sqrt(jnp.sum(z * z, axis=-1)), ridge.targets, weights)
 
 
 def expected_next(est: Estimate, features: jax.Array, h, values: jax.Array) -> jax.Array:
   """`(P_hat_h V)(s, a)` for all `(s, a)`, `[S, A]` (`values [S]`: `V_{h+1}`, `features`
-  `[H, S, A, d]`); `O(S d + d^2 + S A d)`."""
-  w = est.targets[h].T @ values  # [d]
-  x = jax.scipy.linalg.cho_solve((est.factor[h], True), w)
-  return features[h] @ x
+  `[H, S, A, d]`); `O(S d + S A d)`: two matrix-vector products, `Lambda_h^{-1} targets_h^T`
+  being factored once per plan (`estimate`)."""
+  return features[h] @ (est.weights[h] @ values)
