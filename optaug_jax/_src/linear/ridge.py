@@ -19,11 +19,11 @@ refit in tests/test_linear.py.
 
 **Cost.** A plan factors each `Lambda_h` once (`O(H (S A d^2 + d^3))`, the gram from the
 counts, the bonus `||L_h^{-1} phi||` through each factor's inverse, and `Lambda_h^{-1}
-targets_h^T`, `O(H d^2 S)`), then each `P_hat V` is `O(S d + S A d)` per step: two
-matrix-vector products. The `[H, S, A, S]` estimate of the enumerated form (`O(H S^2 A
-d)` to build, `O(S^2 A)` per backup) is never formed. `S` enters linearly through `targets` and the features' table; a form over the observed
-`s'_i` only would still evaluate `V` at every state in a backward pass, so it would save
-nothing here.
+targets_h^T`, `O(H d^2 S)`), then each `P_hat V` is `O(S d + S A d)` per step: two matrix-
+vector products. The `[H, S, A, S]` estimate of the enumerated form (`O(H S^2 A d)` to
+build, `O(S^2 A)` per backup) is never formed. `S` enters linearly through `targets` and the
+features' table; a form over the observed `s'_i` only would still evaluate `V` at every
+state in a backward pass, so it would save nothing here.
 """
 
 from __future__ import annotations
