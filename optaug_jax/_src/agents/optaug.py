@@ -85,7 +85,7 @@ def pretrain_episodes_bound(
 )
 def optaug(
   num_episodes: int,
-  safe_policy: jax.Array,
+  safe_policy: jax.Array | None,
   pretrain_episodes: int | None = None,
   slack: jax.typing.ArrayLike | None = None,
   nu: jax.typing.ArrayLike = 0.5,
@@ -116,7 +116,10 @@ def optaug(
 
   Args:
     num_episodes: `K` (enters the confidence radii).
-    safe_policy: `[H, S, A]` strictly feasible baseline policy `pi-bar`.
+    safe_policy: `[H, S, A]` strictly feasible baseline policy `pi-bar`; `None`: no
+      baseline (the paper's open question 3), with `pretrain_episodes=0` and a constant
+      `eta` (the inner problem is a penalty, never infeasible: the first episode plays the
+      optimistic augmented-Lagrangian step at `lambda = 0`).
     pretrain_episodes: `K'`; `None` (default): `min(300, K // 10)`, the length of this
       library's experiments (the paper's `pretrain_episodes_bound` is far longer: 10^7 and
       more episodes even on small problems).
@@ -156,6 +159,14 @@ def optaug(
   if pretrain_episodes is None:
     pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
   arguments.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
+  if safe_policy is None:
+    if pretrain_episodes != 0 or eta is None:
+      raise ValueError(
+        "safe_policy: None (no baseline) needs pretrain_episodes=0 and a constant eta"
+        f" (got pretrain_episodes={pretrain_episodes}, eta={eta})"
+      )
+  else:
+    arguments.check_policy("safe_policy", safe_policy)
   arguments.check_inner_solver("inner", inner)
   arguments.check_choice("fill", fill, box.FILL_METHODS)
   arguments.check_choice("unreached", unreached, inner_lib.UNREACHED)
@@ -167,13 +178,13 @@ def optaug(
     raise ValueError("slack: required for the paper's eta schedule (eta=None)")
   arguments.check_positive("slack", slack)
   arguments.check_positive("eta", eta)
-  arguments.check_policy("safe_policy", safe_policy)
 
   def plan(state: Any):  # OptAugState, or an AgentState without the warm start
     counts = state.counts
     dtype = state.multipliers.dtype
     horizon = counts.visits.shape[0]
-    pi_bar = jnp.asarray(safe_policy, dtype)
+    uniform = jnp.full(counts.visits.shape, 1.0 / counts.visits.shape[-1], dtype)
+    pi_bar = uniform if safe_policy is None else jnp.asarray(safe_policy, dtype)  # K' = 0: unplayed
     if pi_bar.shape != counts.visits.shape:
       raise ValueError(
         f"safe_policy: expected shape {counts.visits.shape} [H, S, A] of the"

@@ -18,14 +18,14 @@ Lagrangian dual: `V* = max_{lambda >= 0} min_pi V_c(pi) + lambda (V_d(pi) - alph
 (strong duality: the CMDP is an LP in the occupancy). The inner minimum is one backward
 DP, `O(H S A N)`, and the outer maximum of a concave function of one variable a bisection
 on its supergradient `V_d(pi_lambda) - alpha`; the value is exact to `H` times the final
-bracket. Where HiGHS would need `H S A` variables and `H S A N` nonzeros (4 x 10^5 and 1.6
-x 10^7 at the defaults), this takes a few seconds; tests/test_linear.py checks it against
+bracket. Where HiGHS would need `H S A` variables and `H S A N` nonzeros (4 x 10^5 and 8
+x 10^6 at the defaults), this takes a few seconds; tests/test_linear.py checks it against
 `oj.solve_lp` on small members of the family.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -134,7 +134,7 @@ def latent_factors(
   num_features: int = 10,
   horizon: int = 10,
   mixed: int = 2,
-  support: int = 20,
+  support: int = 10,
   fraction: float = 0.5,
   dtype=None,
 ) -> LinearBenchmark:
@@ -164,7 +164,7 @@ def latent_factors(
   constraint = np.broadcast_to(phi @ theta_d, (horizon, s, a))
   # Two factors may share a next state: one slot each, merged.
   merged_n, merged_p = merge_repeated_next_states(next_states, probs)
-  model64 = CMDP(
+  host: dict[str, Any] = dict(  # NumPy fields, float64: the host DPs below read them
     transitions=merged_p,
     cost=cost,
     constraint_costs=constraint[None],
@@ -172,7 +172,8 @@ def latent_factors(
     initial_state=np.asarray(0, np.int32),
     next_states=merged_n,
   )
-  _, pi_d = _greedy(model64._replace(cost=np.zeros_like(cost)), [1.0])
+  model64 = CMDP(**host)
+  _, pi_d = _greedy(CMDP(**{**host, "cost": np.zeros_like(cost)}), [1.0])
   _, pi_c = _greedy(model64, [0.0])
   low, high = (_evaluate(model64, pi, constraint) for pi in (pi_d, pi_c))
   alpha = low + fraction * (high - low)
