@@ -106,6 +106,58 @@ def run_pair(bench, name, args, optimum):
   return out, {k: np.asarray(v).tolist() for k, v in curves.items()}, time.perf_counter() - started
 
 
+def _fit(episodes, curve):
+  """`(c, share)` of the least squares `R(t) = a + b sqrt(t) + c t` on a mean curve from its
+  second point: the linear coefficient and the linear part's share of the growth."""
+  t, y = np.asarray(episodes[1:], np.float64), np.asarray(curve[1:], np.float64)
+  coef = np.linalg.lstsq(np.stack([np.ones_like(t), np.sqrt(t), t], 1), y, rcond=None)[0]
+  linear, root = coef[2] * (t[-1] - t[0]), coef[1] * (np.sqrt(t[-1]) - np.sqrt(t[0]))
+  return float(coef[2]), float(linear / max(abs(linear) + abs(root), 1e-12))
+
+
+def report(record, out):
+  """A markdown table per benchmark (means over seeds and instances, the fits of the mean
+  curves) and a figure of the curves, DIR/linear_cmdps.png."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  results = record["results"]
+  fig, axes = plt.subplots(
+    len(results), 2, figsize=(10, 3.2 * len(results)), squeeze=False, constrained_layout=True
+  )
+  lines = []
+  for row, (bench, agents) in enumerate(results.items()):
+    lines.append(f"\n{bench}\n")
+    lines.append(
+      "| agent | cost regret | weak | constraint regret | weak | violating episodes |"
+      " mean [v]+ | c (regret) | c (violation) |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for name, entry in agents.items():
+      v, curves = entry["values"], entry["curves"]
+      episodes = curves["episodes"]
+      mean = {k: float(np.mean(x)) for k, x in v.items()}
+      stderr = {k: float(np.std(x) / np.sqrt(max(len(x) - 1, 1))) for k, x in v.items()}
+      fits = [_fit(episodes, curves[key]) for key in ("regret", "violation")]
+      cells = [f"{mean[k]:.4g} ± {stderr[k]:.2g}" for k in ("regret", "weak_regret")]
+      cells += [f"{mean[k]:.4g} ± {stderr[k]:.2g}" for k in ("violation", "weak_violation")]
+      cells += [f"{mean['violating_episodes']:.0f}", f"{mean['violation'] / episodes[-1]:.3g}"]
+      cells += [f"{c:.3g} ({share:.0%})" for c, share in fits]
+      lines.append(f"| {name} | " + " | ".join(cells) + " |")
+      for col, key in enumerate(("regret", "violation")):
+        axes[row, col].plot(episodes, curves[key], label=name)
+    for col, title in enumerate(("cumulative cost regret", "cumulative constraint regret")):
+      axes[row, col].set_title(f"{bench}: {title}")
+      axes[row, col].set_xlabel("episode")
+      axes[row, col].legend(fontsize=8)
+  fig.savefig(os.path.join(out, "linear_cmdps.png"), dpi=110)
+  text = "\n".join(lines)
+  print(text)
+  return text
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -125,7 +177,10 @@ def main(argv=None):
   p.add_argument("--chunk", type=cli.positive_int, default=100, help="a divisor of --episodes")
   p.add_argument("--eta", type=cli.positive_float, default=1.0, help="OptDual's and OptAug's")
   p.add_argument("--out", default="results/linear_cmdps")
+  p.add_argument("--report", action="store_true", help="only the tables and figure of DIR's record")
   args = p.parse_args(argv)
+  if args.report:
+    return report(json.loads(open(os.path.join(args.out, OUTPUTS[0])).read()), args.out)
   args.benchmarks, args.agents = args.benchmarks.split(","), args.agents.split(",")
   for flag, given, known in (
     ("--benchmarks", args.benchmarks, CONSTANTS),
@@ -162,6 +217,7 @@ def main(argv=None):
           f"{name:20s} {agent:15s} " + " ".join(f"{k} {v:.4g}" for k, v in mean.items()), flush=True
         )
     run_dir.complete()
+  report(record, args.out)
   return record
 
 

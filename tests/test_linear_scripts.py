@@ -149,3 +149,22 @@ def test_a_library_refusal_of_a_linear_option_names_its_flag():
   refused = runs._library_refused("opse", ValueError("temperature: expected a positive number"))
   assert "--temperature" in str(refused)
   assert isinstance(refused, cli.UsageError)
+
+
+@pytest.mark.slow  # 20-60 s: the outlook's pilots and perfect-model runs
+def test_the_outlook_takes_a_kitamura_benchmark_and_refuses_linear_agents(tmp_path, capsys):
+  """The outlook's predictions rest on the tabular agents (their perfect-model runs): it
+  runs them on Kitamura et al.'s streaming CMDP, and refuses a list of linear agents in one
+  line naming --agents."""
+  argv = ["--benchmark", "kitamura_streaming", "--problem-seed", "2", "--seeds", "2"]
+  argv += ["--episodes", "200", "--pilot-episodes", "40", "--pilot-seeds", "2"]
+  argv += ["--perfect-episodes", "40", "--up-to", "1000", "--pretrain", "5"]
+  oj.experiment.outlook.main([*argv, "--agents", "optaug,optdual", "--out", str(tmp_path / "a")])
+  saved = json.loads((tmp_path / "a" / "outlook.json").read_text())
+  assert set(saved["agent_options"]) == {"optaug", "optdual"}
+  assert "kitamura_streaming" in capsys.readouterr().out
+  with pytest.raises(cli.UsageError, match="--agents optaug_linear,optdual_linear: the outlook"):
+    oj.experiment.outlook.main(
+      [*argv, "--agents", "optaug_linear,optdual_linear", "--dual-eta", "1"]
+      + ["--out", str(tmp_path / "b")]
+    )
