@@ -43,8 +43,10 @@ AGENTS = ("opse", "ghosh_softmax", "optdual_linear", "optaug_linear")
 OUTPUTS = ("linear_cmdps.json",)
 
 
-def make_agent(name, bench, eta):
-  scale, tau = CONSTANTS[bench.name]
+def make_agent(name, bench, eta, scale=None, tau=None):
+  default_scale, default_tau = CONSTANTS[bench.name]
+  scale = default_scale if scale is None else scale
+  tau = default_tau if tau is None else tau
   common = dict(cost_bonus=scale, constraint_bonus=scale, temperature=tau, pretrain_episodes=1)
   model, pi = bench.value.model, bench.value.safe_policy
   if name == "opse":
@@ -66,7 +68,7 @@ def _optimum(cmdp):
 
 def run_pair(bench, name, args, optimum):
   """`{metric: [per seed]}` and the curves of one agent on one benchmark."""
-  agent = make_agent(name, bench, args.eta)
+  agent = make_agent(name, bench, args.eta, args.bonus_scale, args.temperature)
   cmdp = bench.value.model.cmdp
   keys = jax.vmap(jax.random.PRNGKey)(jnp.arange(args.seeds, dtype=jnp.uint32))
   start = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=0)[0]))
@@ -176,6 +178,10 @@ def main(argv=None):
   p.add_argument("--episodes", type=cli.positive_int, default=1000)
   p.add_argument("--chunk", type=cli.positive_int, default=100, help="a divisor of --episodes")
   p.add_argument("--eta", type=cli.positive_float, default=1.0, help="OptDual's and OptAug's")
+  p.add_argument(
+    "--bonus-scale", type=float, default=None, help="every bonus's C (default: CONSTANTS)"
+  )
+  p.add_argument("--temperature", type=float, default=None, help="tau (default: CONSTANTS)")
   p.add_argument("--out", default="results/linear_cmdps")
   p.add_argument("--report", action="store_true", help="only the tables and figure of DIR's record")
   args = p.parse_args(argv)
@@ -190,7 +196,7 @@ def main(argv=None):
       p.error(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
   if args.episodes % args.chunk:
     p.error(f"--chunk {args.chunk}: must divide --episodes {args.episodes}")
-  config = {k: v for k, v in vars(args).items() if k != "out"}
+  config = {k: v for k, v in vars(args).items() if k not in ("out", "report")}
   config.update(constants=CONSTANTS, jax=jax.__version__, optaug_jax=oj.__version__)
   path = os.path.join(args.out, OUTPUTS[0])
   record = {"config": config, "results": {}}

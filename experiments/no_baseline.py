@@ -18,7 +18,8 @@ plays the unconstrained optimum for thousands of episodes on these problems), Op
   python experiments/no_baseline.py --out results/no_baseline          # ~10 min
 
 Writes DIR/no_baseline.json (the config and, per problem and agent, the per-seed values)
-after each pair, atomically; a run of the same config resumes (pairs done are skipped).
+after each pair, atomically; a run of the same config resumes (pairs done are skipped,
+whatever the lists of problems and agents: a pair depends on the rest of the config only).
 """
 
 from __future__ import annotations
@@ -95,6 +96,30 @@ def run_pair(bench, name, args):
   return out, time.perf_counter() - started
 
 
+def report(record) -> str:
+  """The record as a markdown table: per problem and agent, the means over seeds (± their
+  standard errors) of each value."""
+  keys = (
+    "strong_regret",
+    "strong_violation",
+    "first_half_violation",
+    "violating_episodes",
+    "max_violation",
+    "optimistic_infeasible",
+  )
+  lines = ["| problem | agent | " + " | ".join(k.replace("_", " ") for k in keys) + " |"]
+  lines.append("|---" * (len(keys) + 2) + "|")
+  for problem, agents in record["results"].items():
+    for name, entry in agents.items():
+      cells = []
+      for key in keys:
+        x = np.asarray(entry["values"][key], np.float64)
+        err = x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
+        cells.append(f"{x.mean():.4g} ± {err:.2g}")
+      lines.append(f"| {problem} | {name} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -107,19 +132,30 @@ def main(argv=None):
   p.add_argument("--setting", default="paper", choices=oj.SETTINGS)
   p.add_argument("--bonus-scale", type=float, default=0.1, help="every agent's radii scale")
   p.add_argument("--out", default="results/no_baseline")
+  p.add_argument("--report", action="store_true", help="only the table of DIR's record")
   args = p.parse_args(argv)
+  if args.report:
+    text = report(json.loads(open(os.path.join(args.out, OUTPUTS[0])).read()))
+    print(text)
+    return text
   args.problems, args.agents = args.problems.split(","), args.agents.split(",")
   if unknown := sorted(set(args.agents) - set(AGENTS)):
     p.error(f"--agents: unknown {', '.join(unknown)}; choose from {', '.join(AGENTS)}")
-  config = {k: v for k, v in vars(args).items() if k != "out"}
+  config = {k: v for k, v in vars(args).items() if k not in ("out", "report")}
   config.update(jax=jax.__version__, optaug_jax=oj.__version__, dtype=str(jnp.zeros(()).dtype))
   path = os.path.join(args.out, OUTPUTS[0])
   record = {"config": config, "results": {}}
-  if os.path.exists(path):
+  if os.path.exists(path):  # a pair depends on the config but the lists of what to run
     old = json.loads(open(path).read())
-    if old.get("config") == json.loads(json.dumps(config)):
-      record = old
-      print(f"resuming {path}: {sum(len(v) for v in record['results'].values())} pairs done")
+    same = lambda c: {k: v for k, v in c.items() if k not in ("problems", "agents")}
+    if same(old.get("config", {})) == same(json.loads(json.dumps(config))):
+      kept = {
+        problem: {a: v for a, v in pairs.items() if a in args.agents}
+        for problem, pairs in old["results"].items()
+        if problem in args.problems
+      }
+      record = {"config": config, "results": kept}
+      print(f"resuming {path}: {sum(len(v) for v in kept.values())} pairs done")
   run_dir = result_files.result_dir(args, "no_baseline", OUTPUTS)
   with run_dir.running():
     for problem in args.problems:
@@ -132,6 +168,7 @@ def main(argv=None):
         mean = {k: float(np.mean(v)) for k, v in values.items()}
         print(f"{problem:20s} {agent:20s} " + " ".join(f"{k} {v:.4g}" for k, v in mean.items()))
     run_dir.complete()
+  print(report(record))
   return record
 
 

@@ -412,3 +412,34 @@ def test_linear_agents_run_sharded_with_a_batch_size_as_vmapped():
   vmapped, _ = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=30)))(keys)
   for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(vmapped)):
     np.testing.assert_array_equal(a, b)
+
+
+# Instances whose constraint binds (tests/test_linear_scripts.py::BINDING), a few of each.
+BINDING_SEEDS = [("kitamura_random", s) for s in (1, 6, 7, 8)]
+BINDING_SEEDS += [("kitamura_streaming", s) for s in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("agent_name", ["ghosh_softmax", "optaug_linear"])
+@pytest.mark.parametrize("name,seed", BINDING_SEEDS)
+def test_each_agent_with_the_true_model_is_near_the_lp_optimum_where_it_binds(
+  agent_name, name, seed
+):
+  """Zero bonus, the estimates of the true kernel, tau = 1e-3: Ghosh et al.'s policy (40
+  bisections of [0, 1000]) and OptAug's primal step from lambda = 0 with eta = 10^4 (its
+  fixed point meets the constraint to mu / eta) are within 1e-2 of the LP optimum and
+  violate by at most 1e-2, on instances where the constraint binds."""
+  bench = linear.BENCHMARKS[name](seed, dtype=jnp.float64)
+  cmdp = bench.model.cmdp
+  common = dict(cost_bonus=0.0, constraint_bonus=0.0, temperature=1e-3, pretrain_episodes=0)
+  if agent_name == "optaug_linear":
+    agent = linear.optaug_linear(bench.model, bench.safe_policy, eta=1e4, **common)
+  else:
+    agent = linear.ghosh_softmax(
+      bench.model, bench.safe_policy, multiplier_bound=1000.0, bisections=40, **common
+    )
+  state = agent.init(cmdp.thresholds, cmdp.initial_state)._replace(ridge=_oracle_ridge(bench))
+  policy, _, _ = jax.jit(agent.plan)(state)
+  cost, values = oj.policy_values(cmdp, policy)
+  optimum = oj.solve_lp(cmdp).value
+  assert abs(float(cost) - optimum) <= 1e-2, (float(cost), optimum)
+  assert float(values[0] - cmdp.thresholds[0]) <= 1e-2
