@@ -10,8 +10,9 @@ episode's cost on a linear CMDP of 10^4 states as S and d grow.
    `--peer-rate` range); the ratio is ours per core over theirs per worker.
 2. **The episode's cost on `oj.linear.latent_factors`** (sparse rows, `k m = 20` slots,
    `A = 4, H = 10`), milliseconds per seed-episode of OptDual and OptAug (`--large-seeds`
-   seeds vmapped, 10 episodes after the multiplier has moved: the plans of an active
-   multiplier, OptAug's bisection included), for `S` in `--states` at `d = 10` and `d` in
+   seeds vmapped, 10 episodes after 20; at this length the multiplier is at 0 and
+   OptAug's plan is 4 backward passes, each further pass of its root finder costing about
+   a fifth of OptDual's episode), for `S` in `--states` at `d = 10` and `d` in
    `--features` at `S = 10^4`, with the backward passes per plan. The cost per episode is
    `O(H S A d)` for the bonus and per backward pass, plus the runner's exact evaluation,
    `O(H S A N)`.
