@@ -120,6 +120,31 @@ def report(record) -> str:
   return "\n".join(lines)
 
 
+def figure(record, path) -> None:
+  """Bars of the strong regret and the strong violation per problem and agent (means over
+  seeds, with their standard errors), to `path`."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  problems = list(record["results"])
+  agents = [a for a in AGENTS if all(a in record["results"][p] for p in problems)]
+  fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), constrained_layout=True)
+  width = 0.8 / max(len(agents), 1)
+  for ax, key in zip(axes, ("strong_regret", "strong_violation")):
+    for i, agent in enumerate(agents):
+      x = [np.asarray(record["results"][p][agent]["values"][key]) for p in problems]
+      means = [v.mean() for v in x]
+      errs = [v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0 for v in x]
+      ax.bar(np.arange(len(problems)) + i * width, means, width, yerr=errs, label=agent)
+    ax.set_xticks(np.arange(len(problems)) + 0.4 - width / 2, problems, rotation=30, ha="right")
+    ax.set_yscale("log")
+    ax.set_title(key.replace("_", " ") + f" after {record['config']['episodes']} episodes")
+  axes[0].legend(fontsize=8)
+  fig.savefig(path, dpi=110)
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,9 +160,10 @@ def main(argv=None):
   p.add_argument("--report", action="store_true", help="only the table of DIR's record")
   args = p.parse_args(argv)
   if args.report:
-    text = report(json.loads(open(os.path.join(args.out, OUTPUTS[0])).read()))
-    print(text)
-    return text
+    record = json.loads(open(os.path.join(args.out, OUTPUTS[0])).read())
+    figure(record, os.path.join(args.out, "no_baseline.png"))
+    print(report(record))
+    return record
   args.problems, args.agents = args.problems.split(","), args.agents.split(",")
   if unknown := sorted(set(args.agents) - set(AGENTS)):
     p.error(f"--agents: unknown {', '.join(unknown)}; choose from {', '.join(AGENTS)}")
@@ -168,6 +194,7 @@ def main(argv=None):
         mean = {k: float(np.mean(v)) for k, v in values.items()}
         print(f"{problem:20s} {agent:20s} " + " ".join(f"{k} {v:.4g}" for k, v in mean.items()))
     run_dir.complete()
+  figure(record, os.path.join(args.out, "no_baseline.png"))
   print(report(record))
   return record
 
