@@ -87,6 +87,10 @@ RUNS = {  # name: (the setting of its recorded runs in docs/results, K, headline
   "inventory": ("bura2022", 5_000, ("--benchmark", "inventory")),
   "lost_sales": ("bura2022", 500, ("--benchmark", "lost_sales")),
   "random_family": ("paper", 5_000, ("--benchmark", "random_family")),
+  # Kitamura et al.'s (instance 0), tabular OptAug on their CMDPs (no recorded runs yet).
+  "kitamura_random": ("paper", 2_000, ("--benchmark", "kitamura_random")),
+  "kitamura_streaming": ("paper", 2_000, ("--benchmark", "kitamura_streaming")),
+  "kitamura_linear": ("paper", 2_000, ("--benchmark", "kitamura_linear")),
   # Several constraints (the I >= 2 solve): the registered benchmarks have one each.
   "random_family_i2": ("paper", 5_000, ("--benchmark", "random_family", "--constraints", "2")),
   "random_family_i5": ("paper", 2_000, ("--benchmark", "random_family", "--constraints", "5")),
