@@ -4,20 +4,21 @@ episode's cost on a linear CMDP of 10^4 states as S and d grow.
 1. **Episodes per second per core** on Kitamura et al.'s linear CMDP (`S = 100, A = 3,
    d = 5, H = 4`, instance 0, their constants): each agent of `--agents`, `--seeds` seeds
    vmapped in one jitted call of `--episodes` episodes (compiled first, then timed
-   `--reps` times, the median), divided by the cores this process may use
+   `--reps` times, the median), from the start and after `--warm` episodes (OPSE deploys
+   the baseline through its first ~750 episodes here, so its search of the multiplier
+   runs only in the later window), divided by the cores this process may use
    (`os.sched_getaffinity`: pin it with `taskset -c 0` for one core). Their code runs one
    seed per worker process at 30-38 episodes per second (their paper, Appendix; the
    `--peer-rate` range); the ratio is ours per core over theirs per worker.
 2. **The episode's cost on `oj.linear.latent_factors`** (sparse rows, `k m = 20` slots,
    `A = 4, H = 10`), milliseconds per seed-episode of OptDual and OptAug (`--large-seeds`
    seeds vmapped, 10 episodes after 20; at this length the multiplier is at 0 and
-   OptAug's plan is 4 backward passes, each further pass of its root finder costing about
-   a fifth of OptDual's episode), for `S` in `--states` at `d = 10` and `d` in
+   OptAug's plan is 2 backward passes), for `S` in `--states` at `d = 10` and `d` in
    `--features` at `S = 10^4`, with the backward passes per plan. The cost per episode is
    `O(H S A d)` for the bonus and per backward pass, plus the runner's exact evaluation,
    `O(H S A N)`.
 
-  taskset -c 0 python experiments/linear_speed.py --out results/linear_speed   # ~10 min
+  taskset -c 0 python experiments/linear_speed.py --out results/linear_speed   # ~12 min
 
 Writes DIR/linear_speed.json (the config, the machine, the tables) and prints the tables.
 """
@@ -50,20 +51,21 @@ def _agent(name, bench, scale, tau, eta=1.0):
 
 def _timed(agent, cmdp, seeds, episodes, reps, warm=0):
   """(median seconds of one call of `episodes` episodes x `seeds` seeds, compile seconds,
-  mean backward passes per plan), from a state `warm` episodes in."""
+  mean backward passes per plan, mean over episodes of the batch's most), from a state
+  `warm` episodes in."""
   keys = jax.random.split(jax.random.PRNGKey(0), seeds)
   start = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=warm)[0]))(keys)
   play = jax.jit(jax.vmap(lambda k, s: oj.run(agent, k, cmdp, num_episodes=episodes, state=s)))
   t0 = time.perf_counter()
   compiled = play.lower(keys, start).compile()
   compile_seconds = time.perf_counter() - t0
-  times, passes = [], []
+  times = []
   for _ in range(reps):
     t0 = time.perf_counter()
     _, logs = jax.block_until_ready(compiled(keys, start))
     times.append(time.perf_counter() - t0)
-    passes.append(float(np.mean(np.asarray(logs.extras["backward_passes"]))))
-  return float(np.median(times)), compile_seconds, float(np.mean(passes))
+  passes = np.asarray(logs.extras["backward_passes"])  # [seeds, episodes]
+  return float(np.median(times)), compile_seconds, float(passes.mean()), float(passes.max(0).mean())
 
 
 def main(argv=None):
@@ -74,6 +76,13 @@ def main(argv=None):
   p.add_argument("--seeds", type=cli.positive_int, default=64)
   p.add_argument("--episodes", type=cli.positive_int, default=500)
   p.add_argument("--reps", type=cli.positive_int, default=3)
+  p.add_argument(
+    "--warm",
+    default="0,2000",
+    help="episodes played before each timed window (comma-separated): from the start OPSE"
+    " deploys the baseline on this CMDP (its search ends at its first evaluations); after"
+    " 2000 it plays its own policies and searches its multiplier",
+  )
   p.add_argument("--peer-rate", default="30,38", help="their episodes per second per worker")
   p.add_argument("--states", default="2500,5000,10000,20000")
   p.add_argument("--features", default="10,20,30")
@@ -98,20 +107,22 @@ def main(argv=None):
     scale, tau = oj.linear.PUBLISHED_CONSTANTS["kitamura_linear"]
     rows = []
     print(f"kitamura_linear, {args.seeds} seeds vmapped, {cores} core(s), {args.episodes} episodes")
-    for name in args.agents.split(","):
-      agent = _agent(name, bench, scale, tau)
-      seconds, compile_s, passes = _timed(
-        agent, bench.model.cmdp, args.seeds, args.episodes, args.reps
-      )
-      rate = args.seeds * args.episodes / seconds / cores
-      row = dict(agent=name, per_core=rate, compile_seconds=compile_s, passes=passes)
-      row.update(ratio_low=rate / high, ratio_high=rate / low)
-      rows.append(row)
-      print(
-        f"  {name:15s} {rate:9.0f} episodes/s per core ({rate / high:.0f}-{rate / low:.0f}x the"
-        f" peer's per worker), {passes:.1f} passes per plan, compiled in {compile_s:.1f} s",
-        flush=True,
-      )
+    for warm in map(int, args.warm.split(",")):
+      for name in args.agents.split(","):
+        agent = _agent(name, bench, scale, tau)
+        seconds, compile_s, passes, most = _timed(
+          agent, bench.model.cmdp, args.seeds, args.episodes, args.reps, warm=warm
+        )
+        rate = args.seeds * args.episodes / seconds / cores
+        row = dict(agent=name, warm=warm, per_core=rate, compile_seconds=compile_s)
+        row.update(passes=passes, batch_passes=most, ratio_low=rate / high, ratio_high=rate / low)
+        rows.append(row)
+        print(
+          f"  after {warm:5d} {name:15s} {rate:9.0f} episodes/s per core ({rate / high:.0f}-"
+          f"{rate / low:.0f}x the peer's per worker), {passes:.2f} passes per plan ({most:.2f}"
+          f" the batch's most), compiled in {compile_s:.1f} s",
+          flush=True,
+        )
     record["per_core"] = rows
     large = []
     sizes = [(s, 10) for s in map(int, args.states.split(","))]
@@ -123,7 +134,7 @@ def main(argv=None):
       build = time.perf_counter() - t0
       for name in ("optdual_linear", "optaug_linear"):
         agent = _agent(name, big, 1.0, 0.01, eta=10.0)
-        seconds, compile_s, passes = _timed(
+        seconds, compile_s, passes, _ = _timed(
           agent, big.model.cmdp, args.large_seeds, 10, args.reps, warm=20
         )
         ms = 1000 * seconds / (args.large_seeds * 10)

@@ -41,12 +41,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ..agents import registry
 from ..agents.base import Agent, Assumptions, PlanInfo
 from ..checking import arguments
-from . import planning
+from . import planning, roots
 from . import ridge as ridge_lib
 from .model import LinearCMDP, from_tabular, validate_linear_cmdp
 
@@ -180,7 +179,13 @@ def _agent(config: _Config, plan_learning, components, extras_like, *, sense=1, 
       )
       return policy, state._replace(multipliers=multipliers), info
 
-    return lax.cond(state.episode < config.pretrain_episodes, pretrain, learn, state)
+    # Both, then a select. Under `vmap`, `lax.cond` broadcasts every operand of its branches
+    # to the batch, the features and costs among them, and each backward pass then reads a
+    # copy per seed; `batching.batch_cond` avoids that but its conditional still doubles the
+    # time of OPSE's search loop inside it (64 seeds, CPU). Unbatched, the learning plan of
+    # a pre-training episode is computed and discarded.
+    pre = state.episode < config.pretrain_episodes
+    return jax.tree.map(lambda a, b: jnp.where(pre, a, b), pretrain(state), learn(state))
 
   def update(state, trajectory):
     features = jnp.asarray(config.features)
@@ -304,40 +309,21 @@ def optaug_linear(
 
     def g(mu):
       policy, values = backup(jnp.concatenate([one, mu[None]]))
-      return jnp.maximum(lam + config.eta * (values[1] - alpha), 0.0) - mu, (policy, values)
+      return roots.End(
+        jnp.maximum(lam + config.eta * (values[1] - alpha), 0.0) - mu, (policy, values)
+      )
 
     horizon = config.cost.shape[0]
     end_0 = g(jnp.zeros((), dtype))
-    g0 = end_0[0]  # >= 0; 0: mu = 0 is the root
+    g0 = end_0.value  # >= 0; 0: mu = 0 is the root
 
-    def open_(c):
-      i, lo, hi = c[:3]
-      return (i < MAX_BISECTIONS) & (g0 > 0) & (hi - lo > BRACKET_ULPS * eps * (1.0 + hi))
-
-    def narrow(c):
-      """One step of the Illinois method (regula falsi that halves the value kept at an end
-      kept twice), a midpoint where the interpolation leaves the open bracket (rounding);
-      the bracket `g(lo) > 0 >= g(hi)` is kept, with each end's true `g` and backup (the
-      returned end's policy and values are never computed twice)."""
-      i, lo, hi, f_lo, f_hi, side, end_lo, end_hi = c
-      falsi = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-      inside = (falsi > lo) & (falsi < hi)
-      mid = jnp.where(inside, falsi, 0.5 * (lo + hi))
-      end_mid = g(mid)
-      above = end_mid[0] > 0
-      # Illinois: the end that stays for a second time has its value halved.
-      f_hi = jnp.where(above, jnp.where(side > 0, 0.5 * f_hi, f_hi), end_mid[0])
-      f_lo = jnp.where(above, end_mid[0], jnp.where(side < 0, 0.5 * f_lo, f_lo))
-      side = jnp.where(above, 1, -1).astype(jnp.int32)
-      pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(above, x, y), a, b)
-      lo, hi = jnp.where(above, mid, lo), jnp.where(above, hi, mid)
-      return i + 1, lo, hi, f_lo, f_hi, side, pick(end_mid, end_lo), pick(end_hi, end_mid)
+    def is_open(lo, hi):
+      return (g0 > 0) & (hi - lo > BRACKET_ULPS * eps * (1.0 + hi))
 
     top = lam + config.eta * horizon
-    end_top = g(top)
-    zero = jnp.zeros((), jnp.int32)
-    start = (zero, jnp.zeros((), dtype), top, end_0[0], end_top[0], zero, end_0, end_top)
-    count, lo, hi, _, _, _, (g_lo, out_lo), (g_hi, out_hi) = lax.while_loop(open_, narrow, start)
+    found = roots.illinois(g, jnp.zeros((), dtype), top, end_0, g(top), is_open, MAX_BISECTIONS)
+    count, lo, hi = found.steps, found.lo, found.hi
+    (g_lo, out_lo), (g_hi, out_hi) = found.end_lo, found.end_hi
     take_lo = jnp.abs(g_lo) <= jnp.abs(g_hi)
     mu = jnp.where(take_lo, lo, hi)
     residual = jnp.where(take_lo, jnp.abs(g_lo), jnp.abs(g_hi))
