@@ -55,6 +55,7 @@ def _timed(agent, cmdp, seeds, episodes, reps, warm=0):
   `warm` episodes in."""
   keys = jax.random.split(jax.random.PRNGKey(0), seeds)
   start = jax.jit(jax.vmap(lambda k: oj.run(agent, k, cmdp, num_episodes=warm)[0]))(keys)
+  start = jax.block_until_ready(start)  # not inside the compilation's time
   play = jax.jit(jax.vmap(lambda k, s: oj.run(agent, k, cmdp, num_episodes=episodes, state=s)))
   t0 = time.perf_counter()
   compiled = play.lower(keys, start).compile()
@@ -125,8 +126,8 @@ def main(argv=None):
         )
     record["per_core"] = rows
     large = []
-    sizes = [(s, 10) for s in map(int, args.states.split(","))]
-    sizes += [(10_000, d) for d in map(int, args.features.split(",")) if d != 10]
+    sizes = [(int(s), 10) for s in args.states.split(",") if s]
+    sizes += [(10_000, int(d)) for d in args.features.split(",") if d and int(d) != 10]
     print(f"latent_factors, {args.large_seeds} seeds vmapped, ms per seed-episode")
     for num_states, d in sizes:
       t0 = time.perf_counter()

@@ -188,3 +188,25 @@ def test_optdual_linear_runs_on_every_registered_benchmark_of_up_to_300_pairs(be
   policy, _, _ = jax.jit(agent.plan)(state)
   np.testing.assert_allclose(np.asarray(policy).sum(-1), 1.0, atol=1e-5)
   assert np.all(np.isfinite(np.asarray(logs.cost_value)))
+
+
+@pytest.mark.slow  # 20-30 s: four compilations
+def test_the_speed_benchmark_runs_and_records_both_windows(tmp_path):
+  """experiments/linear_speed.py at a tiny size: a row per agent and window, with the
+  passes per plan (OPSE searches its multiplier in the later window) and the config."""
+  import pathlib
+  import subprocess
+  import sys
+
+  script = pathlib.Path(__file__).parent.parent / "experiments" / "linear_speed.py"
+  argv = [sys.executable, str(script), "--out", str(tmp_path), "--agents", "opse,optdual_linear"]
+  argv += ["--seeds", "2", "--episodes", "5", "--reps", "1", "--warm", "0,300"]
+  argv += ["--states", "", "--features", ""]
+  done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-2000:]
+  record = json.loads((tmp_path / "linear_speed.json").read_text())
+  rows = {(r["agent"], r["warm"]): r for r in record["per_core"]}
+  assert set(rows) == {(a, w) for a in ("opse", "optdual_linear") for w in (0, 300)}
+  assert rows[("optdual_linear", 300)]["passes"] == 1.0
+  assert 1.0 <= rows[("opse", 300)]["passes"] <= rows[("opse", 300)]["batch_passes"] < 21
+  assert record["config"]["warm"] == "0,300" and record["latent_factors"] == []

@@ -10,10 +10,11 @@ runs it. Both work in the reward convention (`r = 1 - c`, `u = 1 - d`, the const
   Q^dag + lambda Q^u) / tau)`; `lambda` the smallest multiplier in `[0, C_lambda]` whose
   policy meets `V_u(s_1) >= b` under the pessimistic estimate, to `C_lambda /
   2^bisections` (`_multiplier_search`: their Algorithm 2 tests `lambda = 0` and `lambda =
-  C_lambda` first; their code bisects `bisections` times, the search here narrows the same
-  bracket by the Illinois method, 2-10 backward passes where the bisection takes 21, the
-  same decisions to that precision); that policy is played if it meets the constraint,
-  else the baseline (a "safe deployment", `extras["safe_deployment"]`).
+  C_lambda` first; their code bisects `bisections` times, 21 backward passes; the search
+  here starts from the last episode's multiplier: 4.2 passes per plan on their linear CMDP
+  after 2,000 episodes, 7.1 the most of a 64-seed batch, 1 where `lambda = 0` is safe or
+  `C_lambda` is not; the same decisions to that precision); that policy is played if it
+  meets the constraint, else the baseline (a "safe deployment", `extras["safe_deployment"]`).
 - **Ghosh et al.** (as Kitamura et al. implement it, a simplification): two optimistic
   Q-functions (`+ C beta` for both, range `H - h`, no entropy in the values), `pi =
   softmax((Q^r + lambda Q^u) / tau)`, the same search, its safe end (`C_lambda` if none is
