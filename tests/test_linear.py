@@ -456,7 +456,7 @@ PUBLISHED_FIGURES = {
 @pytest.mark.parametrize("name", sorted(PUBLISHED_FIGURES))
 def test_the_recorded_learning_curves_meet_the_published_figures(name):
   """The committed record of `experiments/linear_cmdps.py --episodes 10000 --instances 10
-  --seeds 1` (docs/results/linear_cmdps; 33 min on one core, not rerun here) against their
+  --seeds 1` (docs/results/linear_cmdps; 13 min on one core, not rerun here) against their
   figures: OPSE's violation exactly 0 on every instance, its regret within 15% and its
   baseline deployments within 20%; Ghosh et al.'s regret and violation within 20%, or
   within two standard errors of the mean over the 10 instances where that is wider (the
