@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ..agents import registry
 from ..agents.base import Agent
@@ -85,6 +86,41 @@ def _multiplier_search(backup, weights_of, utility_index, need, start, upper, bi
   return lam, policy, values, found.steps
 
 
+def _bisection(backup, weights_of, utility_index, need, upper, bisections, dtype):
+  """Their code's search: `bisections` halvings of `[0, upper]` (a midpoint whose policy
+  meets `V_u(s_1) >= need` is an upper end), then the upper end's backup; `bisections + 1`
+  backward passes. Returns what `_multiplier_search` does."""
+
+  def body(_, bracket):
+    lo, hi = bracket
+    mid = 0.5 * (lo + hi)
+    _, values = backup(weights_of(mid))
+    safe = values[utility_index] >= need
+    return jnp.where(safe, lo, mid), jnp.where(safe, mid, hi)
+
+  zero = jnp.zeros((), dtype)
+  _, hi = lax.fori_loop(0, bisections, body, (zero, jnp.asarray(upper, dtype)))
+  policy, values = backup(weights_of(hi))
+  return hi, policy, values, jnp.asarray(bisections + 1, jnp.int32)
+
+
+SEARCHES = ("from_last", "bisection")
+
+
+def _search(kind, backup, weights_of, utility_index, need, state, upper, bisections, dtype):
+  if kind == "bisection":
+    return _bisection(backup, weights_of, utility_index, need, upper, bisections, dtype)
+  start = state.multipliers[0]
+  return _multiplier_search(
+    backup, weights_of, utility_index, need, start, upper, bisections, dtype
+  )
+
+
+def _check_search(name, search):
+  if search not in SEARCHES:
+    raise ValueError(f"{name}: search must be one of {SEARCHES}, got {search!r}")
+
+
 def _reward_view(config):
   """`(r, u [I, H, S, A], horizon)` of the agent's costs (`r = 1 - c`, `u = 1 - d`)."""
   reward = 1.0 - jnp.asarray(config.cost)
@@ -109,6 +145,7 @@ def opse(
   multiplier_bound: float = 300.0,
   temperature: float = 0.1,
   bisections: int = 20,
+  search: str = "from_last",
   rho: float = 1.0,
   pretrain_episodes: int = 1,
 ) -> Agent:
@@ -123,6 +160,9 @@ def opse(
     multiplier_bound: `C_lambda`.
     temperature: `tau > 0`.
     bisections: the search's precision, `C_lambda / 2^bisections` (their code's bisections).
+    search: `"from_last"` (the multiplier searched from the last one, module docstring)
+      or `"bisection"` (their code's `bisections` halvings of `[0, C_lambda]`, 21 backward
+      passes per plan: their exact sequence of decisions).
     rho: the ridge.
     pretrain_episodes: baseline episodes first (their code: 1).
 
@@ -133,6 +173,7 @@ def opse(
   bonuses = (cost_bonus, constraint_bonus)
   config = _check(model, safe_policy, pretrain_episodes, 1.0, temperature, rho, bonuses)
   _one_constraint(config, "opse")
+  _check_search("opse", search)
   if not (compensation_bonus >= 0 and compensation_scale >= 0 and multiplier_bound > 0):
     raise ValueError(
       "opse: compensation_bonus and compensation_scale must be >= 0 and multiplier_bound > 0"
@@ -157,8 +198,8 @@ def opse(
     def weights_of(lam):
       return jnp.stack([jnp.ones((), dtype), jnp.ones((), dtype), lam])
 
-    lam, policy, values, passes = _multiplier_search(
-      backup, weights_of, 2, need, state.multipliers[0], multiplier_bound, bisections, dtype
+    lam, policy, values, passes = _search(
+      search, backup, weights_of, 2, need, state, multiplier_bound, bisections, dtype
     )
     unsafe = values[2] < need
     policy = jnp.where(unsafe, jnp.asarray(config.safe_policy), policy)
@@ -179,12 +220,14 @@ def ghosh_softmax(
   multiplier_bound: float = 300.0,
   temperature: float = 0.1,
   bisections: int = 20,
+  search: str = "from_last",
   rho: float = 1.0,
   pretrain_episodes: int = 1,
 ) -> Agent:
   """The softmax primal-dual agent of Ghosh et al. (2024) as Kitamura et al.'s code runs
   it: a search of the multiplier in place of the published algorithm's `K^H` grid
-  (module docstring). Args: those of `opse` that apply (`C_r`, `C_u`, `C_lambda`, `tau`).
+  (module docstring). Args: those of `opse` that apply (`C_r`, `C_u`, `C_lambda`, `tau`,
+  `bisections`, `search`).
 
   Returns:
     `Agent(init, plan, update)`; `extras["safe_deployment"]` is always False (no fallback).
@@ -192,6 +235,7 @@ def ghosh_softmax(
   bonuses = (cost_bonus, constraint_bonus)
   config = _check(model, safe_policy, pretrain_episodes, 1.0, temperature, rho, bonuses)
   _one_constraint(config, "ghosh_softmax")
+  _check_search("ghosh_softmax", search)
   if not multiplier_bound > 0:
     raise ValueError(f"ghosh_softmax: multiplier_bound must be > 0, got {multiplier_bound!r}")
   reward, utility, horizon = _reward_view(config)
@@ -211,8 +255,8 @@ def ghosh_softmax(
     def weights_of(lam):
       return jnp.stack([jnp.ones((), dtype), lam])
 
-    lam, policy, values, passes = _multiplier_search(
-      backup, weights_of, 1, need, state.multipliers[0], multiplier_bound, bisections, dtype
+    lam, policy, values, passes = _search(
+      search, backup, weights_of, 1, need, state, multiplier_bound, bisections, dtype
     )
     cost_value, constraint_value = horizon - values[0], horizon - values[1]
     extras = _extras(False, lam, passes)
