@@ -7,7 +7,7 @@ noisy, so compare the ratios printed, which come from the same run):
            of writing the shared-order greedy fill (`oj.kernels.FILL_METHODS`), and NumPy;
   step     one OptAug-CMDP episode step (S=10, A=4, H=10, I=2, fw_iters=100): JAX at 1
            seed, seed by seed, 256 seeds vmapped (each fill), sharded over the host's
-           devices, and the NumPy step (`oj.experiment.numpy_reference`);
+           devices, and the NumPy step (`experiment.numpy_reference`);
   inner    the OptAug step with each inner method (Frank-Wolfe T=100, exact), I=2,
            1 seed and --seeds vmapped;
   scaling  the vmapped step against seeds, S (S^2 A H) and fw_iters;

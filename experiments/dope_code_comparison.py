@@ -20,7 +20,7 @@ pessimistic constraint value, and the true values of the played policies.
       --after 300 --out docs/results/dope_code_comparison/media_streaming
 
 Writes DIR/config.json and DIR/summary.json atomically, with DIR/manifest.json (see
-oj.experiment.result_files.ResultDir): a directory of another script is refused, and a run of
+experiment.result_files.ResultDir): a directory of another script is refused, and a run of
 other settings replaces the previous run's files.
 """
 

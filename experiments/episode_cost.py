@@ -21,7 +21,7 @@ fraction of its solves certified. With `--profile`, each window's op time by pha
 episode (one chunk of `--profile-episodes` after the window, `experiments/perf/phases.py`):
 where OptAug's episode spends what OptDual's does not.
 
-The files and the ending are the other scripts' (`oj.experiment.cli`, `result_files`,
+The files and the ending are the other scripts' (`experiment.cli`, `result_files`,
 `checkpoints`): `--out` is written atomically, with its manifest beside it (OUT.json ->
 OUT.manifest.json: the arguments, the versions and a status, "running", "incomplete" or
 "complete"); a cached state is a verified checkpoint (its run's identity and a digest),
@@ -45,6 +45,7 @@ import jax
 import numpy as np
 
 import optaug_jax as oj
+from optaug_jax import experiment
 from optaug_jax._src.layouts import sparse as sparse_layout
 from optaug_jax.experiment import arguments as script_flags
 from optaug_jax.experiment import checkpoints, cli, problems, result_files
@@ -89,7 +90,7 @@ def _entry(problem):
 def _benchmark(name, kwargs):
   """A registered benchmark, or a user's `path.py:FUNCTION` (as the scripts' --benchmark)."""
   if ":" in name:
-    return oj.experiment.problems.load_benchmark(name)
+    return experiment.problems.load_benchmark(name)
   return oj.benchmarks.make_benchmark(name, **kwargs)
 
 
@@ -565,13 +566,13 @@ def parse_args(argv=None):
     args.problems = args.benchmark
   problems = args.problems.split(",")
   for spec in problems:
-    if spec not in PROBLEMS and oj.experiment.problems.is_benchmark_spec(spec):
+    if spec not in PROBLEMS and experiment.problems.is_benchmark_spec(spec):
       try:
-        oj.experiment.problems.load_benchmark(spec)  # refused in one line now, not later
+        experiment.problems.load_benchmark(spec)  # refused in one line now, not later
       except cli.UsageError as e:
         p.error(str(e))
   unknown = sorted(
-    n for n in set(problems) - set(PROBLEMS) if not oj.experiment.problems.is_benchmark_spec(n)
+    n for n in set(problems) - set(PROBLEMS) if not experiment.problems.is_benchmark_spec(n)
   )
   if unknown:
     p.error(f"--problems: unknown {', '.join(unknown)}; choose from {', '.join(PROBLEMS)}")

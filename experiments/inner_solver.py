@@ -6,7 +6,7 @@ taken from real runs (the optimistic model and multipliers of an OptAug run afte
 eta in 1 .. 1e6: the true error `objective - optimum` (optimum by cvxpy/Clarabel in z-space)
 and the method's certificate, against the number of extended DPs. Prints the table of DP
 calls needed to reach 1e-6 and 1e-9 and writes DIR/inner_solver.json and a figure, each
-atomically, with DIR/manifest.json (oj.experiment.result_files.ResultDir: a directory of another
+atomically, with DIR/manifest.json (experiment.result_files.ResultDir: a directory of another
 script is refused; a run of other settings replaces the previous run's files). float64.
 
   python experiments/inner_solver.py --out results/inner_solver   # ~10 min on 2 cores

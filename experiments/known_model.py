@@ -6,7 +6,7 @@ last iterate converges; dual projected descent oscillates (its averages converge
   python experiments/known_model.py --out results/known_model     # ~30 s on 2 cores
 
 Writes DIR/known_model.json and DIR/known_model.png atomically, with DIR/manifest.json
-(see oj.experiment.result_files.ResultDir): a directory of another script is refused, and a
+(see experiment.result_files.ResultDir): a directory of another script is refused, and a
 run of other settings replaces the previous run's files.
 """
 

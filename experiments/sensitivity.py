@@ -13,7 +13,7 @@
   python experiments/sensitivity.py --quick                         # smaller grids
 
 Writes DIR/sensitivity.json and DIR/sensitivity.png atomically, with DIR/manifest.json
-(see oj.experiment.result_files.ResultDir): a directory of another script is refused, and a
+(see experiment.result_files.ResultDir): a directory of another script is refused, and a
 run of other settings replaces the previous run's files.
 """
 

@@ -1,6 +1,6 @@
 """When does the difference show: OptAug against OptDual over grid sizes and bonus scales.
 
-Runs `experiments/headline.py` (`oj.experiment.headline`) once per cell of a sweep over
+Runs `experiments/headline.py` (`experiment.headline`) once per cell of a sweep over
 the side of `--benchmark gridworld` (S = side^2 states, sparse layout above 10) and the
 confidence radii's scale (`--bonus-scale`), in the `bura2022` setting, each cell in its
 own directory `DIR/g<side>_b<bonus>`, and tabulates what separates the agents: the share

@@ -11,7 +11,7 @@ the setting of its recorded runs (`RUNS`), seeds `--first-seed` .. + `--seeds` -
 (keys `jax.random.PRNGKey(seed)`), vmapped, in jitted chunks. Per seed: the final strong
 and weak cost regrets, the final strong and weak constraint regrets (max over
 constraints), and the late positive violation, the mean over the episodes (9K/10, K] of
-max_i [V^pi_k(d_i) - alpha_i]_+ (`oj.experiment.reductions.LongRun`). `--out` (JSON,
+max_i [V^pi_k(d_i) - alpha_i]_+ (`experiment.reductions.LongRun`). `--out` (JSON,
 written atomically after each benchmark, its manifest beside it): the config (per
 benchmark K, setting, agent options, problem; seeds, versions, machine, and the library
 imported: its file, its repository's commit and changed files), the values per seed, and

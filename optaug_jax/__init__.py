@@ -4,18 +4,16 @@ The top level holds the algorithm's steps and the objects every user needs. More
 namespaces: `inner` (the inner problem and its solvers, as values), `agents` (the
 baselines, the registry `AGENTS`), `benchmarks` (problems, the registry `BENCHMARKS`),
 `kernels` (lower-level DP kernels), `analysis` (known-model methods, sensitivities), `lp`
-(host-side HiGHS / cvxpy references), `plotting`, `experiment` (the experiment scripts'
-run machinery: chunked runs, checkpoints, result directories, the command line). Every
-public name has one home: each container lives in the namespace of the functions that make
-it.
+(host-side HiGHS / cvxpy references), `plotting`. The experiment scripts' run machinery
+(chunked runs, checkpoints, result directories, the command line) is not loaded here:
+import it by name, `from optaug_jax import experiment`. Every public name has one home:
+each container lives in the namespace of the functions that make it.
 """
 
-# Last: the run machinery's modules use the names above.
 from optaug_jax import (
   agents,
   analysis,
   benchmarks,
-  experiment,  # noqa: E402
   inner,
   kernels,
   linear,
@@ -69,7 +67,6 @@ __all__ = (
   "agents",
   "analysis",
   "benchmarks",
-  "experiment",
   "inner",
   "kernels",
   "linear",

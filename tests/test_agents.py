@@ -9,6 +9,7 @@ import pytest
 import references as ref
 
 import optaug_jax as oj
+from optaug_jax import experiment
 
 S, A, H, I = 4, 3, 5, 2  # noqa: E741 (the paper's axis names)
 
@@ -64,7 +65,7 @@ def test_optaug_dual_steps_follow_the_schedule_against_numpy():
   """Each optimistic episode's lambda_{k+1} against the NumPy step (its own optimistic
   model, Frank-Wolfe and dual step) from the agent's counts, with eta_fn(count), count =
   optimistic episodes so far (the one schedule convention)."""
-  npr = oj.experiment.numpy_reference
+  npr = experiment.numpy_reference
   m = _cmdp(1)
   # A uniform pre-training policy (every first action visited), a first constraint that
   # opposes the cost (d_0 = 1 - c) and thresholds just above the uniform policy's values (it
@@ -118,7 +119,7 @@ def test_paper_schedule_and_pretrain_bound():
 def test_optdual_dual_steps_and_default_eta_against_numpy():
   """OptDual's best response and dual step against the NumPy extended DP, with the paper's
   default eta = sqrt(rho^2 / (H^2 I K)), rho = H / slack."""
-  npr = oj.experiment.numpy_reference
+  npr = experiment.numpy_reference
   m = _cmdp(2)
   _, v_uniform = oj.policy_values(m, jnp.full((H, S, A), 1.0 / A))
   m = m._replace(thresholds=0.3 * v_uniform)  # tight: the dual step engages
@@ -302,7 +303,7 @@ def test_optdual_rejects_bad_configuration():
 def test_optaug_plan_matches_numpy_reference(step_rule):
   """The jitted plan (optimistic model, Frank-Wolfe, dual step) against the independent
   NumPy implementation, from counts gathered by a few episodes."""
-  npr = oj.experiment.numpy_reference
+  npr = experiment.numpy_reference
   m = _cmdp(8)
   pi, slack = oj.safest_policy(m)
   agent = oj.optaug(

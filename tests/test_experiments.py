@@ -1,7 +1,7 @@
 """Smoke runs of the experiments at tiny sizes, so that they never rot.
 
 The tests import the package, never an experiment script: the two learning-run
-experiments are `oj.experiment.headline` and `oj.experiment.cancellation`, called here in
+experiments are `experiment.headline` and `experiment.cancellation`, called here in
 process; the other scripts of experiments/ run as a user runs them, in a subprocess, and
 the tests read what they wrote into `--out`.
 """
@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import optaug_jax as oj
+from optaug_jax import experiment
 
 EXPERIMENTS = pathlib.Path(__file__).parent.parent / "experiments"
 
@@ -156,7 +157,7 @@ def _cancellation_args(out, *extra):
 def test_cancellation_resume_equals_uninterrupted_run(tmp_path):
   import numpy as np
 
-  cancellation = oj.experiment.cancellation
+  cancellation = experiment.cancellation
   full = cancellation.main(_cancellation_args(tmp_path / "full"))
   assert set(full) == {"optaug", "optdual", "optprimaldual"}
   # Interrupted after one chunk (15 of 40 episodes), then resumed twice.
@@ -217,7 +218,7 @@ def test_inner_solver_experiment_quick(tmp_path):
 def test_cancellation_bura2022_setting_is_run_and_recorded(tmp_path):
   import json
 
-  cancellation = oj.experiment.cancellation
+  cancellation = experiment.cancellation
   summary = cancellation.main(
     [
       "--benchmark",
@@ -297,14 +298,14 @@ def test_headline_totals_match_the_full_log_and_resume_is_exact(tmp_path):
 
   import optaug_jax as oj
 
-  headline = oj.experiment.headline
+  headline = experiment.headline
   summary = headline.main(_headline_args(tmp_path / "full"))
   assert set(summary) == {"optaug", "optdual"}
   data = np.load(tmp_path / "full" / "trace.npz")
   trace = data["trace"]
   assert trace[-1] == 60 and {30, 54} <= set(trace.tolist())
   # Independent: the cancellation experiment's full logs of the same run.
-  cancellation = oj.experiment.cancellation
+  cancellation = experiment.cancellation
   cancellation.main(
     [
       "--benchmark",

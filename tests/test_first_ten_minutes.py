@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+from optaug_jax import experiment
 
 ROOT = pathlib.Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -23,10 +24,10 @@ README = (ROOT / "README.md").read_text()
 @pytest.fixture(scope="module")
 def scripts():
   return {
-    "cli": oj.experiment.cli,
-    "runs": oj.experiment.runs,
-    "cancellation": oj.experiment.cancellation,
-    "headline": oj.experiment.headline,
+    "cli": experiment.cli,
+    "runs": experiment.runs,
+    "cancellation": experiment.cancellation,
+    "headline": experiment.headline,
   }
 
 
@@ -38,12 +39,12 @@ def _cmdp(seed=0):
 def test_readme_main_command_runs_the_claim_at_the_papers_radii(scripts):
   first = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
   assert "experiments/headline.py" in first and "--bonus-scale" not in first
-  args = oj.experiment.arguments.resolve_defaults(scripts["headline"].parse_args([]))
+  args = experiment.arguments.resolve_defaults(scripts["headline"].parse_args([]))
   assert args.benchmark == "factored" and args.setting == "paper"
   assert args.bonus_scale == 1.0  # no tuned bonus
   assert args.agents == ["optaug", "optdual"]
   assert args.episodes == 100_000 and args.seeds == 32
-  title = oj.experiment.arguments.run_title(args)
+  title = experiment.arguments.run_title(args)
   assert "factored" in title and "bonus scale 1" in title and "32 seeds" in title
 
 

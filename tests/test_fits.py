@@ -1,4 +1,4 @@
-"""The regret fits (`oj.experiment.fits`: `fit_regret`, `fit_verdict`, as `headline.py`
+"""The regret fits (`optaug_jax.experiment.fits`: `fit_regret`, `fit_verdict`, as `headline.py`
 uses them) on curves with known answers: a fit starts after pre-training, and a run too
 short to tell a linear term from a bending one says so instead of printing a c that reads
 as growth."""

@@ -8,6 +8,7 @@ import pytest
 import references as ref
 
 import optaug_jax as oj
+from optaug_jax import experiment
 from optaug_jax._src.inner import line_search  # tested directly
 
 
@@ -240,7 +241,7 @@ def test_unreached_states_play_the_greedy_action_of_the_gradient(method):
   """Where the inner solution never goes (`q_h(s) = 0`), the policy is the action of the
   extended DP on `c + D^T lambda+` at the solution (NumPy loop); "uniform" is uniform; the
   reached rows are eq. (retrieve-pi) in both."""
-  npr = oj.experiment.numpy_reference
+  npr = experiment.numpy_reference
   m = oj.random_cmdp(
     jax.random.PRNGKey(5), num_states=5, num_actions=3, horizon=4, num_constraints=2
   )

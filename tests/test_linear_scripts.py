@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
-from optaug_jax import linear
+from optaug_jax import experiment, linear
 from optaug_jax.experiment import arguments, cli, headline, runs
 
 LINEAR = ("optaug_linear", "optdual_linear", "opse", "ghosh_softmax")
@@ -159,12 +159,12 @@ def test_the_outlook_takes_a_kitamura_benchmark_and_refuses_linear_agents(tmp_pa
   argv = ["--benchmark", "kitamura_streaming", "--problem-seed", "2", "--seeds", "2"]
   argv += ["--episodes", "200", "--pilot-episodes", "40", "--pilot-seeds", "2"]
   argv += ["--perfect-episodes", "40", "--up-to", "1000", "--pretrain", "5"]
-  oj.experiment.outlook.main([*argv, "--agents", "optaug,optdual", "--out", str(tmp_path / "a")])
+  experiment.outlook.main([*argv, "--agents", "optaug,optdual", "--out", str(tmp_path / "a")])
   saved = json.loads((tmp_path / "a" / "outlook.json").read_text())
   assert set(saved["agent_options"]) == {"optaug", "optdual"}
   assert "kitamura_streaming" in capsys.readouterr().out
   with pytest.raises(cli.UsageError, match="--agents optaug_linear,optdual_linear: the outlook"):
-    oj.experiment.outlook.main(
+    experiment.outlook.main(
       [*argv, "--agents", "optaug_linear,optdual_linear", "--dual-eta", "1"]
       + ["--out", str(tmp_path / "b")]
     )

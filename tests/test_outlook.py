@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+from optaug_jax import experiment
 from optaug_jax._src import estimates
 
 
@@ -149,7 +150,7 @@ def test_outlook_script_writes_its_files_and_compares_with_a_run(tmp_path):
   assert again.pilots["optaug"].state is None and again.bias.a == out.bias.a
   np.testing.assert_array_equal(again.swings["optdual"], out.swings["optdual"])
   np.testing.assert_array_equal(again.pilots["optaug"].violations, out.pilots["optaug"].violations)
-  with pytest.raises(oj.experiment.cli.UsageError, match="threshold"):
+  with pytest.raises(experiment.cli.UsageError, match="threshold"):
     outlook.main(flags + ["--threshold", "0.1", "--out", str(tmp_path / "o3")])
 
 

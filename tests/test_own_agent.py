@@ -12,10 +12,23 @@ import textwrap
 import pytest
 
 import optaug_jax as oj
+from optaug_jax import experiment
 from optaug_jax.experiment import arguments, cli, headline, problems, runs
 
 ROOT = pathlib.Path(__file__).parent.parent
 EXAMPLE = ROOT / "experiments" / "own_agent" / "regularised_primal_dual.py"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registry_as_it_was():
+  """The `--agents module:function` specs below register into the global registry (once
+  per session, as their file is loaded once); this module leaves it as it found it (a
+  later test that builds every registered agent would otherwise meet the broken one)."""
+  saved = dict(oj.agents.AGENTS)
+  yield
+  oj.agents.AGENTS.clear()
+  oj.agents.AGENTS.update(saved)
+
 
 # Factories of the test files: each records the options it was called with.
 FACTORIES = """
@@ -185,7 +198,7 @@ def test_the_example_agent_runs_in_headline_and_outlook(tmp_path, capsys):
   assert set(summaries) == {"optaug", "optdual", "regularised_primal_dual"}
   summary = json.loads((out / "summary.json").read_text())
   assert summary["agent_options"]["regularised_primal_dual"]["eta"] == "paper"  # --dual-eta
-  outlook = oj.experiment.outlook
+  outlook = experiment.outlook
   outlook.main(
     [
       "--benchmark",

@@ -462,3 +462,21 @@ def test_no_circle_among_the_modules():
 
   for module in graph:
     visit(module, [])
+
+
+def test_the_face_does_not_load_the_experiment_harness():
+  """`import optaug_jax` loads the library alone: no module of the scripts' machinery
+  (`optaug_jax.experiment`, argparse-driven runs, checkpoints, result directories); it is
+  imported by name and then reachable as `optaug_jax.experiment`."""
+  import subprocess
+  import sys
+
+  code = (
+    "import sys, optaug_jax as oj\n"
+    "print(sorted(m for m in sys.modules if 'experiment' in m and m.startswith('optaug_jax')))\n"
+    "from optaug_jax import experiment\n"
+    "print(oj.experiment is experiment, hasattr(experiment, 'headline'))\n"
+  )
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  lines = out.stdout.strip().splitlines()
+  assert lines == ["[]", "True True"], out.stdout

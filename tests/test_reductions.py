@@ -1,5 +1,5 @@
-"""`oj.experiment.reductions` fed random logs in chunks, against the same quantities computed
-from the whole logs at once with NumPy."""
+"""`optaug_jax.experiment.reductions` fed random logs in chunks, against the same quantities
+computed from the whole logs at once with NumPy."""
 
 from types import SimpleNamespace
 

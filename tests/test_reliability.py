@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+from optaug_jax import experiment
 from optaug_jax.experiment import result_files
 
 
@@ -32,7 +33,7 @@ def _args(out, *extra):
 
 @pytest.fixture(scope="module")
 def cancellation():
-  return oj.experiment.cancellation
+  return experiment.cancellation
 
 
 def _results(out):

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+from optaug_jax import experiment
 from optaug_jax._src.experiment import progress
 from optaug_jax.experiment import cli, figures, problems, result_files, runs
 
@@ -34,8 +35,8 @@ def scripts():
   return {
     "cli": cli,
     "runs": runs,
-    "headline": oj.experiment.headline,
-    "cancellation": oj.experiment.cancellation,
+    "headline": experiment.headline,
+    "cancellation": experiment.cancellation,
   }
 
 
@@ -582,7 +583,7 @@ def test_both_scripts_run_your_own_cmdp_and_resume_refuses_another(scripts, tmp_
   assert set(summary) == {"optaug", "optdual"}
   config = json.loads((out / "config.json").read_text())
   assert config["arguments"]["benchmark"] == spec
-  digest = oj.experiment.problems.problem_digest(oj.benchmarks.make_benchmark("factored"))
+  digest = experiment.problems.problem_digest(oj.benchmarks.make_benchmark("factored"))
   assert config["arguments"]["problem_digest"] == digest
   assert config["problem"]["states"] == 3 and config["problem"]["lp_value"] == pytest.approx(4)
   head = tmp_path / "headline"

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
+from optaug_jax import experiment
 from optaug_jax.experiment import checkpoints, cli, result_files
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -249,7 +250,7 @@ def test_outlook_like_refuses_a_damaged_run_in_one_line(tmp_path, damaged, capsy
   _headline_config(run)
   _truncate(run / damaged)
   argv = ["--like", str(run), "--out", str(tmp_path / "o")]
-  assert cli.run_guarded("outlook", oj.experiment.outlook.main, argv) == 2
+  assert cli.run_guarded("outlook", experiment.outlook.main, argv) == 2
   line = _last_line(capsys.readouterr().err)
   assert line.startswith(
     f"outlook.py: error: --like {run}: {run / damaged}: unreadable {damaged} (JSONDecodeError: "
@@ -267,7 +268,7 @@ def test_outlook_refit_refuses_damaged_pilots_in_one_line(tmp_path, capsys):
     run_dir.complete()
   _truncate(old / "pilots.npz")
   argv = [*OUTLOOK, "--pilot-episodes", "250", "--refit", str(old), "--out", str(tmp_path / "o")]
-  assert cli.run_guarded("outlook", oj.experiment.outlook.main, argv) == 2
+  assert cli.run_guarded("outlook", experiment.outlook.main, argv) == 2
   line = _last_line(capsys.readouterr().err)
   assert line.startswith(
     f"outlook.py: error: --refit {old}: {old / 'pilots.npz'}: unreadable pilots.npz (BadZipFile: "
@@ -377,7 +378,7 @@ def test_a_run_into_a_sweeps_cell_is_refused_in_one_line(tmp_path, capsys):
     result_files.ResultDir(cell, "headline", {}, ("summary.json",)).check()
   assert _strict_json(sweep / "manifest.json")["parts"] == ["g3_b1"]
   argv = _tiny(cell, "--episodes", "20", "--trace-points", "5", "--tail", "5")
-  assert cli.run_guarded("headline", oj.experiment.headline.main, argv) == 2
+  assert cli.run_guarded("headline", experiment.headline.main, argv) == 2
   line = _last_line(capsys.readouterr().err)
   assert line.startswith(
     f"headline.py: error: {cell}: a part of the separation.py run in {sweep} (its"

@@ -5,17 +5,17 @@ checkpoint after every chunk (`--resume` continues an interrupted run; the resul
 uninterrupted run bit for bit). Writes DIR/config.json, DIR/results.npz, DIR/summary.json,
 figures, and prints a summary table.
 
-The output directory holds one run, never a mix (see oj.experiment.result_files.ResultDir):
-every file is written atomically (a temporary file renamed over it: a full disk or a kill
-leaves the previous file, never half of one), and DIR/manifest.json names the script, its
-settings, the files written and a status: "running", "incomplete" (stopped by
---max-chunks, or failed) or "complete" once every output is written; result_files.load_results
-refuses a directory that is not complete. All checkpoints are verified before anything is
-written, so a refused --resume leaves DIR exactly as it was; --resume refuses a directory
-of other settings. A fresh run (no --resume) removes the previous run's checkpoints and,
-when its settings differed, the previous run's outputs, before it writes anything. Neither
-writes into a directory holding another script's outputs (e.g. headline.py's): choose
-another --out.
+The output directory holds one run, never a mix (see
+`optaug_jax.experiment.result_files.ResultDir`): every file is written atomically (a
+temporary file renamed over it: a full disk or a kill leaves the previous file, never half
+of one), and DIR/manifest.json names the script, its settings, the files written and a
+status: "running", "incomplete" (stopped by --max-chunks, or failed) or "complete" once
+every output is written; result_files.load_results refuses a directory that is not
+complete. All checkpoints are verified before anything is written, so a refused --resume
+leaves DIR exactly as it was; --resume refuses a directory of other settings. A fresh run
+(no --resume) removes the previous run's checkpoints and, when its settings differed, the
+previous run's outputs, before it writes anything. Neither writes into a directory holding
+another script's outputs (e.g. headline.py's): choose another --out.
 
 Defaults: media_streaming, the paper setting, OptAug, OptDual and OptPrimalDual, 32 seeds x
 3000 episodes, --bonus-scale 0.1 in the paper setting (the tuned bonus of the recorded
