@@ -414,13 +414,31 @@ def test_compiled_programs_compare_ignores_the_source_and_finds_an_operation(tmp
 
 
 def _runtime_imports() -> dict[str, set[str]]:
-  """`{module: the package modules it imports when it runs}` for `optaug_jax/_src` (imports
-  under `if TYPE_CHECKING:` are for the type checker only and left out)."""
-  src = ROOT / "optaug_jax" / "_src"
-  names = {}
+  """`{module: the package modules it imports when it runs}`: the modules of
+  `optaug_jax/_src` by their names below it, the face and its namespaces as `optaug_jax`
+  and `optaug_jax.NAME`; relative and absolute imports, at the top or inside functions
+  (imports under `if TYPE_CHECKING:` are for the type checker only and left out)."""
+  package_root = ROOT / "optaug_jax"
+  src = package_root / "_src"
+  names = {}  # node -> path
   for path in src.rglob("*.py"):
     parts = path.relative_to(src).with_suffix("").parts
     names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+  for path in package_root.glob("*.py"):
+    names["optaug_jax" if path.stem == "__init__" else f"optaug_jax.{path.stem}"] = path
+
+  def node_of(dotted: str) -> str | None:
+    """The node of an absolute module name (None outside the package)."""
+    if dotted.startswith("optaug_jax._src."):
+      short = dotted[len("optaug_jax._src.") :]
+      while short and short not in names:
+        short = short.rpartition(".")[0]
+      return short or None
+    if dotted == "optaug_jax" or dotted.startswith("optaug_jax."):
+      face = ".".join(dotted.split(".")[:2])
+      return face if face in names else "optaug_jax"
+    return None
+
   graph: dict[str, set[str]] = {name: set() for name in names}
   for name, path in names.items():
     tree = ast.parse(path.read_text())
@@ -430,14 +448,23 @@ def _runtime_imports() -> dict[str, set[str]]:
       if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
       for n in ast.walk(node)
     }
+    in_src = src in path.parents
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     for node in ast.walk(tree):
-      if id(node) in hidden or not isinstance(node, ast.ImportFrom) or not node.level:
+      if id(node) in hidden:
         continue
-      base = package[: len(package) - (node.level - 1)] + ([node.module] if node.module else [])
-      for alias in node.names:
-        full = ".".join(base + [alias.name])
-        target = full if full in names else ".".join(base)
+      targets: list[str | None] = []
+      if isinstance(node, ast.Import):
+        targets = [node_of(alias.name) for alias in node.names]
+      elif isinstance(node, ast.ImportFrom) and node.level and in_src:
+        base = package[: len(package) - (node.level - 1)] + ([node.module] if node.module else [])
+        for alias in node.names:
+          full = ".".join(base + [alias.name])
+          targets.append(full if full in names else ".".join(base))
+      elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        for alias in node.names:
+          targets.append(node_of(f"{node.module}.{alias.name}") or node_of(node.module))
+      for target in targets:
         if target in names and target != name:
           graph[name].add(target)
   return graph
@@ -462,6 +489,10 @@ def test_no_circle_among_the_modules():
 
   for module in graph:
     visit(module, [])
+  # The absolute imports are read: the face imports the library, and the scripts' machinery
+  # imports the face without the face importing it back.
+  assert "runner" in graph["optaug_jax"] and "optaug_jax" in graph["experiment.runs"]
+  assert not any(m.startswith("experiment") for m in graph["optaug_jax"])
 
 
 def test_the_face_does_not_load_the_experiment_harness():
