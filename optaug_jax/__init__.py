@@ -32,6 +32,7 @@ from optaug_jax._src.cmdp import (
   to_sparse,
 )
 from optaug_jax._src.env import Trajectory, sample_episode
+from optaug_jax._src.errors import ArgumentError
 from optaug_jax._src.estimates import (
   Counts,
   OptimisticModel,
@@ -74,6 +75,7 @@ __all__ = (
   "plotting",
   # names
   "Agent",
+  "ArgumentError",
   "AgentState",
   "CMDP",
   "Counts",

@@ -511,3 +511,44 @@ def test_the_face_does_not_load_the_experiment_harness():
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
   lines = out.stdout.strip().splitlines()
   assert lines == ["[]", "True True"], out.stdout
+
+
+def _labelled_plain_refusals() -> list[str]:
+  """`raise ValueError(...)` sites in the library (not the scripts' machinery) whose
+  message starts with a label, `name: ...`: each should be an `ArgumentError` naming it."""
+  label = re.compile(r"^\{?[A-Za-z_][A-Za-z_0-9.]*\}?: ")
+  found = []
+  for path in sorted((ROOT / "optaug_jax" / "_src").rglob("*.py")):
+    if "experiment" in path.parts:
+      continue
+    for node in ast.walk(ast.parse(path.read_text())):
+      if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+        continue
+      func, args = node.exc.func, node.exc.args
+      if not (isinstance(func, ast.Name) and func.id == "ValueError" and args):
+        continue
+      text = ast.unparse(args[0]).lstrip("f").strip("'\"")
+      if label.match(text):
+        found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+  return found
+
+
+def test_refusals_are_typed_and_the_scripts_read_the_type_not_the_message():
+  """Every labelled refusal of the library is an `oj.ArgumentError` (a `ValueError`, its
+  message unchanged) naming the refused argument in `field`; the scripts map that field to
+  their flag, and a plain `ValueError` whose message merely starts with an argument's name
+  gets no flag (no message is parsed)."""
+  from optaug_jax._src.experiment import runs
+
+  assert _labelled_plain_refusals() == []
+  with pytest.raises(oj.ArgumentError) as refused:
+    oj.optdual(num_episodes=0)
+  assert refused.value.field == "num_episodes" and str(refused.value).startswith("num_episodes:")
+  assert isinstance(refused.value, ValueError)
+  with pytest.raises(oj.ArgumentError) as refused:
+    oj.optaug(num_episodes=10, safe_policy=None, pretrain_episodes=-1, eta=1.0)
+  assert refused.value.field == "pretrain_episodes"
+  typed = runs._library_refused("ctx", oj.ArgumentError("pretrain_episodes", "anything"))
+  assert "--pretrain" in str(typed)
+  plain = runs._library_refused("ctx", ValueError("pretrain_episodes: bad"))
+  assert "--pretrain" not in str(plain) and "the library refuses this run" in str(plain)

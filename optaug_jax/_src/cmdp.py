@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checking import arguments
+from .errors import ArgumentError
 from .transition_set import TransitionSet
 
 
@@ -86,12 +87,14 @@ def to_sparse(cmdp: CMDP, *, max_next_states: int | None = None) -> CMDP:
     return cmdp
   p = np.asarray(cmdp.transitions)
   if p.ndim != 4:
-    raise ValueError(f"transitions: to_sparse takes one CMDP, got shape {p.shape}")
+    raise ArgumentError("transitions", f"to_sparse takes one CMDP, got shape {p.shape}")
   support = p > 0
   widest = int(support.sum(-1).max())
   n = widest if max_next_states is None else int(max_next_states)
   if n < widest:
-    raise ValueError(f"max_next_states: {n} slots, but a row has {widest} possible next states")
+    raise ArgumentError(
+      "max_next_states", f"{n} slots, but a row has {widest} possible next states"
+    )
   # Stable order: positive entries first (by index), then the rest; keep the first n.
   order = np.argsort(~support, axis=-1, kind="stable")[..., :n]
   taken = np.take_along_axis(support, order, axis=-1)
@@ -143,18 +146,18 @@ def merge_repeated_next_states(next_states, transitions) -> tuple[np.ndarray, np
   """
   ns, p = np.asarray(next_states), np.asarray(transitions)
   if ns.shape != p.shape or ns.ndim < 1:
-    raise ValueError(
-      f"next_states: expected the shape of transitions {p.shape} ([..., N]), got {ns.shape}"
+    raise ArgumentError(
+      "next_states", f"expected the shape of transitions {p.shape} ([..., N]), got {ns.shape}"
     )
   if not np.issubdtype(ns.dtype, np.integer):
-    raise ValueError(f"next_states: expected integer state indices, got dtype {ns.dtype}")
+    raise ArgumentError("next_states", f"expected integer state indices, got dtype {ns.dtype}")
   if not np.issubdtype(p.dtype, np.floating):
     p = p.astype(np.float64)
   if ns.size and ns.min() < -1:
     where = np.unravel_index(np.argmin(ns), ns.shape)
-    raise ValueError(
-      f"next_states: {int(ns[where])} at {arguments.position(where)} is neither a state nor -1"
-      " (an empty slot)"
+    raise ArgumentError(
+      "next_states",
+      f"{int(ns[where])} at {arguments.position(where)} is neither a state nor -1 (an empty slot)",
     )
   arguments.check_empty_slots(ns, p)
   width = ns.shape[-1]

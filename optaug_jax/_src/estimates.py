@@ -28,6 +28,7 @@ from . import box, layouts
 from . import setting as setting_lib
 from .checking import arguments
 from .env import Trajectory
+from .errors import ArgumentError
 from .numerics import MAX_EPISODES, compensated_add
 from .transition_set import TransitionSet
 
@@ -296,9 +297,10 @@ def empirical_model(
       or next_states.shape[0] not in (1, horizon)
       or next_states.shape[-1] != counts.transitions.shape[-1]
     ):
-      raise ValueError(
-        f"setting.support: next states of shape {next_states.shape} do not"
-        f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])"
+      raise ArgumentError(
+        "setting.support",
+        f"next states of shape {next_states.shape} do not"
+        f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])",
       )
     support = next_states >= 0
     if counts.off_support is not None:
@@ -476,8 +478,8 @@ def support_violations(
     )
   transitions = np.asarray(counts.transitions)
   if transitions.ndim < 4:
-    raise ValueError(
-      f"counts.transitions: expected [..., H, S, A, S'], got shape {transitions.shape}"
+    raise ArgumentError(
+      "counts.transitions", f"expected [..., H, S, A, S'], got shape {transitions.shape}"
     )
   observed = transitions.reshape((-1,) + transitions.shape[-4:]).sum(0, dtype=np.int64)
   if setting.support is None:

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from .checking.cmdps import validate_cmdp
 from .cmdp import CMDP
+from .errors import ArgumentError
 from .transition_set import TransitionSet
 
 
@@ -108,7 +109,9 @@ def least_excess(cmdp: CMDP) -> float:
   validate_cmdp(cmdp)
   p = np.asarray(cmdp.transitions, np.float64)
   if p.ndim != 4:
-    raise ValueError(f"transitions: least_excess takes one CMDP, got batch shape {p.shape[:-4]}")
+    raise ArgumentError(
+      "transitions", f"least_excess takes one CMDP, got batch shape {p.shape[:-4]}"
+    )
   next_states = None if cmdp.next_states is None else np.asarray(cmdp.next_states)
   d = np.asarray(cmdp.constraint_costs, np.float64)
   a_eq, b_eq = flow_constraints(TransitionSet.point(p, next_states), int(cmdp.initial_state))
@@ -138,7 +141,7 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   d = np.asarray(cmdp.constraint_costs, np.float64)
   alpha = np.asarray(cmdp.thresholds, np.float64)
   if p.ndim != 4:
-    raise ValueError(f"transitions: solve_lp takes one CMDP, got batch shape {p.shape[:-4]}")
+    raise ArgumentError("transitions", f"solve_lp takes one CMDP, got batch shape {p.shape[:-4]}")
   horizon, num_states, num_actions, _ = p.shape
   a_eq, b_eq = flow_constraints(TransitionSet.point(p, next_states), int(cmdp.initial_state))
   num_constraints = d.shape[0]
@@ -154,11 +157,12 @@ def solve_lp(cmdp: CMDP) -> LPSolution:
   if res.status != 0:  # infeasible (2), or a method that stopped without saying why
     excess = _least_excess(d.reshape(num_constraints, -1), alpha, a_eq, b_eq)
     if res.status == 2 or excess > INFEASIBLE_EXCESS:
-      raise ValueError(
-        "thresholds: the CMDP is infeasible: no policy meets every constraint at once; the"
+      raise ArgumentError(
+        "thresholds",
+        "the CMDP is infeasible: no policy meets every constraint at once; the"
         f" policy closest to it exceeds its thresholds {_shown(alpha)} by {excess:.6g} in"
         " the worst constraint (raise them by at least that much, or see oj.safest_policy"
-        " for the least constraint values)"
+        " for the least constraint values)",
       )
     raise RuntimeError(f"HiGHS failed (status {res.status}): {res.message}")
   q = np.maximum(res.x, 0.0).reshape(horizon, num_states, num_actions)

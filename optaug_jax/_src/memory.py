@@ -25,6 +25,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .errors import ArgumentError
+
 GIB = 2**30
 # On CPU, `auto` runs at most this many seeds at a time: beyond it a vmapped batch's
 # intermediates leave the caches (the 20x20 grid, OptAug, one core: 256 seeds at once
@@ -120,11 +122,12 @@ def _choose(device_fn, inputs, num_seeds: int, budget: int | None, cap: int | No
     if planned is None or sum(planned) <= budget:
       return size
     if size == 2:
-      raise ValueError(
-        f"memory_budget: {size_text(budget)} is too small for {num_seeds} seeds on one"
+      raise ArgumentError(
+        "memory_budget",
+        f"{size_text(budget)} is too small for {num_seeds} seeds on one"
         f" device even two at a time ({size_text(sum(planned))} planned, of which"
         f" {size_text(planned[0])} are the seeds' states and logs): run fewer seeds per"
-        " device (more devices or processes), logs='summary', or a larger budget"
+        " device (more devices or processes), logs='summary', or a larger budget",
       )
     size //= 2
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checking import arguments
+from .errors import ArgumentError
 from .numerics import MAX_EPISODES, compensated_add
 
 
@@ -102,10 +103,11 @@ class RunSummary(NamedTuple):
     if not arguments.traced(self.episodes, later.episodes):
       total = np.asarray(self.episodes, np.int64) + np.asarray(later.episodes, np.int64)
       if np.any(total > MAX_EPISODES):
-        raise ValueError(
-          f"RunSummary.merge: {int(np.max(total))} episodes exceed"
+        raise ArgumentError(
+          "RunSummary.merge",
+          f"{int(np.max(total))} episodes exceed"
           f" MAX_EPISODES = {MAX_EPISODES} (2^31 - 1), what the int32 counters"
-          " hold; merge the chunks of one run only"
+          " hold; merge the chunks of one run only",
         )
     sums, compensation = compensated_add(
       self._sums(), self.compensation, later._sums(), later.compensation
@@ -191,10 +193,11 @@ def regrets(
   thresholds = jnp.asarray(thresholds)
   num_constraints = log.constraint_values.shape[-1]
   if thresholds.ndim == 0 or thresholds.shape[-1] != num_constraints:
-    raise ValueError(
-      f"thresholds: expected {num_constraints} threshold(s) on the last axis, one per"
+    raise ArgumentError(
+      "thresholds",
+      f"expected {num_constraints} threshold(s) on the last axis, one per"
       f" constraint of the log (constraint_values {log.constraint_values.shape}), got shape"
-      f" {thresholds.shape}"
+      f" {thresholds.shape}",
     )
   if (
     optimal_value.shape != lead[: optimal_value.ndim]

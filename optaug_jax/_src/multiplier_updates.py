@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from .checking import arguments, kernels
+from .errors import ArgumentError
 from .numerics import compensated_add
 
 
@@ -164,7 +165,7 @@ def pid_lagrangian(*, kp: float, ki: float, kd: float = 0.0) -> optax.GradientTr
 
   def update(updates, state, params=None):
     if params is None:
-      raise ValueError("params: pid_lagrangian sets the multiplier, so update needs it")
+      raise ArgumentError("params", "pid_lagrangian sets the multiplier, so update needs it")
     error = jax.tree.map(jnp.negative, updates)
     compensation = state.integral_compensation
     if compensation is None:  # a state built without it: plain sums, as before

@@ -49,6 +49,7 @@ import jax
 import numpy as np
 
 from .agents import registry
+from .errors import ArgumentError
 from .outlook_runs import (
   TIMING_EPISODES,
   Curve,
@@ -172,9 +173,9 @@ def fit_bias(
   from scipy.optimize import nnls
 
   if form not in BIAS_FORMS:
-    raise ValueError(f"form: expected one of {BIAS_FORMS}, got {form!r}")
+    raise ArgumentError("form", f"expected one of {BIAS_FORMS}, got {form!r}")
   if (form == "fluid") != (curve is not None):
-    raise ValueError(f"curve: the form 'fluid' takes the fluid run's curve, got form {form!r}")
+    raise ArgumentError("curve", f"the form 'fluid' takes the fluid run's curve, got form {form!r}")
   num_episodes = violations.shape[1]
   first = int(np.argmin(pretraining)) if not pretraining.all() else num_episodes - 1
   ends = _windows(first, num_episodes)
@@ -430,10 +431,10 @@ def outlook(
     `Outlook`.
   """
   if "optaug" not in agents:
-    raise ValueError(f"agents: the outlook compares OptAug with Lagrangian agents; got {agents}")
+    raise ArgumentError("agents", f"the outlook compares OptAug with a Lagrangian; got {agents}")
   lagrangian = [a for a in agents if a in LAGRANGIAN]
   if not lagrangian:
-    raise ValueError(f"agents: no Lagrangian agent among {agents} (one of {LAGRANGIAN})")
+    raise ArgumentError("agents", f"no Lagrangian agent among {agents} (one of {LAGRANGIAN})")
   cmdp = benchmark.cmdp
   options = dict(options or {})
   perfect_episodes = perfect_episodes or min(num_episodes, 10_000)
@@ -483,9 +484,7 @@ def outlook(
     )
     if differ:
       details = {k: (measurements.config.get(k), config[k]) for k in differ}
-      raise ValueError(
-        f"measurements: made for another outlook; differing (theirs, now): {details}"
-      )
+      raise ArgumentError("measurements", f"another outlook's; differing (theirs, now): {details}")
     swings, pilots = dict(measurements.swings), dict(measurements.pilots)
     costs = dict(measurements.seconds_per_seed_episode)
   curve, fluid = None, None
@@ -560,7 +559,7 @@ def _window_merger(t: np.ndarray, windows: Sequence[int] | None):
     return np.asarray
   ends = np.searchsorted(t, windows)
   if not (np.all(t[np.minimum(ends, len(t) - 1)] == windows) and windows[-1] == t[-1]):
-    raise ValueError(f"windows: must be trace episodes ending at the last, {t[-1]}")
+    raise ArgumentError("windows", f"must be trace episodes ending at the last, {t[-1]}")
   width = np.diff(t, prepend=0)
   cum = lambda x: np.concatenate([[0.0], np.cumsum(np.asarray(x) * width)])
   return lambda x: np.diff(cum(x)[ends + 1], prepend=0.0) / np.diff(t[ends], prepend=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import benchmarks
+from .errors import ArgumentError
 
 
 def plot_gridworld(
@@ -32,7 +33,7 @@ def plot_gridworld(
   num_states = model.num_states
   size = int(round(np.sqrt(num_states)))
   if size * size != num_states:
-    raise ValueError(f"benchmark: {num_states} states is not a square grid")
+    raise ArgumentError("benchmark", f"{num_states} states is not a square grid")
   hazard = np.asarray(model.constraint_costs)[0, 0, :, 0].reshape(size, size) > 0
   start = divmod(int(model.initial_state), size)
   goal = (size - 1, size - 1)

@@ -14,6 +14,7 @@ from .checking import arguments, kernels, runs
 from .checking.cmdps import assert_cmdp_shapes, check_cmdp
 from .cmdp import CMDP
 from .env import sample_episode
+from .errors import ArgumentError
 from .metrics import EpisodeLog, RunSummary, summarize_episode
 
 _LOGS = ("full", "summary")
@@ -309,7 +310,7 @@ def run_sharded(
       (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
     )
   if mesh.axis_names != ("seeds",):
-    raise ValueError(f"mesh: expected a 1-D mesh with axis 'seeds', got {mesh.axis_names}")
+    raise ArgumentError("mesh", f"expected a 1-D mesh with axis 'seeds', got {mesh.axis_names}")
   keys = jnp.asarray(keys)
   num_seeds = keys.shape[0]
   num_devices = mesh.devices.size

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checking import arguments
+from .errors import ArgumentError
 
 LOG_FACTORS = ("paper", "bura2022")
 SETTINGS = ("paper", "bura2022")
@@ -88,11 +89,11 @@ class Setting:
     arguments.check_choice("log_factor", self.log_factor, LOG_FACTORS)
     for flag in ("stationary", "all_next_states"):
       if not isinstance(getattr(self, flag), (bool, np.bool_)):
-        raise ValueError(f"{flag}: must be a bool, got {getattr(self, flag)!r}")
+        raise ArgumentError(flag, f"must be a bool, got {getattr(self, flag)!r}")
     if self.all_next_states and self.support is not None:
-      raise ValueError(
-        "all_next_states: True says every next state is possible; it excludes a support"
-        " (pass one or the other)"
+      raise ArgumentError(
+        "all_next_states",
+        "True says every next state is possible; it excludes a support (pass one or the other)",
       )
     if self.delta is not None:
       arguments.check_confidence(self.delta, 0.0)
@@ -101,48 +102,52 @@ class Setting:
       if value is not None:
         arguments.check_real(field, value, low=0.0, high=1.0)
     if self.cost is not None and np.ndim(self.cost) not in (2, 3):
-      raise ValueError(f"cost: expected [H, S, A] or [S, A], got shape {np.shape(self.cost)}")
+      raise ArgumentError("cost", f"expected [H, S, A] or [S, A], got shape {np.shape(self.cost)}")
     if self.constraint_costs is not None and np.ndim(self.constraint_costs) not in (3, 4):
-      raise ValueError(
-        "constraint_costs: expected [I, H, S, A] or [I, S, A], got shape"
-        f" {np.shape(self.constraint_costs)}"
+      raise ArgumentError(
+        "constraint_costs",
+        f"expected [I, H, S, A] or [I, S, A], got shape {np.shape(self.constraint_costs)}",
       )
     if self.support is not None and not arguments.traced(self.support):
       support = np.asarray(self.support)
       if support.dtype != bool and not np.issubdtype(support.dtype, np.integer):
-        raise ValueError(
-          f"support: expected a bool array (dense) or int next states"
-          f" (sparse), got dtype {support.dtype}"
+        raise ArgumentError(
+          "support",
+          f"expected a bool array (dense) or int next states (sparse), got dtype {support.dtype}",
         )
       if support.ndim not in (3, 4):
-        raise ValueError(
-          f"support: expected [H, S, A, S'] or [S, A, S'] (bool), [H, S, A, N]"
-          f" or [S, A, N] (int), got shape {support.shape}"
+        raise ArgumentError(
+          "support",
+          f"expected [H, S, A, S'] or [S, A, S'] (bool), [H, S, A, N]"
+          f" or [S, A, N] (int), got shape {support.shape}",
         )
       possible = support if support.dtype == bool else support >= 0
       empty = np.argwhere(~possible.any(-1))
       if empty.size:
-        raise ValueError(
-          f"support: every (s, a) needs at least one possible next state;"
-          f" row {tuple(int(i) for i in empty[0])} has none"
+        raise ArgumentError(
+          "support",
+          f"every (s, a) needs at least one possible next state;"
+          f" row {tuple(int(i) for i in empty[0])} has none",
         )
       if support.dtype != bool:
         num_states = support.shape[-3]
         if support.min() < -1 or support.max() >= num_states:
-          raise ValueError(
-            f"support: next states must lie in [0, {num_states}) or be -1"
-            f" (an empty slot); found {int(support.min())}..{int(support.max())}"
+          raise ArgumentError(
+            "support",
+            f"next states must lie in [0, {num_states}) or be -1"
+            f" (an empty slot); found {int(support.min())}..{int(support.max())}",
           )
         dup = arguments.repeated_next_state_row(support)
         if dup is not None:
-          raise ValueError(f"support: row {dup} names a next state twice")
+          raise ArgumentError("support", f"row {dup} names a next state twice")
         if self.stationary and support.ndim == 4:
           differs = np.argwhere(np.any(support != support[:1], axis=(1, 2, 3)))
           if differs.size:
-            raise ValueError(
-              "support: stationary pools the transition counts of every step into one"
+            raise ArgumentError(
+              "support",
+              "stationary pools the transition counts of every step into one"
               " slot layout, so the next states must be the same at every step; step"
-              f" {int(differs[0, 0])} differs from step 0 (pass an [S, A, N] support)"
+              f" {int(differs[0, 0])} differs from step 0 (pass an [S, A, N] support)",
             )
 
   @property
@@ -158,19 +163,21 @@ class Setting:
     `num_states` states and `num_actions` actions."""
     next_states = self.next_states()
     if next_states is not None and next_states.shape[-3:-1] != (num_states, num_actions):
-      raise ValueError(
-        f"setting.support: next states of shape {next_states.shape} do not fit"
-        f" {num_states} states and {num_actions} actions"
+      raise ArgumentError(
+        "setting.support",
+        f"next states of shape {next_states.shape} do not fit"
+        f" {num_states} states and {num_actions} actions",
       )
 
   def check_dense(self, agent: str) -> None:
     """Refuses a sparse support for an LP agent: its LPs have `H S A S'` variables (no
     sparse form; `to_dense(cmdp)` and a bool support give the dense layout)."""
     if self.sparse:
-      raise ValueError(
-        f"setting.support: {agent} solves LPs over H*S*A*S' variables and has no"
+      raise ArgumentError(
+        "setting.support",
+        f"{agent} solves LPs over H*S*A*S' variables and has no"
         " sparse layout; give the support as a bool [.., S, A, S'] array"
-        " (oj.to_dense(cmdp) for the CMDP)"
+        " (oj.to_dense(cmdp) for the CMDP)",
       )
 
   def next_states(self) -> jax.Array | None:
@@ -255,9 +262,10 @@ def resolve(setting: Setting | None) -> Setting:
   if setting is None:
     return PAPER
   if not isinstance(setting, Setting):
-    raise ValueError(
-      f"setting: expected a Setting (see named_setting), got {setting!r};"
-      " a name needs the CMDP: named_setting(name, cmdp)"
+    raise ArgumentError(
+      "setting",
+      f"expected a Setting (see named_setting), got {setting!r};"
+      " a name needs the CMDP: named_setting(name, cmdp)",
     )
   return setting
 
@@ -274,13 +282,13 @@ def named_setting(name: str, cmdp=None) -> Setting:
   if name == "paper":
     return PAPER
   if cmdp is None:
-    raise ValueError(
-      "cmdp: the 'bura2022' setting reads the known costs and support from the CMDP; pass it"
+    raise ArgumentError(
+      "cmdp", "the 'bura2022' setting reads the known costs and support from the CMDP; pass it"
     )
   if not hasattr(cmdp, "transitions") and hasattr(cmdp, "cmdp"):
     cmdp = cmdp.cmdp  # a Benchmark
   if not all(hasattr(cmdp, f) for f in ("transitions", "cost", "constraint_costs")):
-    raise ValueError(f"cmdp: expected a CMDP or a Benchmark, got {type(cmdp).__name__}")
+    raise ArgumentError("cmdp", f"expected a CMDP or a Benchmark, got {type(cmdp).__name__}")
   support = (
     np.asarray(cmdp.transitions) > 0
     if getattr(cmdp, "next_states", None) is None

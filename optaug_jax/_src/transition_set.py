@@ -28,6 +28,7 @@ from jax.typing import ArrayLike
 
 from . import box, layouts, planning
 from .checking import arguments, kernels
+from .errors import ArgumentError
 
 
 @jax.tree_util.register_pytree_node_class
@@ -125,7 +126,7 @@ class TransitionSet:
     fields = {"lower": self.lower, "upper": self.upper, "next_states": self.next_states}
     unknown = sorted(set(changes) - set(fields))
     if unknown:
-      raise ValueError(f"TransitionSet.replace: unknown fields {unknown}")
+      raise ArgumentError("TransitionSet.replace", f"unknown fields {unknown}")
     fields.update(changes)
     return self.tree_unflatten(
       (self.fill, False), (fields["lower"], fields["upper"], fields["next_states"])
@@ -157,8 +158,8 @@ class TransitionSet:
   def kernel(self) -> jax.Array:
     """The one kernel of a point set (`ValueError` for a box)."""
     if not self.is_point:
-      raise ValueError(
-        "TransitionSet: a known kernel is needed here (TransitionSet.point), got a box"
+      raise ArgumentError(
+        "TransitionSet", "a known kernel is needed here (TransitionSet.point), got a box"
       )
     return self.lower
 

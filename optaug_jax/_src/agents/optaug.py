@@ -14,6 +14,7 @@ from .. import batching, box, numerics
 from .. import inner as inner_lib
 from .. import setting as setting_lib
 from ..checking import arguments, kernels
+from ..errors import ArgumentError
 from ..inner.exact import exact
 from ..multiplier_updates import dual_step
 from ..transition_set import TransitionSet
@@ -161,9 +162,10 @@ def optaug(
   arguments.check_int("pretrain_episodes", pretrain_episodes, low=0, high=num_episodes)
   if safe_policy is None:
     if pretrain_episodes != 0 or eta is None:
-      raise ValueError(
-        "safe_policy: None (no baseline) needs pretrain_episodes=0 and a constant eta"
-        f" (got pretrain_episodes={pretrain_episodes}, eta={eta})"
+      raise ArgumentError(
+        "safe_policy",
+        "None (no baseline) needs pretrain_episodes=0 and a constant eta"
+        f" (got pretrain_episodes={pretrain_episodes}, eta={eta})",
       )
   else:
     arguments.check_policy("safe_policy", safe_policy)
@@ -175,7 +177,7 @@ def optaug(
   )
   arguments.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
-    raise ValueError("slack: required for the paper's eta schedule (eta=None)")
+    raise ArgumentError("slack", "required for the paper's eta schedule (eta=None)")
   arguments.check_positive("slack", slack)
   arguments.check_positive("eta", eta)
 
@@ -186,9 +188,9 @@ def optaug(
     uniform = jnp.full(counts.visits.shape, 1.0 / counts.visits.shape[-1], dtype)
     pi_bar = uniform if safe_policy is None else jnp.asarray(safe_policy, dtype)  # K' = 0: unplayed
     if pi_bar.shape != counts.visits.shape:
-      raise ValueError(
-        f"safe_policy: expected shape {counts.visits.shape} [H, S, A] of the"
-        f" CMDP, got {pi_bar.shape}"
+      raise ArgumentError(
+        "safe_policy",
+        f"expected shape {counts.visits.shape} [H, S, A] of the CMDP, got {pi_bar.shape}",
       )
     if eta is None and jnp.finfo(dtype).bits < 64:
       warnings.warn(

@@ -13,6 +13,7 @@ import optax
 from .. import box, multiplier_updates, numerics
 from .. import setting as setting_lib
 from ..checking import arguments, kernels
+from ..errors import ArgumentError
 from . import base, registry
 
 DualOptimizer: TypeAlias = (
@@ -49,7 +50,7 @@ def paper_step_size(
   `rho`)."""
   if rho is None:
     if slack is None:
-      raise ValueError("slack: the paper's step needs rho or the baseline's slack; pass one")
+      raise ArgumentError("slack", "the paper's step needs rho or the baseline's slack; pass one")
     arguments.check_positive("slack", slack)
     rho = horizon / slack
   arguments.check_positive("rho", rho)
@@ -113,17 +114,19 @@ def optdual(
   arguments.check_choice("fill", fill, box.FILL_METHODS)
   fixed = isinstance(dual_optimizer, optax.GradientTransformation)
   if dual_optimizer is not None and not fixed and not callable(dual_optimizer):
-    raise ValueError(
-      "dual_optimizer: expected an optax GradientTransformation or a callable"
-      f" eta -> GradientTransformation, got {dual_optimizer!r}"
+    raise ArgumentError(
+      "dual_optimizer",
+      "expected an optax GradientTransformation or a callable"
+      f" eta -> GradientTransformation, got {dual_optimizer!r}",
     )
   if fixed and eta is not None:
-    raise ValueError(
-      "eta: the given dual_optimizer carries its own step size; pass eta"
-      " only with a callable dual_optimizer (eta -> transformation)"
+    raise ArgumentError(
+      "eta",
+      "the given dual_optimizer carries its own step size; pass eta"
+      " only with a callable dual_optimizer (eta -> transformation)",
     )
   if not fixed and eta is None and slack is None and rho is None:
-    raise ValueError("eta: the paper's step needs rho or the baseline's slack; pass one")
+    raise ArgumentError("eta", "the paper's step needs rho or the baseline's slack; pass one")
   arguments.check_positive("slack", slack)
   arguments.check_positive("rho", rho)
   arguments.check_positive("eta", eta)

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from .. import setting as setting_lib
 from ..checking import cmdps
+from ..errors import ArgumentError
 from . import options as options_lib
 from .base import Agent
 
@@ -47,7 +48,7 @@ def register_agent(
 
   def register(factory):
     if name in AGENTS:
-      raise ValueError(f"name: agent {name!r} is already registered")
+      raise ArgumentError("name", f"agent {name!r} is already registered")
     factory = options_lib.stamped(factory)  # its agents' states carry their options
     AGENTS[name] = AgentSpec(
       factory=factory,
@@ -80,7 +81,7 @@ def _accepts(name: str, option: str) -> bool:
 
 def _spec(name: str) -> AgentSpec:
   if name not in AGENTS:
-    raise ValueError(f"name: unknown agent {name!r}; known: {sorted(AGENTS)}")
+    raise ArgumentError("name", f"unknown agent {name!r}; known: {sorted(AGENTS)}")
   return AGENTS[name]
 
 
@@ -102,17 +103,18 @@ def make_agent(name: str, benchmark, *, num_episodes: int, **options) -> Agent:
   """
   spec = _spec(name)
   if not hasattr(benchmark, "cmdp"):
-    raise ValueError(
-      f"benchmark: expected a Benchmark (cmdp, safe_policy, slack), got"
+    raise ArgumentError(
+      "benchmark",
+      f"expected a Benchmark (cmdp, safe_policy, slack), got"
       f" {type(benchmark).__name__}; oj.benchmarks.make_benchmark(name) builds"
-      " one, oj.benchmarks.Benchmark(cmdp, *oj.safest_policy(cmdp)) wraps a CMDP"
+      " one, oj.benchmarks.Benchmark(cmdp, *oj.safest_policy(cmdp)) wraps a CMDP",
     )
   cmdps.check_cmdp(benchmark.cmdp, "make_agent")
   accepted = set(agent_options(name))
   unknown = sorted(k for k in options if not _accepts(name, k))
   if unknown:
-    raise ValueError(
-      f"options: agent {name!r} does not accept {unknown}; it accepts {sorted(accepted)}"
+    raise ArgumentError(
+      "options", f"agent {name!r} does not accept {unknown}; it accepts {sorted(accepted)}"
     )
   kwargs = {k: v for k, v in spec.problem_args(benchmark).items() if _accepts(name, k)}
   kwargs.update(options)

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import ArgumentError
 from ._common import Benchmark, sparse_rows
 from .factored import factored, factored_unconstrained_value
 from .gridworld import GRID_LP_MAX_VARIABLES, GRID_MOVES, default_hazards, gridworld
@@ -79,7 +80,7 @@ def register_benchmark(name: str) -> Callable:
 
   def register(fn):
     if name in BENCHMARKS:
-      raise ValueError(f"name: benchmark {name!r} is already registered")
+      raise ArgumentError("name", f"benchmark {name!r} is already registered")
     BENCHMARKS[name] = fn
     return fn
 
@@ -89,7 +90,7 @@ def register_benchmark(name: str) -> Callable:
 def make_benchmark(name: str, **kwargs) -> Benchmark:
   """The benchmark `BENCHMARKS[name](**kwargs)`; raises `ValueError` for an unknown name."""
   if name not in BENCHMARKS:
-    raise ValueError(f"name: unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}")
+    raise ArgumentError("name", f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}")
   return BENCHMARKS[name](**kwargs)
 
 

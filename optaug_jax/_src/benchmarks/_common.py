@@ -12,6 +12,7 @@ import numpy as np
 
 from ..checking.cmdps import validate_cmdp
 from ..cmdp import CMDP, merge_repeated_next_states
+from ..errors import ArgumentError
 from ..lp import solve_lp
 from ..policies import (
   check_safe_policy,
@@ -115,7 +116,7 @@ def sparse_rows(
   widest = int((next_states >= 0).sum(-1).max(initial=0))
   width = widest if width is None else width
   if width < widest:
-    raise ValueError(f"width: {width} slots, but a row has {widest} next states")
+    raise ArgumentError("width", f"{width} slots, but a row has {widest} next states")
   pad = [(0, 0)] * (targets.ndim - 1) + [(0, max(width - targets.shape[-1], 0))]
   next_states = np.pad(next_states, pad, constant_values=-1)[..., :width]
   return next_states, np.pad(merged, pad)[..., :width]

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..lp import solve_lp
 from ..transition_set import TransitionSet
 from ._common import (
@@ -35,7 +36,7 @@ def default_hazards(size: int) -> tuple[tuple[int, int], ...]:
   hazard sets of the 3x3 and 4x4 grids).
   """
   if size < 3:
-    raise ValueError(f"size: default hazards need size >= 3, got {size}")
+    raise ArgumentError("size", f"default hazards need size >= 3, got {size}")
   band = [(r, size - 1 - r) for r in range(size - 1)]
   return tuple(band) + ((size - 1, size - 2),)
 
@@ -168,20 +169,20 @@ def gridworld(
     ValueError: on bad arguments, or if the baseline's slack is not positive.
   """
   if size < 2:
-    raise ValueError(f"size: must be >= 2, got {size}")
+    raise ArgumentError("size", f"must be >= 2, got {size}")
   if not 0.0 <= slip <= 1.0:
-    raise ValueError(f"slip: must lie in [0, 1], got {slip}")
+    raise ArgumentError("slip", f"must lie in [0, 1], got {slip}")
   horizon = 3 * size if horizon is None else int(horizon)
   if horizon < 1:
-    raise ValueError(f"horizon: must be >= 1, got {horizon}")
+    raise ArgumentError("horizon", f"must be >= 1, got {horizon}")
   hazards = (
     default_hazards(size) if hazards is None else tuple((int(r), int(c)) for r, c in hazards)
   )
   for cell in hazards:
     if not (0 <= cell[0] < size and 0 <= cell[1] < size):
-      raise ValueError(f"hazards: cell {cell} is outside the {size}x{size} grid")
+      raise ArgumentError("hazards", f"cell {cell} is outside the {size}x{size} grid")
     if cell in ((0, 0), (size - 1, size - 1)):
-      raise ValueError(f"hazards: cell {cell} is the start or the goal")
+      raise ArgumentError("hazards", f"cell {cell} is the start or the goal")
 
   sparse = size > 10 if sparse is None else bool(sparse)
   p, cost, hazard, ns = _grid_model(size, slip, hazards, horizon, sparse)

@@ -11,6 +11,7 @@ from ..checking import arguments
 from ..cmdp import (
   merge_repeated_next_states,
 )
+from ..errors import ArgumentError
 from ..transition_set import TransitionSet
 from ._common import (
   Benchmark,
@@ -150,11 +151,11 @@ def lost_sales(
   arguments.check_int("horizon", horizon, low=1)
   sizes = np.asarray(order_sizes)
   if sizes.ndim != 1 or sizes.size < 1 or not np.issubdtype(sizes.dtype, np.integer):
-    raise ValueError(f"order_sizes: expected a non-empty tuple of ints, got {order_sizes!r}")
+    raise ArgumentError("order_sizes", f"expected a non-empty tuple of ints, got {order_sizes!r}")
   if np.any(sizes < 0) or np.max(sizes) < 1:
-    raise ValueError(f"order_sizes: must be >= 0 with one positive, got {order_sizes!r}")
+    raise ArgumentError("order_sizes", f"must be >= 0 with one positive, got {order_sizes!r}")
   if not 0.0 < budget_fraction <= 1.0:
-    raise ValueError(f"budget_fraction: must lie in (0, 1], got {budget_fraction}")
+    raise ArgumentError("budget_fraction", f"must lie in (0, 1], got {budget_fraction}")
   capacity, max_demand, horizon = int(capacity), int(max_demand), int(horizon)
   num_states = capacity + 1
   demands = np.arange(max_demand + 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checking import arguments
+from ..errors import ArgumentError
 from ..transition_set import TransitionSet
 from ._common import (
   Benchmark,
@@ -57,14 +58,14 @@ def queue(
   """
   arguments.check_int("capacity", capacity, low=1)
   if not 0.0 <= arrival <= 1.0:
-    raise ValueError(f"arrival: must lie in [0, 1], got {arrival}")
+    raise ArgumentError("arrival", f"must lie in [0, 1], got {arrival}")
   arguments.check_int("horizon", horizon, low=1)
   if not 0.0 < budget_fraction <= 1.0:
-    raise ValueError(f"budget_fraction: must lie in (0, 1], got {budget_fraction}")
+    raise ArgumentError("budget_fraction", f"must lie in (0, 1], got {budget_fraction}")
   capacity, horizon = int(capacity), int(horizon)
   start = capacity // 2 if initial_length is None else int(initial_length)
   if not 0 <= start <= capacity:
-    raise ValueError(f"initial_length: must lie in [0, {capacity}], got {initial_length}")
+    raise ArgumentError("initial_length", f"must lie in [0, {capacity}], got {initial_length}")
   sparse = capacity >= 100 if sparse is None else bool(sparse)
   num_states = capacity + 1
   length = np.arange(num_states)[:, None]  # [S, 1]

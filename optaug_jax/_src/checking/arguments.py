@@ -13,6 +13,8 @@ import numbers
 import jax
 import numpy as np
 
+from ..errors import ArgumentError
+
 # The narrowest float the runner computes in (counts and radii need >= float32).
 _TINY = float(np.finfo(np.float32).tiny)
 
@@ -26,14 +28,14 @@ def traced(*trees) -> bool:
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
   """An integer (a Python or NumPy integer, or an integral float) in `[low, high]`."""
   if isinstance(value, bool) or not isinstance(value, (numbers.Integral, float, np.floating)):
-    raise ValueError(f"{name}: must be an integer, got {value!r}")
+    raise ArgumentError(name, f"must be an integer, got {value!r}")
   if not isinstance(value, numbers.Integral) and (not math.isfinite(value) or int(value) != value):
-    raise ValueError(f"{name}: must be an integer, got {value!r}")
+    raise ArgumentError(name, f"must be an integer, got {value!r}")
   value = int(value)
   if low is not None and value < low:
-    raise ValueError(f"{name}: must be >= {low}, got {value}")
+    raise ArgumentError(name, f"must be >= {low}, got {value}")
   if high is not None and value > high:
-    raise ValueError(f"{name}: must be <= {high}, got {value}")
+    raise ArgumentError(name, f"must be <= {high}, got {value}")
   return value
 
 
@@ -54,18 +56,18 @@ def check_real(
   if value is None:
     if allow_none:
       return None
-    raise ValueError(f"{name}: required, got None")
+    raise ArgumentError(name, "required, got None")
   if traced(value):
     return value
   arr = np.asarray(value)
   if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
-    raise ValueError(f"{name}: must be a real number, got {value!r}")
+    raise ArgumentError(name, f"must be a real number, got {value!r}")
   if not np.all(np.isfinite(arr)):
-    raise ValueError(f"{name}: must be finite, got {value!r}")
+    raise ArgumentError(name, f"must be finite, got {value!r}")
   if low is not None and (np.any(arr <= low) if low_open else np.any(arr < low)):
-    raise ValueError(f"{name}: must be {'>' if low_open else '>='} {low}, got {value!r}")
+    raise ArgumentError(name, f"must be {'>' if low_open else '>='} {low}, got {value!r}")
   if high is not None and (np.any(arr >= high) if high_open else np.any(arr > high)):
-    raise ValueError(f"{name}: must be {'<' if high_open else '<='} {high}, got {value!r}")
+    raise ArgumentError(name, f"must be {'<' if high_open else '<='} {high}, got {value!r}")
   return value
 
 
@@ -81,7 +83,7 @@ def check_positive(name: str, value, *, allow_none: bool = True):
     or not np.all(np.isfinite(arr))
     or np.any(arr <= 0)
   ):
-    raise ValueError(f"{name}: must be positive and finite, got {value!r}")
+    raise ArgumentError(name, f"must be positive and finite, got {value!r}")
   return value
 
 
@@ -94,7 +96,7 @@ def check_confidence(delta, bonus_scale) -> None:
 def check_choice(name: str, value, choices) -> str:
   """`value` is one of `choices`."""
   if value not in choices:
-    raise ValueError(f"{name}: expected one of {tuple(choices)}, got {value!r}")
+    raise ArgumentError(name, f"expected one of {tuple(choices)}, got {value!r}")
   return value
 
 
@@ -102,10 +104,11 @@ def check_inner_solver(name: str, solver):
   """An inner solver: `oj.inner.exact(...)`, `oj.inner.frank_wolfe(...)`, or a callable
   with their signature (`oj.inner.InnerSolver`)."""
   if isinstance(solver, str) or not callable(solver):
-    raise ValueError(
-      f"{name}: expected an inner solver (oj.inner.exact(),"
+    raise ArgumentError(
+      name,
+      f"expected an inner solver (oj.inner.exact(),"
       f" oj.inner.frank_wolfe(num_iters=...), or an oj.inner.InnerSolver"
-      f" callable), got {solver!r}"
+      f" callable), got {solver!r}",
     )
   return solver
 
@@ -165,9 +168,10 @@ def check_empty_slots(ns: np.ndarray, p: np.ndarray) -> None:
   """Refuses probability in an empty slot (next state -1), naming the first."""
   if np.any((ns < 0) & (p != 0)):
     where = np.unravel_index(np.argmax((ns < 0) & (p != 0)), ns.shape)
-    raise ValueError(
-      f"transitions: empty slot {position(where)} (next_states -1) has probability"
-      f" {float(p[where]):.6g}; empty slots must hold 0"
+    raise ArgumentError(
+      "transitions",
+      f"empty slot {position(where)} (next_states -1) has probability"
+      f" {float(p[where]):.6g}; empty slots must hold 0",
     )
 
 

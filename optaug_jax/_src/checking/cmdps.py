@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from ..cmdp import CMDP, SUPPORTED_DTYPES
+from ..errors import ArgumentError
 from . import arguments
 
 
@@ -18,24 +19,25 @@ def _as_numpy(name: str, value) -> np.ndarray:
   try:
     return np.asarray(value)
   except Exception as e:  # pragma: no cover - exotic inputs
-    raise ValueError(f"{name}: cannot be converted to an array ({e})") from e
+    raise ArgumentError(name, f"cannot be converted to an array ({e})") from e
 
 
 def _check_finite(name: str, array: np.ndarray) -> None:
   if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(array):
-    raise ValueError(f"{name}: expected a real numeric array, got dtype {array.dtype}")
+    raise ArgumentError(name, f"expected a real numeric array, got dtype {array.dtype}")
   if not np.all(np.isfinite(array)):
     bad = np.argwhere(~np.isfinite(array))[0]
-    raise ValueError(f"{name}: contains NaN or inf (first at index {arguments.position(bad)})")
+    raise ArgumentError(name, f"contains NaN or inf (first at index {arguments.position(bad)})")
 
 
 def _check_unit_interval(name: str, array: np.ndarray) -> None:
   lo, hi = array.min(initial=0.0), array.max(initial=0.0)
   if lo < 0.0 or hi > 1.0:
     where = np.unravel_index(np.argmax((array < 0.0) | (array > 1.0)), array.shape)
-    raise ValueError(
-      f"{name}: costs must lie in [0, 1]; found {float(array[where]):.6g} at index"
-      f" {arguments.position(where)}"
+    raise ArgumentError(
+      name,
+      f"costs must lie in [0, 1]; found {float(array[where]):.6g} at index"
+      f" {arguments.position(where)}",
     )
 
 
@@ -58,7 +60,7 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
     `cmdp`, unchanged, so that `validate_cmdp(CMDP(...))` can be used inline.
   """
   if not isinstance(cmdp, CMDP):
-    raise ValueError(f"cmdp: expected an optaug_jax.CMDP, got {type(cmdp).__name__}")
+    raise ArgumentError("cmdp", f"expected an optaug_jax.CMDP, got {type(cmdp).__name__}")
   p = _as_numpy("transitions", cmdp.transitions)
   c = _as_numpy("cost", cmdp.cost)
   d = _as_numpy("constraint_costs", cmdp.constraint_costs)
@@ -66,42 +68,47 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
   s1 = _as_numpy("initial_state", cmdp.initial_state)
 
   if p.ndim < 4:
-    raise ValueError(f"transitions: expected rank 4 [H, S, A, S'], got shape {p.shape}")
+    raise ArgumentError("transitions", f"expected rank 4 [H, S, A, S'], got shape {p.shape}")
   batch = p.shape[:-4]
   horizon, num_states, num_actions, num_next = p.shape[-4:]
   if cmdp.next_states is not None:
     _check_next_states(_as_numpy("next_states", cmdp.next_states), p, num_states)
   elif num_next != num_states:
-    raise ValueError(
-      f"transitions: shape {p.shape} has {num_next} next states but {num_states} states"
-      " (a sparse CMDP gives next_states)"
+    raise ArgumentError(
+      "transitions",
+      f"shape {p.shape} has {num_next} next states but {num_states} states"
+      " (a sparse CMDP gives next_states)",
     )
   if min(horizon, num_states, num_actions) < 1:
-    raise ValueError(f"transitions: empty axis in shape {p.shape}")
+    raise ArgumentError("transitions", f"empty axis in shape {p.shape}")
   if c.shape != batch + (horizon, num_states, num_actions):
-    raise ValueError(
-      f"cost: expected shape {batch + (horizon, num_states, num_actions)} [H, S, A] "
-      f"to match transitions {p.shape}, got {c.shape}"
+    raise ArgumentError(
+      "cost",
+      f"expected shape {batch + (horizon, num_states, num_actions)} [H, S, A] "
+      f"to match transitions {p.shape}, got {c.shape}",
     )
   if (
     d.ndim != len(batch) + 4
     or d.shape[: len(batch)] != batch
     or d.shape[-3:] != (horizon, num_states, num_actions)
   ):
-    raise ValueError(
-      f"constraint_costs: expected shape {batch + ('I', horizon, num_states, num_actions)}"
-      f" [I, H, S, A], got {d.shape}"
+    raise ArgumentError(
+      "constraint_costs",
+      f"expected shape {batch + ('I', horizon, num_states, num_actions)}"
+      f" [I, H, S, A], got {d.shape}",
     )
   num_constraints = d.shape[len(batch)]
   if num_constraints < 1:
-    raise ValueError(f"constraint_costs: needs at least one constraint (I >= 1), got {d.shape}")
+    raise ArgumentError(
+      "constraint_costs", f"needs at least one constraint (I >= 1), got {d.shape}"
+    )
   if alpha.shape != batch + (num_constraints,):
-    raise ValueError(
-      f"thresholds: expected shape {batch + (num_constraints,)} (one per constraint),"
-      f" got {alpha.shape}"
+    raise ArgumentError(
+      "thresholds",
+      f"expected shape {batch + (num_constraints,)} (one per constraint), got {alpha.shape}",
     )
   if s1.shape != batch:
-    raise ValueError(f"initial_state: expected shape {batch}, got {s1.shape}")
+    raise ArgumentError("initial_state", f"expected shape {batch}, got {s1.shape}")
 
   for name, array in [
     ("transitions", p),
@@ -110,16 +117,18 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
     ("thresholds", alpha),
   ]:
     if array.dtype not in SUPPORTED_DTYPES:
-      raise ValueError(
-        f"{name}: dtype {array.dtype} is not supported; use float32 or float64 (integer"
-        " costs cannot be sampled, and 16-bit floats round transition rows and counts)"
+      raise ArgumentError(
+        name,
+        f"dtype {array.dtype} is not supported; use float32 or float64 (integer"
+        " costs cannot be sampled, and 16-bit floats round transition rows and counts)",
       )
     _check_finite(name, array)
   dtypes = {str(x.dtype) for x in (p, c, d, alpha)}
   if len(dtypes) > 1:
-    raise ValueError(
-      f"cmdp: transitions, cost, constraint_costs and thresholds must share"
-      f" one dtype, got {sorted(dtypes)}"
+    raise ArgumentError(
+      "cmdp",
+      f"transitions, cost, constraint_costs and thresholds must share"
+      f" one dtype, got {sorted(dtypes)}",
     )
   if not np.issubdtype(s1.dtype, np.integer):
     if (
@@ -127,33 +136,36 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
       or not np.all(np.isfinite(s1))
       or np.any(s1 != np.round(s1))
     ):
-      raise ValueError(f"initial_state: expected an integer state index, got {s1.tolist()}")
+      raise ArgumentError("initial_state", f"expected an integer state index, got {s1.tolist()}")
   if np.any(s1 < 0) or np.any(s1 >= num_states):
-    raise ValueError(
-      f"initial_state: {s1.tolist()} is out of range for {num_states} states [0, {num_states})"
+    raise ArgumentError(
+      "initial_state", f"{s1.tolist()} is out of range for {num_states} states [0, {num_states})"
     )
 
   if p.min() < 0:  # no tolerance: a negative probability breaks sampling
     where = np.unravel_index(np.argmin(p), p.shape)
-    raise ValueError(
-      f"transitions: probabilities must be non-negative; found {float(p[where]):.6g}"
-      f" at {arguments.position(where)}"
+    raise ArgumentError(
+      "transitions",
+      f"probabilities must be non-negative; found {float(p[where]):.6g}"
+      f" at {arguments.position(where)}",
     )
   row_sums = p.sum(axis=-1)
   err = np.abs(row_sums - 1.0)
   if err.max() > atol:
     where = np.unravel_index(np.argmax(err), err.shape)
-    raise ValueError(
-      f"transitions: rows must sum to 1 (tolerance {atol:g}); row {arguments.position(where)}"
-      f" [.., h, s, a] sums to {float(row_sums[where]):.10g}"
+    raise ArgumentError(
+      "transitions",
+      f"rows must sum to 1 (tolerance {atol:g}); row {arguments.position(where)}"
+      f" [.., h, s, a] sums to {float(row_sums[where]):.10g}",
     )
   _check_unit_interval("cost", c)
   _check_unit_interval("constraint_costs", d)
   if alpha.min() < 0.0 or alpha.max() > horizon:
     where = np.unravel_index(np.argmax((alpha < 0.0) | (alpha > horizon)), alpha.shape)
-    raise ValueError(
-      f"thresholds: must lie in [0, H] = [0, {horizon}]; found {float(alpha[where]):.6g}"
-      f" at {arguments.position(where)}"
+    raise ArgumentError(
+      "thresholds",
+      f"must lie in [0, H] = [0, {horizon}]; found {float(alpha[where]):.6g}"
+      f" at {arguments.position(where)}",
     )
   return cmdp
 
@@ -161,24 +173,26 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
 def _check_next_states(ns: np.ndarray, p: np.ndarray, num_states: int) -> None:
   """The sparse layout's index array: shape, integer, range, empty slots, duplicates."""
   if ns.shape != p.shape:
-    raise ValueError(
-      f"next_states: expected shape {p.shape} (that of transitions, [H, S, A, N]), got {ns.shape}"
+    raise ArgumentError(
+      "next_states", f"expected shape {p.shape} (that of transitions, [H, S, A, N]), got {ns.shape}"
     )
   if not np.issubdtype(ns.dtype, np.integer):
-    raise ValueError(f"next_states: expected integer state indices, got dtype {ns.dtype}")
+    raise ArgumentError("next_states", f"expected integer state indices, got dtype {ns.dtype}")
   if ns.size and (ns.min() < -1 or ns.max() >= num_states):
     where = np.unravel_index(np.argmax((ns < -1) | (ns >= num_states)), ns.shape)
-    raise ValueError(
-      f"next_states: {int(ns[where])} at {arguments.position(where)} is not a state in"
-      f" [0, {num_states}) nor -1 (an empty slot)"
+    raise ArgumentError(
+      "next_states",
+      f"{int(ns[where])} at {arguments.position(where)} is not a state in"
+      f" [0, {num_states}) nor -1 (an empty slot)",
     )
   arguments.check_empty_slots(ns, p)
   dup = arguments.repeated_next_state_row(ns)
   if dup is not None:
-    raise ValueError(
-      f"next_states: row {dup} [.., h, s, a] names a next state twice; merge the repeats"
+    raise ArgumentError(
+      "next_states",
+      f"row {dup} [.., h, s, a] names a next state twice; merge the repeats"
       " (adding their probabilities) with oj.merge_repeated_next_states(next_states,"
-      " transitions)"
+      " transitions)",
     )
 
 
@@ -189,14 +203,16 @@ def check_cmdp(cmdp: CMDP, where: str) -> None:
   and a warning when float64 arrays meet a JAX without x64 (JAX would truncate them to
   float32 with only its generic warning)."""
   if not isinstance(cmdp, CMDP):
-    raise ValueError(f"{where}: cmdp: expected an optaug_jax.CMDP, got {type(cmdp).__name__}")
+    raise ArgumentError(
+      "cmdp", f"expected an optaug_jax.CMDP, got {type(cmdp).__name__}", where=where
+    )
   leaves = jax.tree.leaves(cmdp)
   if arguments.traced(leaves):
     return
   try:
     validate_cmdp(cmdp)
   except ValueError as e:
-    raise ValueError(f"{where}: {e}") from None
+    raise ArgumentError(where, f"{e}") from None
   if not jax.config.read("jax_enable_x64") and any(
     getattr(x, "dtype", None) == np.float64 for x in leaves
   ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import chex
 
+from ..errors import ArgumentError
 from ..inner import problem as problem_lib
 from . import kernels
 
@@ -15,9 +16,10 @@ def solve_arguments(problem, multipliers, eta, warm, *, check: bool) -> None:
   """Refuses what `solve_inner` cannot solve, naming the argument: on the host when
   concrete, through `checkify` when traced and `check` (see `kernels`)."""
   if not isinstance(problem, problem_lib.InnerProblem):
-    raise ValueError(
-      f"problem: expected an InnerProblem (e.g. InnerProblem.of_model or"
-      f" InnerProblem.of_cmdp), got {type(problem).__name__}"
+    raise ArgumentError(
+      "problem",
+      f"expected an InnerProblem (e.g. InnerProblem.of_model or"
+      f" InnerProblem.of_cmdp), got {type(problem).__name__}",
     )
   cost, constraint_costs = problem.cost, problem.constraint_costs
   thresholds, lower, upper = problem.thresholds, problem.lower, problem.upper
@@ -28,9 +30,10 @@ def solve_arguments(problem, multipliers, eta, warm, *, check: bool) -> None:
   num_constraints = constraint_costs.shape[0]
   for name, x in (("thresholds", thresholds), ("multipliers", multipliers)):
     if x.shape != (num_constraints,):
-      raise ValueError(
-        f"{name}: expected shape ({num_constraints},) (one per constraint of"
-        f" constraint_costs), got {x.shape}"
+      raise ArgumentError(
+        name,
+        f"expected shape ({num_constraints},) (one per constraint of"
+        f" constraint_costs), got {x.shape}",
       )
   kernels.initial_state(problem.initial_state, cost.shape[1], WHERE, check=check)
   for name, x in (
@@ -48,8 +51,9 @@ def solve_arguments(problem, multipliers, eta, warm, *, check: bool) -> None:
       warm.actions.shape,
       warm.values.shape,
     ) != (shape, shape):
-      raise ValueError(
-        f"warm: expected a WarmStart with actions and values of shape {shape}"
+      raise ArgumentError(
+        "warm",
+        f"expected a WarmStart with actions and values of shape {shape}"
         f" (InnerSolution.warm, or WarmStart.cold(..., num_constraints={num_constraints})),"
-        f" got {warm!r:.200}"
+        f" got {warm!r:.200}",
       )

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from ..errors import ArgumentError
 from . import arguments
 
 # Whether the program being traced asked for its in-program checks (`run(check=True)`,
@@ -126,34 +127,38 @@ def _static_box(lower, upper, next_states, where: str) -> int:
   for name, x in (("lower", lower), ("upper", upper)):
     shape, dtype = np.shape(x), jnp.result_type(x)
     if len(shape) != 4:
-      raise ValueError(
-        f"{where}: {name}: expected a [H or 1, S, A, S' or N] array, got shape {shape}"
+      raise ArgumentError(
+        name, f"expected a [H or 1, S, A, S' or N] array, got shape {shape}", where=where
       )
     if not jnp.issubdtype(dtype, jnp.floating):
-      raise ValueError(f"{where}: {name}: expected a float array, got dtype {dtype}")
+      raise ArgumentError(name, f"expected a float array, got dtype {dtype}", where=where)
   if np.shape(lower) != np.shape(upper):
-    raise ValueError(
-      f"{where}: upper: shape {np.shape(upper)} differs from lower's {np.shape(lower)}"
+    raise ArgumentError(
+      "upper", f"shape {np.shape(upper)} differs from lower's {np.shape(lower)}", where=where
     )
   steps, num_states, num_actions, width = np.shape(lower)
   if next_states is None:
     if width != num_states:
-      raise ValueError(
-        f"{where}: lower: a dense box is [H or 1, S, A, S] (next states on the last axis),"
-        f" got shape {np.shape(lower)}; the sparse layout needs next_states"
+      raise ArgumentError(
+        "lower",
+        f"a dense box is [H or 1, S, A, S] (next states on the last axis),"
+        f" got shape {np.shape(lower)}; the sparse layout needs next_states",
+        where=where,
       )
     return num_states
   shape, dtype = np.shape(next_states), jnp.result_type(next_states)
   if not jnp.issubdtype(dtype, jnp.integer):
-    raise ValueError(f"{where}: next_states: expected an integer array, got dtype {dtype}")
+    raise ArgumentError("next_states", f"expected an integer array, got dtype {dtype}", where=where)
   if (
     len(shape) != 4
     or shape[1:] != (num_states, num_actions, width)
     or (shape[0] != steps and 1 not in (shape[0], steps))
   ):
-    raise ValueError(
-      f"{where}: next_states: expected shape [H or 1, {num_states}, {num_actions}, {width}]"
-      f" (the slots of lower and upper, {np.shape(lower)}), got {shape}"
+    raise ArgumentError(
+      "next_states",
+      f"expected shape [H or 1, {num_states}, {num_actions}, {width}]"
+      f" (the slots of lower and upper, {np.shape(lower)}), got {shape}",
+      where=where,
     )
   return num_states
 
@@ -186,7 +191,7 @@ def _box(lower, upper, next_states, where: str, *, check: bool, rows: str = "(h,
         more = f"; {len(bad_rows) - 1} more rows" if len(bad_rows) > 1 else ""
         detail = _row_detail(field, what, row, lower, upper, ns)
         label = f"row {rows} = {row}" if rows else f"row {row}"
-        raise ValueError(f"{where}: {field}: {label} {what}{detail}{more}")
+        raise ArgumentError(field, f"{label} {what}{detail}{more}", where=where)
     return
   for field, bad, what in _box_faults(jnp, lower, upper, next_states, num_states, tol):
     first = jnp.unravel_index(jnp.argmax(bad.reshape(-1)), bad.shape)

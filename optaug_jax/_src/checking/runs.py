@@ -21,6 +21,7 @@ from jax.experimental import checkify
 from .. import policies
 from ..agents.base import Assumptions, init_agent
 from ..cmdp import CMDP
+from ..errors import ArgumentError
 from ..numerics import MAX_EPISODES
 from . import arguments, kernels
 from .cmdps import baseline_fault
@@ -56,10 +57,11 @@ def run_length(num_episodes: int, state=None, *, where: str = "run") -> int:
   start = _first_episode(state)
   if num_episodes > MAX_EPISODES or (start is not None and start + num_episodes > MAX_EPISODES):
     origin = "" if not start else f" from episode {start}"
-    raise ValueError(
-      f"num_episodes: {where} of {num_episodes} episodes{origin} would end at episode"
+    raise ArgumentError(
+      "num_episodes",
+      f"{where} of {num_episodes} episodes{origin} would end at episode"
       f" {(start or 0) + num_episodes}, beyond MAX_EPISODES = {MAX_EPISODES} (2^31 - 1),"
-      " the most the int32 episode counter and visit counts hold"
+      " the most the int32 episode counter and visit counts hold",
     )
   return num_episodes
 
@@ -85,7 +87,7 @@ def key(key, where: str, *, batched: bool = False) -> None:
   shown = f"{type(key).__name__} {key!r}" if np.ndim(key) == 0 else f"shape {np.shape(key)}"
   if dtype is not None:
     shown += f" of dtype {dtype}"
-  raise ValueError(f"{where}: key: expected {what}, got {shown}; make one with {make}")
+  raise ArgumentError("key", f"expected {what}, got {shown}; make one with {make}", where=where)
 
 
 def _concrete_leaf(x) -> bool:
@@ -123,9 +125,11 @@ def check_state(
     expected = jax.eval_shape(lambda c: init_agent(agent, c), cmdp)
   kind = f"{type(expected).__name__} of this agent"
   if type(state) is not type(expected):
-    raise ValueError(
-      f"{where}: state: of type {type(state).__name__}, not the {kind}: a state resumes only the"
-      " agent (kind and configuration) that made it; start afresh with state=None"
+    raise ArgumentError(
+      "state",
+      f"of type {type(state).__name__}, not the {kind}: a state resumes only the"
+      " agent (kind and configuration) that made it; start afresh with state=None",
+      where=where,
     )
   got_leaves, got_tree = jax.tree_util.tree_flatten_with_path(state)
   want_leaves, want_tree = jax.tree_util.tree_flatten_with_path(expected)
@@ -133,10 +137,12 @@ def check_state(
     got_paths = {jax.tree_util.keystr(p) for p, _ in got_leaves}
     want_paths = {jax.tree_util.keystr(p) for p, _ in want_leaves}
     differ = sorted(got_paths ^ want_paths) or ["(its structure)"]
-    raise ValueError(
-      f"{where}: state: its fields differ from the {kind} (first: state{differ[0]}): it was"
+    raise ArgumentError(
+      "state",
+      f"its fields differ from the {kind} (first: state{differ[0]}): it was"
       " made by another agent or another configuration (setting, inner solver, warm start);"
-      " start afresh with state=None"
+      " start afresh with state=None",
+      where=where,
     )
   for (path, got), (_, want) in zip(got_leaves, want_leaves):
     shape = tuple(np.shape(got))
@@ -145,11 +151,12 @@ def check_state(
       shape = shape[1:]
     dtype = np.dtype(getattr(got, "dtype", None) or np.result_type(got))
     if shape != want_shape or dtype != want.dtype:
-      raise ValueError(
-        f"{where}: state{jax.tree_util.keystr(path)}: {dtype}{list(shape)} where"
+      raise ArgumentError(
+        where,
+        f"state{jax.tree_util.keystr(path)}: {dtype}{list(shape)} where"
         f" this agent makes {want.dtype}{list(want_shape)} for this CMDP (H = {cmdp.horizon},"
         f" S = {cmdp.num_states}, A = {cmdp.num_actions}, I = {cmdp.num_constraints}): the"
-        " state was made for another CMDP (sizes, support, dtype) or agent configuration"
+        " state was made for another CMDP (sizes, support, dtype) or agent configuration",
       )
   _check_options(agent, state, where, batched=batched)
   for field in ("thresholds", "initial_state"):
@@ -171,10 +178,11 @@ def check_state(
         if field == "thresholds"
         else ""
       )
-      raise ValueError(
-        f"{where}: state.{field}: the state was made for {field_at} {_shown(mine)}, the CMDP has"
+      raise ArgumentError(
+        where,
+        f"state.{field}: the state was made for {field_at} {_shown(mine)}, the CMDP has"
         f" {_shown(theirs)}: the agent would keep planning for the old ones; a state resumes"
-        f" only the CMDP it was made for{fix}"
+        f" only the CMDP it was made for{fix}",
       )
 
 
@@ -201,11 +209,12 @@ def _check_options(agent, state, where: str, *, batched: bool) -> None:
     else "; this agent's: "
     + ", ".join(f"{k}={v}" for k, v in sorted((assumptions.options or {}).items()))
   )
-  raise ValueError(
-    f"{where}: state.options{seed}: the state was made by an agent built with other options"
+  raise ArgumentError(
+    where,
+    f"state.options{seed}: the state was made by an agent built with other options"
     f"{named}. A state resumes only the agent that made it: build the agent with the same"
     " options, or, to continue under new options on purpose, pass"
-    " state=state._replace(options=np.int32(0))"
+    " state=state._replace(options=np.int32(0))",
   )
 
 
@@ -244,15 +253,17 @@ def check_agent(agent, cmdp: CMDP, where: str, *, batched: bool = False) -> None
   policy = np.asarray(assumptions.safe_policy)
   expected = tuple(cmdp.transitions.shape[-4:-1])
   if policy.shape != expected:
-    raise ValueError(
-      f"{where}: safe_policy: expected shape {expected} [H, S, A] of the CMDP, got {policy.shape}"
+    raise ArgumentError(
+      "safe_policy",
+      f"expected shape {expected} [H, S, A] of the CMDP, got {policy.shape}",
+      where=where,
     )
   values_fn = jax.vmap(_policy_values, in_axes=(0, None)) if batched else _policy_values
   with jax.ensure_compile_time_eval():  # concrete even while an outer `jit` traces
     _, values = values_fn(cmdp, jnp.asarray(policy, cmdp.transitions.dtype))
   fault = baseline_fault(np.asarray(values), np.asarray(cmdp.thresholds), assumptions.slack)
   if fault is not None:
-    raise ValueError(f"{where}: {fault}")
+    raise ArgumentError(where, f"{fault}")
 
 
 def _warn_dense_agent(setting, cmdp: CMDP, where: str) -> None:

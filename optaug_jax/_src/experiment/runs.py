@@ -108,7 +108,7 @@ def run_chunks(name, agent, cmdp, keys, start: Started, args):
   return True, seconds
 
 
-# An option's name in the library's errors (`name: ...`) -> the flag that sets it.
+# A refused argument (`oj.ArgumentError.field`) -> the flag that sets it.
 LIBRARY_OPTIONS = {
   "num_episodes": "--episodes",
   "pretrain_episodes": "--pretrain",
@@ -132,10 +132,11 @@ LIBRARY_OPTIONS = {
 
 def _library_refused(context: str, error: ValueError, agent: str | None = None):
   """A `cli.UsageError` for a ValueError the library raised on the run's flags: `context`,
-  the flag behind the library's argument name where known, and its message."""
+  the flag behind the refused argument where the error names it (`oj.ArgumentError.field`),
+  and its message."""
   message = str(error)
-  name = message.split(":", 1)[0].strip()
-  flag = LIBRARY_OPTIONS.get(name)
+  name = getattr(error, "field", None)
+  flag = LIBRARY_OPTIONS.get(name) if name else None
   if name == "eta" and agent is not None:
     flag = "--eta" if arguments.agent_kind(agent) == "optaug" else "--dual-eta"
   which = f" {flag}" if flag else ""

@@ -45,6 +45,7 @@ import numpy as np
 from ..agents import registry
 from ..agents.base import Agent, Assumptions, PlanInfo
 from ..checking import arguments
+from ..errors import ArgumentError
 from . import planning, roots
 from . import ridge as ridge_lib
 from .model import LinearCMDP, from_tabular, validate_linear_cmdp
@@ -93,24 +94,26 @@ class _Config(NamedTuple):
 
 def _check(model, safe_policy, pretrain_episodes, eta, temperature, rho, bonuses) -> _Config:
   if not isinstance(model, LinearCMDP):
-    raise ValueError(f"model: expected an oj.linear.LinearCMDP, got {type(model).__name__}")
+    raise ArgumentError("model", f"expected an oj.linear.LinearCMDP, got {type(model).__name__}")
   validate_linear_cmdp(model)
   arguments.check_int("pretrain_episodes", pretrain_episodes, low=0)
   for name, value in (("eta", eta), ("temperature", temperature)):
     arguments.check_real(name, value)
     if not float(value) > 0:
-      raise ValueError(f"{name}: expected a positive number, got {value!r}")
+      raise ArgumentError(name, f"expected a positive number, got {value!r}")
   arguments.check_real("rho", rho)
   if not float(rho) > 0:
-    raise ValueError(f"rho: expected a positive ridge, got {rho!r}")
+    raise ArgumentError("rho", f"expected a positive ridge, got {rho!r}")
   for name, value in zip(("cost_bonus", "constraint_bonus"), bonuses):
     arguments.check_real(name, value, low=0.0)
   cmdp = model.cmdp
   pi = np.asarray(safe_policy, np.float64)
   if pi.shape != np.shape(cmdp.cost):
-    raise ValueError(f"safe_policy: expected shape {np.shape(cmdp.cost)} [H, S, A], got {pi.shape}")
+    raise ArgumentError(
+      "safe_policy", f"expected shape {np.shape(cmdp.cost)} [H, S, A], got {pi.shape}"
+    )
   if not (np.all(pi >= 0) and np.allclose(pi.sum(-1), 1.0, atol=1e-5)):
-    raise ValueError("safe_policy: each row must be a distribution over the actions")
+    raise ArgumentError("safe_policy", "each row must be a distribution over the actions")
   dtype = np.asarray(cmdp.cost).dtype
   return _Config(
     features=np.asarray(model.step_features(), dtype),
@@ -296,9 +299,10 @@ def optaug_linear(
     model, safe_policy, pretrain_episodes, eta, temperature, rho, (cost_bonus, constraint_bonus)
   )
   if config.constraint_costs.shape[0] != 1:
-    raise ValueError(
-      f"optaug_linear: one constraint only (got {config.constraint_costs.shape[0]}): with"
-      " several, the primal step's fixed point has no bracket to bisect (use optdual_linear)"
+    raise ArgumentError(
+      "optaug_linear",
+      f"one constraint only (got {config.constraint_costs.shape[0]}): with"
+      " several, the primal step's fixed point has no bracket to bisect (use optdual_linear)",
     )
   dtype = config.cost.dtype
   eps = float(jnp.finfo(dtype).eps)

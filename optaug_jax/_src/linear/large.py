@@ -32,6 +32,7 @@ import numpy as np
 
 from ..checking.cmdps import validate_cmdp
 from ..cmdp import CMDP, merge_repeated_next_states
+from ..errors import ArgumentError
 from .benchmarks import LinearBenchmark
 from .model import LinearCMDP
 
@@ -94,14 +95,14 @@ def dual_optimum(cmdp: CMDP, *, tol: float = 1e-10, max_iters: int = 200) -> Dua
   validate_cmdp(cmdp)
   d = np.asarray(cmdp.constraint_costs, np.float64)
   if d.shape[0] != 1:
-    raise ValueError(f"cmdp: dual_optimum takes one constraint, got {d.shape[0]}")
+    raise ArgumentError("cmdp", f"dual_optimum takes one constraint, got {d.shape[0]}")
   alpha = float(np.asarray(cmdp.thresholds, np.float64)[0])
   horizon = d.shape[1]
   s1 = int(cmdp.initial_state)
   least = _greedy(cmdp._replace(cost=jnp.zeros_like(cmdp.cost)), [1.0])[0][0, s1]
   if not least < alpha:
-    raise ValueError(
-      f"cmdp: the least constraint value {least:.6g} is not below the threshold {alpha:.6g}"
+    raise ArgumentError(
+      "cmdp", f"the least constraint value {least:.6g} is not below the threshold {alpha:.6g}"
     )
 
   def dual(lam):
@@ -145,9 +146,10 @@ def latent_factors(
   rng = np.random.default_rng(seed)
   s, a, d, m, k = num_states, num_actions, num_features, support, mixed
   if not (1 <= k <= d and 1 <= m <= s and a >= 2 and 0 < fraction < 1):
-    raise ValueError(
-      f"latent_factors: need 1 <= mixed <= num_features, 1 <= support <= num_states,"
-      f" num_actions >= 2 and 0 < fraction < 1 (got {k}, {d}, {m}, {s}, {a}, {fraction})"
+    raise ArgumentError(
+      "latent_factors",
+      f"need 1 <= mixed <= num_features, 1 <= support <= num_states,"
+      f" num_actions >= 2 and 0 < fraction < 1 (got {k}, {d}, {m}, {s}, {a}, {fraction})",
     )
   # mu_{h, j}: m distinct states with Dirichlet(1) weights, per step and factor.
   mu_states = np.argsort(rng.random((horizon, d, s)), axis=-1)[..., :m]

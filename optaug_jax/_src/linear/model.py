@@ -18,6 +18,7 @@ import numpy as np
 
 from ..checking.cmdps import validate_cmdp
 from ..cmdp import CMDP
+from ..errors import ArgumentError
 
 
 class LinearCMDP(NamedTuple):
@@ -59,21 +60,22 @@ def validate_linear_cmdp(model: LinearCMDP) -> None:
   costs in `[0, 1]`, thresholds in `[0, H]`, ...) and the features' (shape `[S, A, d]` or
   `[H, S, A, d]` matching the CMDP, finite, `d >= 1`). Raises `ValueError`."""
   if not isinstance(model, LinearCMDP):
-    raise ValueError(f"model: expected a LinearCMDP, got {type(model).__name__}")
+    raise ArgumentError("model", f"expected a LinearCMDP, got {type(model).__name__}")
   validate_cmdp(model.cmdp)
   phi = np.asarray(model.features)
   horizon, num_states, num_actions = np.shape(model.cmdp.cost)[-3:]
   if phi.ndim not in (3, 4):
-    raise ValueError(f"features: expected [S, A, d] or [H, S, A, d], got shape {phi.shape}")
+    raise ArgumentError("features", f"expected [S, A, d] or [H, S, A, d], got shape {phi.shape}")
   want = (num_states, num_actions) if phi.ndim == 3 else (horizon, num_states, num_actions)
   if phi.shape[:-1] != want or phi.shape[-1] < 1:
-    raise ValueError(
-      f"features: shape {phi.shape} does not match the CMDP"
-      f" ({'H, ' if phi.ndim == 4 else ''}S, A = {', '.join(map(str, want))}; d >= 1)"
+    raise ArgumentError(
+      "features",
+      f"shape {phi.shape} does not match the CMDP"
+      f" ({'H, ' if phi.ndim == 4 else ''}S, A = {', '.join(map(str, want))}; d >= 1)",
     )
   if not np.all(np.isfinite(phi)):
     bad = np.argwhere(~np.isfinite(phi))[0]
-    raise ValueError(f"features: not finite at index {tuple(int(i) for i in bad)}")
+    raise ArgumentError("features", f"not finite at index {tuple(int(i) for i in bad)}")
 
 
 def linear_residual(model: LinearCMDP) -> float:
@@ -81,7 +83,7 @@ def linear_residual(model: LinearCMDP) -> float:
   least-squares residual `|| P_h(s' | ., .) - phi w ||_inf` (0 for an exact linear CMDP,
   up to rounding). Dense kernels only; computed on the host in float64."""
   if model.cmdp.is_sparse:
-    raise ValueError("linear_residual: dense transitions only (oj.to_dense converts)")
+    raise ArgumentError("linear_residual", "dense transitions only (oj.to_dense converts)")
   kernel = np.asarray(model.cmdp.transitions, np.float64)  # [H, S, A, S']
   phi = np.asarray(model.step_features(), np.float64)  # [H, S, A, d]
   worst = 0.0

@@ -35,6 +35,7 @@ from jax import lax
 
 from ..agents import registry
 from ..agents.base import Agent
+from ..errors import ArgumentError
 from . import planning, roots
 from .agents import BRACKET_ULPS, _agent, _check, problem_args
 
@@ -118,7 +119,7 @@ def _search(kind, backup, weights_of, utility_index, need, state, upper, bisecti
 
 def _check_search(name, search):
   if search not in SEARCHES:
-    raise ValueError(f"{name}: search must be one of {SEARCHES}, got {search!r}")
+    raise ArgumentError(name, f"search must be one of {SEARCHES}, got {search!r}")
 
 
 def _reward_view(config):
@@ -130,7 +131,7 @@ def _reward_view(config):
 
 def _one_constraint(config, name):
   if config.constraint_costs.shape[0] != 1:
-    raise ValueError(f"{name}: one constraint only (got {config.constraint_costs.shape[0]})")
+    raise ArgumentError(name, f"one constraint only (got {config.constraint_costs.shape[0]})")
 
 
 @registry.register_agent("opse", problem_args=problem_args)
@@ -175,8 +176,8 @@ def opse(
   _one_constraint(config, "opse")
   _check_search("opse", search)
   if not (compensation_bonus >= 0 and compensation_scale >= 0 and multiplier_bound > 0):
-    raise ValueError(
-      "opse: compensation_bonus and compensation_scale must be >= 0 and multiplier_bound > 0"
+    raise ArgumentError(
+      "opse", "compensation_bonus and compensation_scale must be >= 0 and multiplier_bound > 0"
     )
   reward, utility, horizon = _reward_view(config)
   dtype = reward.dtype
@@ -237,7 +238,7 @@ def ghosh_softmax(
   _one_constraint(config, "ghosh_softmax")
   _check_search("ghosh_softmax", search)
   if not multiplier_bound > 0:
-    raise ValueError(f"ghosh_softmax: multiplier_bound must be > 0, got {multiplier_bound!r}")
+    raise ArgumentError("ghosh_softmax", f"multiplier_bound must be > 0, got {multiplier_bound!r}")
   reward, utility, horizon = _reward_view(config)
   dtype = reward.dtype
   components = planning.Components(
