@@ -49,10 +49,9 @@ import json
 import jax
 from perf import scaling, steps, throughput
 from perf import size as size_sections
-from perf.common import Table, hardware
 
 import optaug_jax as oj
-from optaug_jax.experiment import cli, result_files
+from optaug_jax.experiment import cli, result_files, timing
 
 SECTIONS = {
   "kernel": steps.kernel_section,
@@ -148,13 +147,13 @@ def main(argv=None):
       size_sections.plot_size(json.load(f)["size"], os.path.splitext(args.replot)[0] + ".png")
     return None
   sections = args.sections.split(",")
-  hw = hardware()
+  hw = timing.hardware()
   print(
     f"optaug-jax {oj.__version__} benchmark: {hw['cpu']} ({hw['cpu_count']} cores),"
     f" jax {hw['jax']} on {hw['jax_backend']}, {jax.device_count()} device(s), float32"
   )
-  table = Table()
-  Table.header()
+  table = timing.Table()
+  timing.Table.header()
   results = {"arguments": vars(args), "hardware": hw}
   for name in sections:
     results[name] = SECTIONS[name](table, args)

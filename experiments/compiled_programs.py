@@ -95,9 +95,8 @@ def write(out: str) -> int:
   from optaug_jax._src import env, estimates
   from optaug_jax._src.inner import retrieve
 
-  # The checkout's own `episode_cost.py` (the one beside the `optaug_jax` that is imported).
-  sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(oj.__file__)), "experiments"))
-  import episode_cost
+  # The imported checkout's own cost table (`optaug_jax.experiment.cost_table`).
+  from optaug_jax.experiment import cost_table as episode_cost
 
   os.makedirs(out, exist_ok=True)
   batch, horizon, num_states, num_actions = 4, 5, 9, 3
@@ -211,17 +210,15 @@ def write(out: str) -> int:
     )
   for problem in ("media_streaming", "queue", "gridworld10_dense"):
     bench_name, kwargs, setting_name, bonus = episode_cost.PROBLEMS[problem]
-    bench = episode_cost._benchmark(bench_name, kwargs)
+    bench = episode_cost.benchmark(bench_name, kwargs)
     setting = oj.named_setting(setting_name, bench.cmdp)
-    agents = episode_cost._agents(
-      bench, setting, bonus, 1000, 100, 20.0, ["optaug", "optdual"], 0.0
-    )
+    agents = episode_cost.agents(bench, setting, bonus, 1000, 100, 20.0, ["optaug", "optdual"], 0.0)
     for name, agent in agents.items():
 
       def run(key, state, model, agent=agent):
         return oj.run(agent, key, model, num_episodes=20, state=state)
 
-      chunk_keys = episode_cost._keys(batch, 7)
+      chunk_keys = episode_cost.keys(batch, 7)
       compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(chunk_keys, None, bench.cmdp)
       with open(os.path.join(out, f"episodes_{problem}_{name}.txt"), "w") as f:
         f.write(compiled.compile().as_text())

@@ -18,7 +18,7 @@ problem): seconds per seed-episode of each agent, each OptAug's ratio to OptDual
 extended DPs per episode (mean over seeds and episodes, the mean over episodes of the
 maximum over the vmapped seeds, which is what a batch pays, and the largest), and the
 fraction of its solves certified. With `--profile`, each window's op time by phase of the
-episode (one chunk of `--profile-episodes` after the window, `experiments/perf/phases.py`):
+episode (one chunk of `--profile-episodes` after the window, `optaug_jax.experiment.phases`):
 where OptAug's episode spends what OptDual's does not.
 
 The files and the ending are the other scripts' (`experiment.cli`, `result_files`,
@@ -35,10 +35,8 @@ as a flag mistake); Ctrl-C ends the run with one line and exit status 130.
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
-import sys
 import time
 
 import jax
@@ -47,125 +45,16 @@ import numpy as np
 import optaug_jax as oj
 from optaug_jax import experiment
 from optaug_jax._src.layouts import sparse as sparse_layout
-from optaug_jax.experiment import arguments as script_flags
-from optaug_jax.experiment import checkpoints, cli, problems, result_files
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from perf import phases  # noqa: E402
-
-RANDOM_I2 = {"num_states": 200, "num_actions": 4, "horizon": 10, "num_constraints": 2}
-RANDOM_I5 = {"num_states": 100, "num_actions": 4, "horizon": 10, "num_constraints": 5}
-PROBLEMS = {
-  # name: (benchmark, its kwargs, setting, bonus scale)
-  "media_streaming": ("media_streaming", {}, "paper", 0.1),
-  "gridworld10_dense": ("gridworld", {"size": 10}, "bura2022", 1.0),
-  "gridworld20_sparse": ("gridworld", {"size": 20}, "bura2022", 1.0),
-  "queue": ("queue", {}, "bura2022", 1.0),
-  "lost_sales": ("lost_sales", {}, "bura2022", 0.1),
-  # A CMDP written as a user would (S = 216, a battery): `--benchmark MODULE:FUNCTION` form.
-  "delivery": ("experiments/own_cmdp/delivery.py:delivery", {}, "bura2022", 0.1),
-  # Several constraints (timed only when named: not in DEFAULT_PROBLEMS). A reservoir with a
-  # flood and a drought budget (S = 200, A = 5, H = 30, 6 slots, both binding).
-  "reservoir": ("experiments/own_cmdp/reservoir.py:reservoir", {}, "bura2022", 0.1),
-  # random_family is dense (Dirichlet rows, no sparse layout): member 0 at mid size.
-  "random_i2": ("random_family", RANDOM_I2, "bura2022", 1.0),
-  "random_i5": ("random_family", RANDOM_I5, "bura2022", 1.0),
-}
-DEFAULT_PROBLEMS = tuple(PROBLEMS)[:6]  # the others only when named (minutes each)
-
-
-def _sizes(kwargs) -> str:
-  """`S=200 A=4 H=10 I=2` of random_family's size arguments."""
-  short = {"num_states": "S", "num_actions": "A", "horizon": "H", "num_constraints": "I"}
-  return " ".join(f"{short[k]}={v}" for k, v in kwargs.items())
-
-
-def _entry(problem):
-  """`(benchmark, kwargs, setting, bonus scale)` of a `--problems` entry: a named row of
-  `PROBLEMS`, or one's own CMDP as `path.py:FUNCTION` / `MODULE:FUNCTION` (`--benchmark`),
-  timed with the support-aware setting (`bura2022`) at bonus 1 unless `--bonus`."""
-  return PROBLEMS.get(problem) or (problem, {}, "bura2022", 1.0)
-
-
-def _benchmark(name, kwargs):
-  """A registered benchmark, or a user's `path.py:FUNCTION` (as the scripts' --benchmark)."""
-  if ":" in name:
-    return experiment.problems.load_benchmark(name)
-  return oj.benchmarks.make_benchmark(name, **kwargs)
-
-
-AGENTS = ("optaug", "optaug_cold", "optdual")  # optaug_cold: optaug(warm_start=False)
-
-
-def _agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol, warm_cuts=False):
-  common = dict(setting=setting, bonus_scale=bonus)
-  inner = oj.inner.exact(tol=inner_tol, warm_cuts=warm_cuts)
-  make = {
-    "optaug": lambda: oj.agents.make_agent(
-      "optaug",
-      bench,
-      num_episodes=episodes,
-      pretrain_episodes=pretrain,
-      eta=eta,
-      inner=inner,
-      **common,
-    ),
-    "optaug_cold": lambda: oj.agents.make_agent(
-      "optaug",
-      bench,
-      num_episodes=episodes,
-      pretrain_episodes=pretrain,
-      eta=eta,
-      inner=inner,
-      warm_start=False,
-      **common,
-    ),
-    "optdual": lambda: oj.agents.make_agent("optdual", bench, num_episodes=episodes, **common),
-  }
-  for name in names:
-    if name not in make:  # your own agent (--agents path/to/file.py:FACTORY): by its kind
-      make[name] = functools.partial(
-        _own_agent, name, bench, episodes, pretrain, eta, inner, common
-      )
-  return {name: make[name]() for name in names}
-
-
-def _own_agent(name, bench, episodes, pretrain, eta, inner, common):
-  """Your own agent `name` (registered from its `--agents` spec), given what the built-in
-  agent of its kind gets here (`arguments.AGENT_RULE`): OptAug's kind --eta,
-  pretrain_episodes and the inner solver, OptDual's kind neither (optdual takes the paper's
-  step here); both the setting and the bonus scale."""
-  options = dict(common)
-  if script_flags.agent_kind(name) == "optaug":
-    options.update(eta=eta, pretrain_episodes=pretrain, inner=inner)
-  takes = lambda k: oj.agents.accepts_any_option(name) or k in oj.agents.agent_options(name)
-  options = {k: v for k, v in options.items() if takes(k)}
-  spec = problems.user_agent_spec(name)
-  try:
-    return oj.agents.make_agent(name, bench, num_episodes=episodes, **options)
-  except Exception as e:  # your factory: any fault in it is reported in one line
-    raise cli.UsageError(f"--agents {spec}: {name}(...) raised {type(e).__name__}: {e}") from e
-
-
-def _chunk(agent, cmdp, n, batch_size=None):
-  # The CMDP is an argument, not a closed-over constant: XLA would constant-fold through
-  # its arrays (minutes of compilation at S = 100 or more). `batch_size`: `run_sharded`'s
-  # `lax.map` over vmapped batches of that many seeds (the same numbers, bit for bit).
-  if batch_size:
-    run_sharded = functools.partial(oj.run_sharded, agent, num_episodes=n, batch_size=batch_size)
-    return lambda keys, state: run_sharded(keys, cmdp, state=state)
-  run = lambda key, state, model: oj.run(agent, key, model, num_episodes=n, state=state)
-  fn = jax.jit(jax.vmap(run, in_axes=(0, 0, None)))
-  return lambda keys, state: fn(keys, state, cmdp)
+from optaug_jax.experiment import checkpoints, cli, cost_table, phases, result_files
 
 
 def _phases(agent, cmdp, state, seeds, episodes, stage):
-  """Op seconds per seed-episode by phase (`perf/phases.py`) of `episodes` episodes from
-  `state`, every seed vmapped (a chunk compiled for the profile alone), with that chunk's
+  """Op seconds per seed-episode by phase (`optaug_jax.experiment.phases`) of `episodes`
+  episodes from `state`, every seed vmapped (a chunk compiled for the profile alone), with that chunk's
   wall seconds per seed-episode (untraced) and its DP statistics (`_dp_stats`): the
   profile describes these episodes, not the window's."""
   run = lambda key, st, model: oj.run(agent, key, model, num_episodes=episodes, state=st)
-  keys = _keys(seeds, stage)
+  keys = cost_table.keys(seeds, stage)
   compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
   per = phases.phase_profile(compiled, (keys, state, cmdp), calls=2)
   out = {k: v / (seeds * episodes) for k, v in per.items()}
@@ -179,11 +68,6 @@ def _phases(agent, cmdp, state, seeds, episodes, stage):
   return out
 
 
-def _keys(seeds, stage):
-  base = jax.random.split(jax.random.PRNGKey(0), seeds)
-  return jax.vmap(lambda k: jax.random.fold_in(k, stage))(base)
-
-
 _COMPILED: set = set()  # (function, fresh start) pairs already compiled
 
 
@@ -194,7 +78,7 @@ def _play(fn, state, seeds, episodes, chunk, stage):
   start: `state=None` is another program) is played twice: once to compile, once timed."""
   seconds, window, done = 0.0, _Window(), 0
   while done < episodes:
-    keys = _keys(seeds, stage + done)
+    keys = cost_table.keys(seeds, stage + done)
     if (id(fn), state is None) not in _COMPILED:  # compile (and warm up) untimed
       jax.block_until_ready(fn(keys, state))
       _COMPILED.add((id(fn), state is None))
@@ -309,19 +193,19 @@ def _dp_stats(window: _Window):
 
 
 def _bonus(args, problem):
-  """The bonus scale of `problem`: its own (`PROBLEMS`), or `--bonus` for every problem."""
-  return _entry(problem)[3] if args.bonus is None else args.bonus
+  """The bonus scale of `problem`: its own (`cost_table.PROBLEMS`), or `--bonus` for all."""
+  return cost_table.entry(problem)[3] if args.bonus is None else args.bonus
 
 
 def measure(args, problem):
-  bench_name, kwargs, setting_name, _ = _entry(problem)
+  bench_name, kwargs, setting_name, _ = cost_table.entry(problem)
   bonus = _bonus(args, problem)
-  bench = _benchmark(bench_name, kwargs)
+  bench = cost_table.benchmark(bench_name, kwargs)
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   total = args.chunk + max(args.early, args.late_after + args.window)
   names = args.agents.split(",")
-  agents = _agents(
+  agents = cost_table.agents(
     bench, setting, bonus, total, args.chunk, args.eta, names, args.inner_tol, args.warm_cuts
   )
   row = {
@@ -334,7 +218,9 @@ def measure(args, problem):
     "bonus_scale": bonus,
   }
   for name, agent in agents.items():
-    fn = _chunk(agent, cmdp, args.chunk, args.batch_size)  # this agent's one compiled function
+    fn = cost_table.chunk(
+      agent, cmdp, args.chunk, args.batch_size
+    )  # this agent's one compiled function
     # OptAug's pre-training (one chunk), untimed; OptDual plays as many episodes.
     state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, stage=0)
     state, seconds, log = _play(fn, state, args.seeds, args.early, args.chunk, stage=1)
@@ -386,18 +272,20 @@ def measure_unroll(args, problem):
   `sparse_layout.STATIONARY_ROLL_MIN_SLOTS` slots) against always unrolled, side by side: the
   same state and keys, the two compiled chunks timed in turns (`--reps` each); their logs
   compared."""
-  bench_name, kwargs, setting_name, _ = _entry(problem)
+  bench_name, kwargs, setting_name, _ = cost_table.entry(problem)
   bonus = _bonus(args, problem)
-  bench = _benchmark(bench_name, kwargs)
+  bench = cost_table.benchmark(bench_name, kwargs)
   cmdp, setting = bench.cmdp, oj.named_setting(setting_name, bench.cmdp)
   names = [n for n in args.agents.split(",") if n != "optaug_cold"]
-  agents = _agents(bench, setting, bonus, 10 * args.chunk, args.chunk, args.eta, names, 0.0)
+  agents = cost_table.agents(
+    bench, setting, bonus, 10 * args.chunk, args.chunk, args.eta, names, 0.0
+  )
   row = {"problem": problem, "S": cmdp.num_states, "A": cmdp.num_actions, "H": cmdp.horizon}
   for name, agent in agents.items():
     state, _, _ = _play(
-      _chunk(agent, cmdp, args.chunk), None, args.seeds, args.chunk, args.chunk, 0
+      cost_table.chunk(agent, cmdp, args.chunk), None, args.seeds, args.chunk, args.chunk, 0
     )
-    keys = _keys(args.seeds, 1)
+    keys = cost_table.keys(args.seeds, 1)
     fns = {u: _compiled_with(u, agent, cmdp, args.chunk, keys, state) for u in (False, True)}
     times = {False: [], True: []}
     for _ in range(args.reps):
@@ -457,15 +345,15 @@ def parse_args(argv=None):
   )
   p.add_argument(
     "--problems",
-    default=",".join(DEFAULT_PROBLEMS),
-    help=f"comma-separated subset of: {', '.join(PROBLEMS)}; or your own CMDP as"
+    default=",".join(cost_table.DEFAULT_PROBLEMS),
+    help=f"comma-separated subset of: {', '.join(cost_table.PROBLEMS)}; or your own CMDP as"
     " path/to/file.py:FUNCTION or MODULE:FUNCTION (as --benchmark). Default: the first"
-    f" {len(DEFAULT_PROBLEMS)}; with several constraints, only when named: reservoir"
+    f" {len(cost_table.DEFAULT_PROBLEMS)}; with several constraints, only when named: reservoir"
     " (experiments/own_cmdp/reservoir.py, S=200 A=5 H=30 sparse, a flood and a drought"
     " budget), random_i2 (random_family member 0, dense, "
-    + _sizes(RANDOM_I2)
+    + cost_table.sizes(cost_table.RANDOM_I2)
     + ") and random_i5 (dense, "
-    + _sizes(RANDOM_I5)
+    + cost_table.sizes(cost_table.RANDOM_I5)
     + ")",
   )
   p.add_argument(
@@ -477,8 +365,8 @@ def parse_args(argv=None):
   p.add_argument("--seeds", type=cli.positive_int, default=16)
   p.add_argument(
     "--agents",
-    default=",".join(AGENTS),
-    help="comma-separated subset of: " + ", ".join(AGENTS) + " (optdual is the"
+    default=",".join(cost_table.AGENTS),
+    help="comma-separated subset of: " + ", ".join(cost_table.AGENTS) + " (optdual is the"
     " reference of the ratios), and your own agents as path/to/file.py:FACTORY or"
     " MODULE:FACTORY (as headline.py's --agents; here OptAug's kind gets --eta, the"
     " pre-training chunk and the inner solver, OptDual's kind the paper's step)",
@@ -558,7 +446,7 @@ def parse_args(argv=None):
     "--profile",
     action="store_true",
     help="also each window's op time by phase of the episode (XLA:CPU trace of one chunk"
-    " of --profile-episodes after the window; experiments/perf/phases.py)",
+    " of --profile-episodes after the window; optaug_jax.experiment.phases)",
   )
   p.add_argument("--profile-episodes", type=cli.positive_int, default=20)
   args = p.parse_args(argv)
@@ -566,16 +454,20 @@ def parse_args(argv=None):
     args.problems = args.benchmark
   problems = args.problems.split(",")
   for spec in problems:
-    if spec not in PROBLEMS and experiment.problems.is_benchmark_spec(spec):
+    if spec not in cost_table.PROBLEMS and experiment.problems.is_benchmark_spec(spec):
       try:
         experiment.problems.load_benchmark(spec)  # refused in one line now, not later
       except cli.UsageError as e:
         p.error(str(e))
   unknown = sorted(
-    n for n in set(problems) - set(PROBLEMS) if not experiment.problems.is_benchmark_spec(n)
+    n
+    for n in set(problems) - set(cost_table.PROBLEMS)
+    if not experiment.problems.is_benchmark_spec(n)
   )
   if unknown:
-    p.error(f"--problems: unknown {', '.join(unknown)}; choose from {', '.join(PROBLEMS)}")
+    p.error(
+      f"--problems: unknown {', '.join(unknown)}; choose from {', '.join(cost_table.PROBLEMS)}"
+    )
   for flag in ("early", "window", "late_after"):
     if getattr(args, flag) % args.chunk:
       p.error(
@@ -584,9 +476,9 @@ def parse_args(argv=None):
       )
   names = args.agents.split(",")
   own = [n for n in names if ":" in n]
-  if sorted(set(names) - set(AGENTS) - set(own)) or "optdual" not in names:
+  if sorted(set(names) - set(cost_table.AGENTS) - set(own)) or "optdual" not in names:
     p.error(
-      f"--agents: a subset of {', '.join(AGENTS)} that includes optdual, and your own"
+      f"--agents: a subset of {', '.join(cost_table.AGENTS)} that includes optdual, and your own"
       f" agents as path/to/file.py:FACTORY, got {args.agents}"
     )
   if own:  # labels from here on (tables, cache files); the specs are among the settings

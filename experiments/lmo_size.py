@@ -41,11 +41,13 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from perf import common  # benchmark.py's solver-loop inputs, LOOP_LMOS, the hardware record
 
 import optaug_jax as oj
 from optaug_jax._src import box, horizon
 from optaug_jax.experiment import cli, result_files
+from optaug_jax.experiment import (
+  timing as common,  # benchmark.py's solver-loop inputs, LOOP_LMOS, the hardware record
+)
 
 FILLS = oj.kernels.FILL_METHODS
 BASELINE = "matmul"  # the default fill before "auto"

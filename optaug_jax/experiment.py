@@ -28,6 +28,9 @@ Modules (each documented in its own docstring):
   and `experiments/cancellation.py`; `headline.main([])` is the README's main experiment.
 - `outlook`: the outlook before a long run (`experiments/outlook.py`, over
   `oj.analysis.outlook`).
+- `timing`, `phases`, `cost_table`: the benchmarks' measurement tools (medians after
+  compilation, buffer sizes, the hardware record), op time by phase of the episode, and the
+  episode-cost table's problems and agents (`experiments/episode_cost.py`, `perf/`).
 
     from optaug_jax.experiment import result_files, runs
 """
@@ -37,16 +40,19 @@ from optaug_jax._src.experiment import (
   cancellation,
   checkpoints,
   cli,
+  cost_table,
   figures,
   fits,
   headline,
   numpy_reference,
   outlook,
+  phases,
   problems,
   processes,
   reductions,
   result_files,
   runs,
+  timing,
 )
 
 __all__ = (
@@ -54,14 +60,17 @@ __all__ = (
   "cancellation",
   "checkpoints",
   "cli",
+  "cost_table",
   "figures",
   "fits",
   "headline",
   "numpy_reference",
   "outlook",
+  "phases",
   "problems",
   "processes",
   "reductions",
   "result_files",
   "runs",
+  "timing",
 )

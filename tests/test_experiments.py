@@ -441,16 +441,12 @@ def test_episode_cost_counts_the_dps_of_every_timed_episode(tmp_path):
 
 
 def test_phase_profile_attributes_ops_to_the_innermost_named_phase():
-  """`experiments/perf/phases.py`: each instruction of a compiled program goes to the
+  """`optaug_jax.experiment.phases`: each instruction of a compiled program goes to the
   innermost of the episode's phases in its op name, through a transform's wrapper
   (`vmap(extended_dp)`: the exact search's DP inside `for_active`'s batching rule), and
   control-flow containers to none."""
-  sys.path.insert(0, str(EXPERIMENTS))
-  try:
-    from perf import phases
-  finally:
-    sys.path.remove(str(EXPERIMENTS))
   from optaug_jax._src import batching
+  from optaug_jax.experiment import phases
 
   @jax.named_scope("extended_dp")
   def dp(x):

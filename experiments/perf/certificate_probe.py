@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import episode_cost
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +23,7 @@ import numpy as np
 import optaug_jax as oj
 from optaug_jax._src import inner as inner_lib
 from optaug_jax._src.estimates import optimistic_model
+from optaug_jax.experiment import cost_table
 
 
 def trace_solves(state, args, bonus, setting, count=3):
@@ -136,8 +132,8 @@ def main(argv=None):
   p.add_argument("--episodes", type=int, default=200)
   p.add_argument("--out", default=None)
   args = p.parse_args(argv)
-  name, kwargs, setting_name, bonus = episode_cost.PROBLEMS[args.problem]
-  bench = episode_cost._benchmark(name, kwargs)
+  name, kwargs, setting_name, bonus = cost_table.PROBLEMS[args.problem]
+  bench = cost_table.benchmark(name, kwargs)
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   agent = oj.agents.make_agent(

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 import optaug_jax as oj
-from perf.common import memory, peak_rss_mib, problem, time_step, warm_state
+from optaug_jax.experiment import timing
 
 
 def scaling_section(table, args):
@@ -22,7 +22,7 @@ def scaling_section(table, args):
     rows = []
     for v in values:
       cfg = dict(base, **{axis: v})
-      cmdp, policy, slack = problem(cfg["S"], cfg["A"], cfg["H"], cfg["I"])
+      cmdp, policy, slack = timing.problem(cfg["S"], cfg["A"], cfg["H"], cfg["I"])
       agent = oj.optaug(
         num_episodes=1000,
         safe_policy=policy,
@@ -31,9 +31,9 @@ def scaling_section(table, args):
         inner=oj.inner.frank_wolfe(num_iters=cfg["T"]),
         eta=100.0,
       )
-      state = warm_state(agent, cmdp)
+      state = timing.warm_state(agent, cmdp)
       sizes = f"S={cfg['S']} A={cfg['A']} H={cfg['H']} I={cfg['I']} T={cfg['T']}"
-      row = time_step(
+      row = timing.time_step(
         table, f"scaling in {axis}", agent, cmdp, state, cfg["N"], args.reps, sizes, cfg["T"]
       )
       rows.append(
@@ -56,7 +56,7 @@ def scaling_section(table, args):
 
 def compile_section(table, args):
   """Compile time of the jitted run: independent of K and of the number of seeds."""
-  cmdp, policy, slack = problem(10, 4, 10, 2)
+  cmdp, policy, slack = timing.problem(10, 4, 10, 2)
   agent = oj.optaug(
     num_episodes=10_000,
     safe_policy=policy,
@@ -79,7 +79,7 @@ def compile_section(table, args):
 
 def memory_section(table, args):
   """XLA buffer sizes of a vmapped run: logs grow with K, everything else does not."""
-  cmdp, policy, slack = problem(10, 4, 10, 2)
+  cmdp, policy, slack = timing.problem(10, 4, 10, 2)
   agent = oj.optaug(
     num_episodes=100_000,
     safe_policy=policy,
@@ -96,7 +96,7 @@ def memory_section(table, args):
       fn = jax.jit(
         jax.vmap(lambda key, k=k, logs=logs: oj.run(agent, key, cmdp, num_episodes=k, logs=logs))
       )
-      mem = memory(fn.lower(keys).compile())
+      mem = timing.memory(fn.lower(keys).compile())
       print(
         f"memory   run, logs={logs:7s} K={k:6d}, seeds={n}: "
         + (
@@ -112,7 +112,7 @@ def memory_section(table, args):
 
 def sweep_section(table, args):
   """Many seeds in bounded memory: run_sharded with summary logs and batch_size."""
-  cmdp, policy, slack = problem(10, 4, 10, 2)
+  cmdp, policy, slack = timing.problem(10, 4, 10, 2)
   agent = oj.optaug(
     num_episodes=1000,
     safe_policy=policy,
@@ -123,12 +123,12 @@ def sweep_section(table, args):
   )
   n, k, bs = args.sweep_seeds, args.sweep_episodes, args.sweep_batch
   keys = jax.random.split(jax.random.PRNGKey(0), n)
-  rss0 = peak_rss_mib()
+  rss0 = timing.peak_rss_mib()
   t0 = time.perf_counter()
   _, summary = oj.run_sharded(agent, keys, cmdp, num_episodes=k, logs="summary", batch_size=bs)
   jax.block_until_ready(summary)
   wall = time.perf_counter() - t0
-  rss1 = peak_rss_mib()
+  rss1 = timing.peak_rss_mib()
   sizes = f"S=10 A=4 H=10 I=2 T={args.fw_iters}"
   table.add(
     "sweep",

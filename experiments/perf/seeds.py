@@ -9,8 +9,8 @@ configuration (seeds, batch size) runs in a fresh subprocess (`--one`), so that 
 resident memory is its own:
 
 - the agents' initial states, vmapped over the seeds (`oj.agents.init_agent`), and one
-  jitted chunk of `--episodes` episodes (`episode_cost._chunk`: `jit(vmap(run))` over every
-  seed, or `run_sharded`'s `lax.map` over vmapped batches of `B` seeds);
+  jitted chunk of `--episodes` episodes (`optaug_jax.experiment.cost_table.chunk`:
+  `jit(vmap(run))` over every seed, or `run_sharded`'s `lax.map` over vmapped batches of `B` seeds);
 - the first call compiles and plays the pre-training (OptAug's `pretrain_episodes` is one
   chunk, as in `episode_cost.py`; OptDual plays as many episodes), untimed; the next
   `--reps` calls (the early window after it, each from the state the last one left) are
@@ -47,10 +47,6 @@ import resource
 import subprocess
 import sys
 import time
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
 
 
 def _ints(text):
@@ -124,26 +120,26 @@ def _batch_max_mean(dp, batch_size):
 
 def one(args):
   """A child: one configuration, its row printed as one JSON line (`ROW {...}`)."""
-  import episode_cost as ec  # pylint: disable=g-import-not-at-top  (the child's imports)
   import jax
   import numpy as np
 
   import optaug_jax as oj
   from optaug_jax._src import memory
-  from perf.common import batch
+  from optaug_jax.experiment import cost_table as ec
+  from optaug_jax.experiment import timing
 
   problem, name, seeds, batch_size = args.one.split(",")
   seeds = int(seeds)
   batch_size = "auto" if batch_size == "auto" else int(batch_size) or None
-  bench_name, kwargs, setting_name, bonus = ec._entry(problem)
+  bench_name, kwargs, setting_name, bonus = ec.entry(problem)
   start = time.perf_counter()
-  bench = ec._benchmark(bench_name, kwargs)
+  bench = ec.benchmark(bench_name, kwargs)
   cmdp = bench.cmdp
   setting = oj.named_setting(setting_name, cmdp)
   n = args.episodes
   total = n * (1 + args.reps)
-  agent = ec._agents(bench, setting, bonus, total, n, args.eta, [name], args.inner_tol)[name]
-  fn = ec._chunk(agent, cmdp, n, batch_size)
+  agent = ec.agents(bench, setting, bonus, total, n, args.eta, [name], args.inner_tol)[name]
+  fn = ec.chunk(agent, cmdp, n, batch_size)
   chosen = []  # what batch_size="auto" chose
   fitting = memory.fitting
 
@@ -153,20 +149,20 @@ def one(args):
     return out
 
   memory.fitting = spy
-  state = batch(oj.agents.init_agent(agent, cmdp), seeds)
+  state = timing.batch(oj.agents.init_agent(agent, cmdp), seeds)
   h, s, a, n_next = state.counts.transitions.shape[1:]
   bounds_bytes = 2 * cmdp.horizon * s * a * n_next * np.dtype(cmdp.cost.dtype).itemsize
   built = time.perf_counter() - start
   rss_built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
   start = time.perf_counter()
-  state, _ = jax.block_until_ready(fn(ec._keys(seeds, 0), state))  # compile + pre-training
+  state, _ = jax.block_until_ready(fn(ec.keys(seeds, 0), state))  # compile + pre-training
   first = time.perf_counter() - start
   rss_compiled = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
   reset = _reset_peak()
   rss_start = _status_kib("VmRSS")
   times, cpu, dps = [], [], []
   for rep in range(args.reps):
-    keys = ec._keys(seeds, 1 + rep)
+    keys = ec.keys(seeds, 1 + rep)
     start, start_cpu = time.perf_counter(), time.process_time()
     state, log = jax.block_until_ready(fn(keys, state))
     times.append(time.perf_counter() - start)
@@ -254,7 +250,7 @@ def _print_row(row):
 def _library_version() -> dict:
   """The checkout's commit and its uncommitted changes under optaug_jax/ (the numbers move
   with the inner solver: a run records which library it measured)."""
-  root = os.path.dirname(os.path.dirname(HERE))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True)
   try:
     head = git("rev-parse", "HEAD").stdout.strip()
@@ -293,12 +289,12 @@ def main(argv=None):
   args = parse_args(argv)
   if args.one:
     return one(args)
-  from perf.common import hardware  # imports jax: the parent only reads the hardware
+  from optaug_jax.experiment import timing  # imports jax: the parent only reads the hardware
 
   payload = {
     "config": vars(args),
     "bandwidth_gb_s": _bandwidth(),
-    "hardware": hardware(),
+    "hardware": timing.hardware(),
     "library": _library_version(),
     "rows": [],
   }

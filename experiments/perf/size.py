@@ -11,8 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax.experiment import result_files
-from perf.common import compile_timed, fit_slope, median_time, memory, tree_bytes
+from optaug_jax.experiment import result_files, timing
 
 
 def grid_box(cmdp, radius=0.05):
@@ -57,7 +56,7 @@ def size_section(table, args):
       lower, upper = grid_box(cmdp)
       reward = jax.random.uniform(jax.random.PRNGKey(0), cmdp.cost.shape, jnp.float32)
       lmo = jax.jit(lambda r, lo, up, ns=ns: oj.TransitionSet(lo, up, ns).lmo(r, 0).value)
-      lmo_s = median_time(lambda: lmo(reward, lower, upper), args.reps)
+      lmo_s = timing.median_time(lambda: lmo(reward, lower, upper), args.reps)
       table.add("size", "extended LMO, one problem", seeds=1, time_s=lmo_s, sizes=sizes)
       row = {
         "size": size,
@@ -73,7 +72,7 @@ def size_section(table, args):
       rewards = jax.random.uniform(jax.random.PRNGKey(2), (n,) + cmdp.cost.shape, jnp.float32)
       lmo_batch = jax.jit(jax.vmap(lmo, in_axes=(0, None, None)))
       row["lmo_vmapped_s_per_seed"] = (
-        median_time(lambda: lmo_batch(rewards, lower, upper), args.reps) / n
+        timing.median_time(lambda: lmo_batch(rewards, lower, upper), args.reps) / n
       )
       table.add(
         "size",
@@ -85,7 +84,7 @@ def size_section(table, args):
       if ns is not None:  # stationary bounds: one [1, S, A, N] box for every step
         lo1, up1, ns1 = lower[:1], upper[:1], ns[:1]
         lmo1 = jax.jit(lambda r, lo, up: oj.TransitionSet(lo, up, ns1).lmo(r, 0).value)
-        row["lmo_stationary_s"] = median_time(lambda: lmo1(reward, lo1, up1), args.reps)
+        row["lmo_stationary_s"] = timing.median_time(lambda: lmo1(reward, lo1, up1), args.reps)
         table.add(
           "size",
           "extended LMO, stationary box",
@@ -125,10 +124,10 @@ def size_section(table, args):
             lambda st, k: oj.run(agent, k, cmdp, state=st, num_episodes=1, logs="summary")[0]
           )
         )
-        compiled, compile_s = compile_timed(step, states, keys)
+        compiled, compile_s = timing.compile_timed(step, states, keys)
         for i in range(20):  # pre-training episodes (one compiled step, 20 calls)
           states = compiled(states, jax.random.split(jax.random.PRNGKey(100 + i), n))
-        episode_s = median_time(lambda: compiled(states, keys), max(2, args.reps // 2))
+        episode_s = timing.median_time(lambda: compiled(states, keys), max(2, args.reps // 2))
         label = "stationary" if stationary else "per-step"
         table.add(
           "size",
@@ -137,9 +136,9 @@ def size_section(table, args):
           time_s=episode_s,
           sizes=sizes,
           compile_s=compile_s,
-          memory=memory(compiled),
+          memory=timing.memory(compiled),
         )
-        state_bytes = tree_bytes(jax.tree.map(lambda x: x[0], states))
+        state_bytes = timing.tree_bytes(jax.tree.map(lambda x: x[0], states))
         row[f"episode_{label}_s_per_seed"] = episode_s / n
         row[f"state_{label}_bytes_per_seed"] = state_bytes
         row[f"state_{label}_bytes_64_seeds"] = 64 * state_bytes
@@ -154,9 +153,11 @@ def size_section(table, args):
     done = [r for r in rows if r["layout"] == layout and "lmo_s" in r]
     if len(done) >= 2:
       fits[layout] = {
-        "lmo_slope_vs_S": fit_slope([r["S"] for r in done], [r["lmo_s"] for r in done]),
-        "lmo_slope_vs_entries": fit_slope([r["entries"] for r in done], [r["lmo_s"] for r in done]),
-        "episode_slope_vs_S": fit_slope(
+        "lmo_slope_vs_S": timing.fit_slope([r["S"] for r in done], [r["lmo_s"] for r in done]),
+        "lmo_slope_vs_entries": timing.fit_slope(
+          [r["entries"] for r in done], [r["lmo_s"] for r in done]
+        ),
+        "episode_slope_vs_S": timing.fit_slope(
           [r["S"] for r in done], [r["episode_per-step_s_per_seed"] for r in done]
         ),
       }

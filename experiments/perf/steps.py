@@ -11,18 +11,7 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax.experiment import numpy_reference as npr
-from perf.common import (
-  DEFAULT_FILL,
-  FILL_METHODS,
-  batch,
-  compile_timed,
-  median_time,
-  memory,
-  problem,
-  step_fns,
-  time_step,
-  warm_state,
-)
+from optaug_jax.experiment import timing
 
 
 def kernel_section(table, args):
@@ -35,10 +24,10 @@ def kernel_section(table, args):
   reward = rng.uniform(size=(b, h, s, a)).astype(np.float32)
   sizes = f"S={s} A={a} H={h}"
   out = {}
-  for method in FILL_METHODS:
+  for method in timing.FILL_METHODS:
     fn = jax.jit(jax.vmap(lambda r, lo, up, m=method: oj.TransitionSet(lo, up, fill=m).lmo(r, 0)))
-    compiled, c = compile_timed(fn, reward, lower, upper)
-    t = median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
+    compiled, c = timing.compile_timed(fn, reward, lower, upper)
+    t = timing.median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
     out[method] = table.add(
       "kernel",
       f"extended LMO (backward + forward), fill={method}",
@@ -46,7 +35,7 @@ def kernel_section(table, args):
       time_s=t,
       sizes=sizes,
       compile_s=c,
-      memory=memory(compiled),
+      memory=timing.memory(compiled),
     )
   n_np = min(b, 20)
   t0 = time.perf_counter()
@@ -58,7 +47,7 @@ def kernel_section(table, args):
   out["numpy"] = table.add(
     "kernel", "NumPy LMO (backward + forward)", seeds=1, time_s=t, sizes=sizes
   )
-  best = min(FILL_METHODS, key=lambda m: out[m]["time_per_seed_s"])
+  best = min(timing.FILL_METHODS, key=lambda m: out[m]["time_per_seed_s"])
   return {
     "best_fill": best,
     "best_us_per_seed": out[best]["time_per_seed_s"] * 1e6,
@@ -69,7 +58,7 @@ def kernel_section(table, args):
 
 def step_section(table, args):
   s, a, h, i, t_fw, n = 10, 4, 10, 2, args.fw_iters, args.seeds
-  cmdp, policy, slack = problem(s, a, h, i)
+  cmdp, policy, slack = timing.problem(s, a, h, i)
   make = lambda fill: oj.optaug(
     num_episodes=1000,
     safe_policy=policy,
@@ -79,13 +68,13 @@ def step_section(table, args):
     eta=100.0,
     fill=fill,
   )
-  agent = make(DEFAULT_FILL)
-  state = warm_state(agent, cmdp)
+  agent = make(timing.DEFAULT_FILL)
+  state = timing.warm_state(agent, cmdp)
   sizes = f"S={s} A={a} H={h} I={i} T={t_fw}"
-  single, _ = step_fns(agent, cmdp)
+  single, _ = timing.step_fns(agent, cmdp)
   keys = jax.random.split(jax.random.PRNGKey(2), n)
-  compiled1, c1 = compile_timed(single, state, keys[0])
-  t1 = median_time(lambda: compiled1(state, keys[0]), args.reps)
+  compiled1, c1 = timing.compile_timed(single, state, keys[0])
+  t1 = timing.median_time(lambda: compiled1(state, keys[0]), args.reps)
   table.add(
     "step",
     "JAX, 1 seed",
@@ -94,23 +83,23 @@ def step_section(table, args):
     sizes=sizes,
     fw_iters=t_fw,
     compile_s=c1,
-    memory=memory(compiled1),
+    memory=timing.memory(compiled1),
   )
   m = min(n, args.seed_by_seed)
 
   def seed_by_seed():
     return [compiled1(state, keys[j]) for j in range(m)]
 
-  t_loop = median_time(seed_by_seed, max(1, args.reps // 2))
+  t_loop = timing.median_time(seed_by_seed, max(1, args.reps // 2))
   loop = table.add(
     "step", f"JAX, seed by seed ({m} calls)", seeds=m, time_s=t_loop, sizes=sizes, fw_iters=t_fw
   )
   fills = {}
-  for method in FILL_METHODS if not args.quick else (DEFAULT_FILL,):
-    fills[method] = time_step(
+  for method in timing.FILL_METHODS if not args.quick else (timing.DEFAULT_FILL,):
+    fills[method] = timing.time_step(
       table, f"JAX, vmapped, fill={method}", make(method), cmdp, state, n, args.reps, sizes, t_fw
     )
-  vmapped = fills[DEFAULT_FILL]
+  vmapped = fills[timing.DEFAULT_FILL]
   sharded = None
   if jax.device_count() > 1:
     mesh = jax.make_mesh((jax.device_count(),), ("seeds",))
@@ -124,10 +113,10 @@ def step_section(table, args):
         check_vma=False,
       )
     )
-    states = jax.device_put(batch(state, n), on_seeds)
+    states = jax.device_put(timing.batch(state, n), on_seeds)
     dkeys = jax.device_put(keys, on_seeds)
-    compiled, c = compile_timed(fn, states, dkeys)
-    t = median_time(lambda: compiled(states, dkeys), args.reps)
+    compiled, c = timing.compile_timed(fn, states, dkeys)
+    t = timing.median_time(lambda: compiled(states, dkeys), args.reps)
     sharded = table.add(
       "step",
       f"JAX, vmapped, sharded over {jax.device_count()} devices",
@@ -161,7 +150,7 @@ def step_section(table, args):
       step_rule="linesearch",
     )
 
-  t_np = median_time(numpy_step, args.numpy_reps)
+  t_np = timing.median_time(numpy_step, args.numpy_reps)
   table.add("step", "NumPy, 1 seed", seeds=1, time_s=t_np, sizes=sizes, fw_iters=t_fw)
   per_seed = vmapped["time_per_seed_s"]
   ratios = {
@@ -179,7 +168,7 @@ def step_section(table, args):
 def inner_section(table, args):
   """OptAug's episode step with each inner method: 1 seed and `--seeds` vmapped (I = 2)."""
   s, a, h, i, n = 10, 4, 10, 2, args.seeds
-  cmdp, policy, slack = problem(s, a, h, i)
+  cmdp, policy, slack = timing.problem(s, a, h, i)
   out = {}
   methods = {
     "frank_wolfe": dict(inner=oj.inner.frank_wolfe(num_iters=100)),
@@ -190,19 +179,19 @@ def inner_section(table, args):
     agent = oj.optaug(
       num_episodes=1000, safe_policy=policy, pretrain_episodes=20, slack=slack, eta=100.0, **kw
     )
-    state = warm_state(agent, cmdp, warm=25)  # past pre-training: every step solves
-    single, batched = step_fns(agent, cmdp)
+    state = timing.warm_state(agent, cmdp, warm=25)  # past pre-training: every step solves
+    single, batched = timing.step_fns(agent, cmdp)
     sizes = f"S={s} A={a} H={h} I={i}"
-    compiled1, c1 = compile_timed(single, state, keys[0])
-    t1 = median_time(lambda: compiled1(state, keys[0]), args.reps)
+    compiled1, c1 = timing.compile_timed(single, state, keys[0])
+    t1 = timing.median_time(lambda: compiled1(state, keys[0]), args.reps)
     info = compiled1(state, keys[0])[1]
     calls = int(info.extras["dp_calls"])
     table.add(
       "inner", f"step, {name}, 1 seed ({calls} DPs)", seeds=1, time_s=t1, sizes=sizes, compile_s=c1
     )
-    states = batch(state, n)
-    compiled, c = compile_timed(batched, states, keys)
-    t = median_time(lambda: compiled(states, keys), args.reps)
+    states = timing.batch(state, n)
+    compiled, c = timing.compile_timed(batched, states, keys)
+    t = timing.median_time(lambda: compiled(states, keys), args.reps)
     table.add(
       "inner",
       f"step, {name}, vmapped ({calls} DPs)",
@@ -210,7 +199,7 @@ def inner_section(table, args):
       time_s=t,
       sizes=sizes,
       compile_s=c,
-      memory=memory(compiled),
+      memory=timing.memory(compiled),
     )
     out[name] = {"dp_calls": calls, "one_seed_s": t1, "vmapped_per_seed_s": t / n, "seeds": n}
   return out

@@ -8,19 +8,7 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax.experiment import numpy_reference as npr
-from perf.common import (
-  DEFAULT_FILL,
-  LOOP_LMOS,
-  batch,
-  compile_timed,
-  lmo_inputs,
-  lmos_in_a_loop,
-  median_time,
-  problem,
-  step_fns,
-  thunk_profile,
-  warm_state,
-)
+from optaug_jax.experiment import timing
 
 
 def throughput_section(table, args):
@@ -30,18 +18,18 @@ def throughput_section(table, args):
   default (exact, I = 1) on media_streaming over 64 seeds: a --slice-episodes slice of
   `run` past pre-training, projected to 10^5 episodes."""
   s, a, h, i = 10, 4, 10, 2
-  cmdp, policy, slack = problem(s, a, h, i)
+  cmdp, policy, slack = timing.problem(s, a, h, i)
   sizes = f"S={s} A={a} H={h} I={i}"
   out = {"seeds": args.throughput_seeds}
   # The LMO, default fill, 256 seeds.
-  reward, lower, upper = lmo_inputs(256, s, a, h)
+  reward, lower, upper = timing.lmo_inputs(256, s, a, h)
   fn = jax.jit(jax.vmap(lambda r, lo, up: oj.TransitionSet(lo, up).lmo(r, 0)))
-  compiled, c = compile_timed(fn, reward, lower, upper)
-  t = median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
+  compiled, c = timing.compile_timed(fn, reward, lower, upper)
+  t = timing.median_time(lambda: compiled(reward, lower, upper), args.reps * 3)
   out["lmo_us_per_seed_256"] = (
     table.add(
       "through",
-      f"extended LMO, one call, fill={DEFAULT_FILL}",
+      f"extended LMO, one call, fill={timing.DEFAULT_FILL}",
       seeds=256,
       time_s=t,
       sizes=f"S={s} A={a} H={h}",
@@ -49,8 +37,8 @@ def throughput_section(table, args):
     )["time_per_seed_s"]
     * 1e6
   )
-  compiled, c = compile_timed(jax.jit(jax.vmap(lmos_in_a_loop)), reward, lower, upper)
-  t = median_time(lambda: compiled(reward, lower, upper), args.reps * 3) / LOOP_LMOS
+  compiled, c = timing.compile_timed(jax.jit(jax.vmap(timing.lmos_in_a_loop)), reward, lower, upper)
+  t = timing.median_time(lambda: compiled(reward, lower, upper), args.reps * 3) / timing.LOOP_LMOS
   out["lmo_in_loop_us_per_seed_256"] = (
     table.add(
       "through",
@@ -65,8 +53,8 @@ def throughput_section(table, args):
   # The episode sampler alone (policy and model fixed).
   keys = jax.random.split(jax.random.PRNGKey(3), 256)
   sample = jax.jit(jax.vmap(lambda k: oj.sample_episode(k, cmdp, policy)))
-  compiled, c = compile_timed(sample, keys)
-  t = median_time(lambda: compiled(keys), args.reps * 3)
+  compiled, c = timing.compile_timed(sample, keys)
+  t = timing.median_time(lambda: compiled(keys), args.reps * 3)
   out["sampler_us_per_seed_256"] = (
     table.add("through", "sample_episode", seeds=256, time_s=t, sizes=sizes, compile_s=c)[
       "time_per_seed_s"
@@ -83,18 +71,18 @@ def throughput_section(table, args):
     agent = oj.optaug(
       num_episodes=1000, safe_policy=policy, pretrain_episodes=20, slack=slack, eta=100.0, **kw
     )
-    state = warm_state(agent, cmdp, warm=25)  # past pre-training: every step solves
-    single, batched = step_fns(agent, cmdp)
+    state = timing.warm_state(agent, cmdp, warm=25)  # past pre-training: every step solves
+    single, batched = timing.step_fns(agent, cmdp)
     row = {}
     for n in args.throughput_seeds:
       keys = jax.random.split(jax.random.PRNGKey(2), n)
       if n == 1:
-        compiled, c = compile_timed(single, state, keys[0])
-        t = median_time(lambda: compiled(state, keys[0]), args.reps)
+        compiled, c = timing.compile_timed(single, state, keys[0])
+        t = timing.median_time(lambda: compiled(state, keys[0]), args.reps)
       else:
-        states = batch(state, n)
-        compiled, c = compile_timed(batched, states, keys)
-        t = median_time(lambda: compiled(states, keys), args.reps)
+        states = timing.batch(state, n)
+        compiled, c = timing.compile_timed(batched, states, keys)
+        t = timing.median_time(lambda: compiled(states, keys), args.reps)
       row[n] = (
         table.add("through", f"OptAug step, {name}", seeds=n, time_s=t, sizes=sizes, compile_s=c)[
           "time_per_seed_s"
@@ -115,9 +103,11 @@ def throughput_section(table, args):
     eta=100.0,
     inner=oj.inner.frank_wolfe(num_iters=args.fw_iters),
   )
-  counts = tuple(np.array(x, np.float64) for x in warm_state(agent, cmdp, warm=25).counts[:4])
+  counts = tuple(
+    np.array(x, np.float64) for x in timing.warm_state(agent, cmdp, warm=25).counts[:4]
+  )
   np_rng = np.random.default_rng(0)
-  t_np = median_time(
+  t_np = timing.median_time(
     lambda: npr.optaug_step(
       np_rng,
       *np_cmdp,
@@ -172,8 +162,8 @@ def throughput_section(table, args):
   go = jax.jit(
     jax.vmap(lambda key, st: oj.run(agent, key, b.cmdp, num_episodes=k, state=st, logs="summary"))
   )
-  compiled, c = compile_timed(go, keys, warm)
-  t = median_time(lambda: compiled(keys, warm), max(1, args.reps // 3))
+  compiled, c = timing.compile_timed(go, keys, warm)
+  t = timing.median_time(lambda: compiled(keys, warm), max(1, args.reps // 3))
   row = table.add(
     "through",
     f"media_streaming OptAug, {k} episodes",
@@ -199,12 +189,12 @@ def profile_section(table, args):
   s, a, h, i = 10, 4, 10, 2
   n = min(256, args.seeds)
   jobs = {
-    f"{LOOP_LMOS} LMOs in a solver loop": (
-      jax.jit(jax.vmap(lmos_in_a_loop)),
-      lmo_inputs(n, s, a, h),
+    f"{timing.LOOP_LMOS} LMOs in a solver loop": (
+      jax.jit(jax.vmap(timing.lmos_in_a_loop)),
+      timing.lmo_inputs(n, s, a, h),
     )
   }
-  cmdp, policy, slack = problem(s, a, h, i)
+  cmdp, policy, slack = timing.problem(s, a, h, i)
   for name, kw in {
     "step, frank_wolfe": dict(inner=oj.inner.frank_wolfe(num_iters=args.fw_iters)),
     "step, exact": dict(inner=oj.inner.exact()),
@@ -212,15 +202,18 @@ def profile_section(table, args):
     agent = oj.optaug(
       num_episodes=1000, safe_policy=policy, pretrain_episodes=20, slack=slack, eta=100.0, **kw
     )
-    _, batched = step_fns(agent, cmdp)
+    _, batched = timing.step_fns(agent, cmdp)
     jobs[name] = (
       batched,
-      (batch(warm_state(agent, cmdp, warm=25), n), jax.random.split(jax.random.PRNGKey(2), n)),
+      (
+        timing.batch(timing.warm_state(agent, cmdp, warm=25), n),
+        jax.random.split(jax.random.PRNGKey(2), n),
+      ),
     )
   out = {}
   for name, (fn, fn_args) in jobs.items():
     compiled = fn.lower(*fn_args).compile()
-    rows = thunk_profile(compiled, fn_args)
+    rows = timing.thunk_profile(compiled, fn_args)
     out[name] = [
       {"op": k, "us_per_call": t, "events_per_call": c, "share": sh} for k, t, c, sh in rows
     ]

@@ -50,7 +50,7 @@ def episode_step(
 def _episode(agent, cmdp, state, key):
   """`episode_step` without its checks (the body of a run's scan)."""
   # The named scopes name the episode's phases in the compiled program's metadata (what
-  # `experiments/perf/phases.py` attributes op time to); they change no operation.
+  # `optaug_jax.experiment.phases` attributes op time to); they change no operation.
   with jax.named_scope("plan"):
     policy, state, info = agent.plan(state)
   with jax.named_scope("play"):

@@ -1,6 +1,6 @@
 """XLA:CPU op time of a compiled program by the phase of the episode that emitted each op.
 
-The library names an episode's phases with `jax.named_scope` (`runner._episode`: "plan",
+The library names an episode's phases with `jax.named_scope` (the runner's episode: "plan",
 "play", "update", "evaluate"; inside them "optimistic_model", "inner_solve",
 "extended_dp", "refill"); the scopes end up in the `op_name` metadata of the compiled
 HLO's instructions. `phase_profile` runs the compiled program under `jax.profiler.trace`,
@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import re
 
-from . import common
+from . import timing as common
 
 # Innermost first: an op is attributed to the first of these found in its scope path.
 PHASES = (

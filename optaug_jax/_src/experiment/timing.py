@@ -1,6 +1,7 @@
-"""Shared measurement tools of `benchmark.py`: medians of timed calls after compilation, XLA's
-buffer sizes, the results table, the problems and warm states the sections time, the LMO
-solver-loop inputs (also `lmo_size.py`'s), op profiles, and the hardware record."""
+"""Measurement tools of the benchmarks (`experiments/benchmark.py`, `experiments/perf/`):
+medians of timed calls after compilation, XLA's buffer sizes, the results table, the
+problems and warm states the sections time, the LMO solver-loop inputs (also
+`lmo_size.py`'s), op profiles, and the hardware record."""
 
 from __future__ import annotations
 
@@ -175,7 +176,8 @@ def thunk_profile(compiled, args, calls=3, top=8):
 
   events = trace_events(compiled, args, calls)
   skip = ("$", "ThunkExecutor", "PjitFunction", "CommonPjRt", "end:", "while")
-  total, count = collections.Counter(), collections.Counter()
+  total: collections.Counter[str] = collections.Counter()
+  count: collections.Counter[str] = collections.Counter()
   for e in events:
     name = e.get("name", "")
     if e.get("ph") != "X" or "dur" not in e or name.startswith(skip):
