@@ -49,10 +49,10 @@ from optaug_jax.experiment import checkpoints, cli, cost_table, phases, result_f
 
 
 def _phases(agent, cmdp, state, seeds, episodes, stage):
-  """Op seconds per seed-episode by phase (`optaug_jax.experiment.phases`) of `episodes`
-  episodes from `state`, every seed vmapped (a chunk compiled for the profile alone), with that chunk's
-  wall seconds per seed-episode (untraced) and its DP statistics (`_dp_stats`): the
-  profile describes these episodes, not the window's."""
+  """Op seconds per seed-episode by phase (`optaug_jax.experiment.phases`) of `episodes` episodes
+  from `state`, every seed vmapped (a chunk compiled for the profile alone), with that chunk's
+  wall seconds per seed-episode (untraced) and its DP statistics (`_dp_stats`): the profile
+  describes these episodes, not the window's."""
   run = lambda key, st, model: oj.run(agent, key, model, num_episodes=episodes, state=st)
   keys = cost_table.keys(seeds, stage)
   compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
