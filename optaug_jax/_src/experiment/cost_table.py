@@ -6,6 +6,8 @@ scale, the agents built as the table times them, and one jitted chunk of a vmapp
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -58,28 +60,24 @@ AGENTS = ("optaug", "optaug_cold", "optdual")  # optaug_cold: optaug(warm_start=
 
 
 def agents(bench, setting, bonus, episodes, pretrain, eta, names, inner_tol, warm_cuts=False):
+  """`{name: agent}` of `names` as the table times them: OptAug (constant `eta`, the exact
+  inner solve at `inner_tol`, `pretrain` episodes of the baseline; `optaug_cold` without
+  the warm start), OptDual (the paper's step), or your own agent by its kind."""
   common = dict(setting=setting, bonus_scale=bonus)
   inner = oj.inner.exact(tol=inner_tol, warm_cuts=warm_cuts)
-  make = {
-    "optaug": lambda: oj.agents.make_agent(
-      "optaug",
-      bench,
-      num_episodes=episodes,
-      pretrain_episodes=pretrain,
-      eta=eta,
-      inner=inner,
-      **common,
-    ),
-    "optaug_cold": lambda: oj.agents.make_agent(
-      "optaug",
-      bench,
-      num_episodes=episodes,
-      pretrain_episodes=pretrain,
-      eta=eta,
-      inner=inner,
-      warm_start=False,
-      **common,
-    ),
+  optaug = functools.partial(
+    oj.agents.make_agent,
+    "optaug",
+    bench,
+    num_episodes=episodes,
+    pretrain_episodes=pretrain,
+    eta=eta,
+    inner=inner,
+    **common,
+  )
+  make: dict[str, Callable[[], Any]] = {
+    "optaug": optaug,
+    "optaug_cold": functools.partial(optaug, warm_start=False),
     "optdual": lambda: oj.agents.make_agent("optdual", bench, num_episodes=episodes, **common),
   }
   for name in names:
