@@ -146,8 +146,13 @@ def test_headline_runs_the_linear_agents_on_an_instance(tmp_path, capsys):
 
 
 def test_a_library_refusal_of_a_linear_option_names_its_flag():
-  refused = runs._library_refused("opse", ValueError("temperature: expected a positive number"))
-  assert "--temperature" in str(refused)
+  """The library's own refusal (an `oj.ArgumentError` naming `temperature`) reaches the
+  command line as the flag that set it; no message is parsed."""
+  bench = linear.kitamura_random(0)
+  with pytest.raises(oj.ArgumentError) as error:
+    linear.opse(bench.model, bench.safe_policy, temperature=0.0)
+  refused = runs._library_refused("opse", error.value)
+  assert "--temperature" in str(refused) and "expected a positive number" in str(refused)
   assert isinstance(refused, cli.UsageError)
 
 
