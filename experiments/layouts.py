@@ -141,12 +141,12 @@ def difference(reference, other):
   return diffs
 
 
+# The child runs this file's `run_layout` (`runpy`: no import path to edit) on 2 devices.
 _CHILD = """
-import json, sys
-sys.path.insert(0, {here!r})
-import layouts
+import runpy
 import numpy as np
-out = layouts.run_layout(
+run_layout = runpy.run_path({script!r})["run_layout"]
+out = run_layout(
   {agent!r}, {bench!r}, "devices", episodes={episodes}, seeds={seeds}, x64={x64},
   setting={setting!r},
 )
@@ -158,7 +158,7 @@ def _devices_layout(agent_name, bench_name, *, episodes, seeds, x64, tmp, settin
   path = os.path.join(tmp, f"{agent_name}_{bench_name}_{setting}_devices.npz")
   here = os.path.dirname(os.path.abspath(__file__))
   code = _CHILD.format(
-    here=here,
+    script=os.path.abspath(__file__),
     agent=agent_name,
     bench=bench_name,
     episodes=episodes,
