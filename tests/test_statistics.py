@@ -1,4 +1,4 @@
-"""`experiments/statistics.py`: the statistical-equivalence test of OptAug's samples
+"""`experiments/equivalence.py`: the statistical-equivalence test of OptAug's samples
 (`compare`: two-sided Mann-Whitney U per benchmark and metric, Holm over all at 0.01) on
 synthetic samples, and (slow) the current library against the recorded "before" samples,
 docs/results/statistics/before.json (every registered benchmark) and before_several.json
@@ -15,16 +15,15 @@ import pytest
 from optaug_jax.experiment import cli
 
 ROOT = pathlib.Path(__file__).parent.parent
-SCRIPT = ROOT / "experiments" / "statistics.py"
+SCRIPT = ROOT / "experiments" / "equivalence.py"
 RESULTS = ROOT / "docs" / "results" / "statistics"
 RECORDS = [RESULTS / "before.json", RESULTS / "before_several.json"]
 
 
 @pytest.fixture(scope="module")
 def stats():
-  """experiments/statistics.py as a module (a script, not a package module), loaded from
-  its file: `import statistics` with experiments/ on sys.path, as the other tests import
-  scripts, would find the standard library's `statistics` once anything has imported it."""
+  """experiments/equivalence.py as a module (a script, not a package module), loaded from
+  its file."""
   spec = importlib.util.spec_from_file_location("experiments_statistics", SCRIPT)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -143,7 +142,7 @@ def test_the_command_line_exits_1_on_a_rejection_and_refuses_shared_seeds(stats,
     paths[name] = tmp_path / f"{name}.json"
     paths[name].write_text(json.dumps(_record(values, first, eta)))
   run = lambda *names, extra=(): cli.run_guarded(
-    "statistics", stats.main, ["--compare", *(str(paths[n]) for n in names), *extra]
+    "equivalence", stats.main, ["--compare", *(str(paths[n]) for n in names), *extra]
   )
   assert run("a", "b") == 0
   assert run("a", "shifted") == 1

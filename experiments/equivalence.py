@@ -43,10 +43,10 @@ the verdict; exit status 1 when a pair is rejected, 2 when the configs differ (K
 agent options, problem) unless `--allow-other-config`: a negative control, such as a run
 with `--agent-flags '--eta 1'` or `'--agents optdual'` (more of headline.py's flags).
 
-  PYTHONPATH=/tmp/before taskset -c 1 python experiments/statistics.py \\
+  PYTHONPATH=/tmp/before taskset -c 1 python experiments/equivalence.py \\
       --library /tmp/before --out docs/results/statistics/before.json
-  taskset -c 1 python experiments/statistics.py --first-seed 1000 --out /tmp/after.json
-  python experiments/statistics.py --compare docs/results/statistics/before.json /tmp/after.json
+  taskset -c 1 python experiments/equivalence.py --first-seed 1000 --out /tmp/after.json
+  python experiments/equivalence.py --compare docs/results/statistics/before.json /tmp/after.json
 """
 
 from __future__ import annotations
@@ -55,13 +55,7 @@ import os
 import platform
 import shlex
 import subprocess
-import sys
 import time
-
-# Run as a script, this folder is sys.path[0]: it would shadow the standard `statistics`.
-# ruff: noqa: E402  (the imports below come after that fix)
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-  del sys.path[0]
 
 import jax
 import jax.numpy as jnp
@@ -306,7 +300,7 @@ def run_compare(args) -> list[dict]:
   files = [result_files.read_file(path, "record") for path in args.compare]
   for path, record in zip(args.compare, files):
     if record.get("config", {}).get("script") != "statistics":
-      raise cli.UsageError(f"--compare {path}: not a record of experiments/statistics.py")
+      raise cli.UsageError(f"--compare {path}: not a record of experiments/equivalence.py")
   a, b = (f["config"] for f in files)
   seeds = [set(range(c["first_seed"], c["first_seed"] + c["seeds"])) for c in (a, b)]
   if seeds[0] & seeds[1]:
@@ -337,7 +331,7 @@ def run_compare(args) -> list[dict]:
 
 def parse_args(argv=None):
   p = cli.ArgumentParser(
-    prog="statistics.py", description=__doc__, formatter_class=cli.HelpFormatter
+    prog="equivalence.py", description=__doc__, formatter_class=cli.HelpFormatter
   )
   p.add_argument("--seeds", type=cli.positive_int, default=32)
   p.add_argument("--first-seed", type=cli.seed, default=0, help="the first seed's number")
@@ -415,4 +409,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  cli.main_guard("statistics", main)
+  cli.main_guard("equivalence", main)
