@@ -33,6 +33,68 @@ class Bracket(NamedTuple):
   end_hi: End
 
 
+class _Carry(NamedTuple):
+  steps: jax.Array  # [] int32, evaluations of `g`
+  lo: jax.Array
+  hi: jax.Array
+  f_lo: jax.Array  # the value kept for `lo` (halved by the Illinois rule)
+  f_hi: jax.Array
+  has_lo: jax.Array  # [] bool, a point with g > 0 was seen
+  has_hi: jax.Array  # [] bool, a point with g <= 0 was seen
+  side: jax.Array  # [] int32, the end the last bracketed step moved (+1 lo, -1 hi, 0 none)
+  delta: jax.Array  # [] the next step away from the one known end (before a bracket)
+  end_lo: End
+  end_hi: End
+
+
+def _point(c: _Carry, lower, upper, margin):
+  """The next point: inside a bracket the Illinois point (a midpoint where the
+  interpolation leaves the open bracket), kept `margin` from the ends (Brent's rule: a root
+  that close to the end last moved is bracketed by the next evaluation, not crept up on);
+  with one end known, `delta` away from it towards the other side."""
+  falsi = (c.lo * c.f_hi - c.hi * c.f_lo) / (c.f_hi - c.f_lo)
+  inside = (falsi > c.lo) & (falsi < c.hi)
+  x = jnp.where(inside, falsi, 0.5 * (c.lo + c.hi))
+  if margin is not None:
+    roomy = c.hi - c.lo > 2.0 * margin
+    x = jnp.where(roomy, jnp.clip(x, c.lo + margin, c.hi - margin), 0.5 * (c.lo + c.hi))
+  down = jnp.maximum(c.hi - c.delta, lower)
+  up = jnp.minimum(c.lo + c.delta, upper)
+  return jnp.where(c.has_lo & c.has_hi, x, jnp.where(c.has_hi, down, up))
+
+
+def _absorb(c: _Carry, x, end: End, growth) -> _Carry:
+  """The carry after `g(x) = end`: `x` becomes the end on its side; within a bracket, the
+  end that stays a second time has its value halved (Illinois)."""
+  above = end.value > 0
+  bracketed = c.has_lo & c.has_hi
+  f_hi = jnp.where(above, jnp.where(bracketed & (c.side > 0), 0.5 * c.f_hi, c.f_hi), end.value)
+  f_lo = jnp.where(above, end.value, jnp.where(bracketed & (c.side < 0), 0.5 * c.f_lo, c.f_lo))
+  side = jnp.where(bracketed, jnp.where(above, 1, -1), 0).astype(jnp.int32)
+  pick = lambda a, b: jax.tree.map(lambda u, v: jnp.where(above, u, v), a, b)
+  return _Carry(
+    steps=c.steps + 1,
+    lo=jnp.where(above, x, c.lo),
+    hi=jnp.where(above, c.hi, x),
+    f_lo=f_lo,
+    f_hi=f_hi,
+    has_lo=c.has_lo | above,
+    has_hi=c.has_hi | ~above,
+    side=side,
+    delta=c.delta * growth,
+    end_lo=pick(end, c.end_lo),
+    end_hi=pick(c.end_hi, end),
+  )
+
+
+def _narrow(g, c: _Carry, keep_going, max_steps, lower, upper, margin, growth) -> _Carry:
+  def body(c):
+    x = _point(c, lower, upper, margin)
+    return _absorb(c, x, g(x), growth)
+
+  return lax.while_loop(lambda c: (c.steps < max_steps) & keep_going(c), body, c)
+
+
 def illinois(
   g: Callable[[jax.Array], End],
   lo: jax.Array,
@@ -44,29 +106,11 @@ def illinois(
 ) -> Bracket:
   """Narrows `[lo, hi]` with `g(lo) > 0 >= g(hi)` (`end_lo`, `end_hi`: `g` there) while
   `is_open(lo, hi)` and fewer than `max_steps` evaluations were made; `g(x) -> End`."""
-
-  def open_(c):
-    return (c[0] < max_steps) & is_open(c[1], c[2])
-
-  def narrow(c):
-    i, lo, hi, f_lo, f_hi, side, end_lo, end_hi = c
-    falsi = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-    inside = (falsi > lo) & (falsi < hi)
-    mid = jnp.where(inside, falsi, 0.5 * (lo + hi))
-    end_mid = g(mid)
-    above = end_mid.value > 0
-    # Illinois: the end that stays for a second time has its value halved.
-    f_hi = jnp.where(above, jnp.where(side > 0, 0.5 * f_hi, f_hi), end_mid.value)
-    f_lo = jnp.where(above, end_mid.value, jnp.where(side < 0, 0.5 * f_lo, f_lo))
-    side = jnp.where(above, 1, -1).astype(jnp.int32)
-    pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(above, x, y), a, b)
-    lo, hi = jnp.where(above, mid, lo), jnp.where(above, hi, mid)
-    return i + 1, lo, hi, f_lo, f_hi, side, pick(end_mid, end_lo), pick(end_hi, end_mid)
-
-  zero = jnp.zeros((), jnp.int32)
-  start = (zero, lo, hi, end_lo.value, end_hi.value, zero, end_lo, end_hi)
-  steps, lo, hi, _, _, _, end_lo, end_hi = lax.while_loop(open_, narrow, start)
-  return Bracket(steps, lo, hi, end_lo, end_hi)
+  yes, zero = jnp.ones((), bool), jnp.zeros((), jnp.int32)
+  c = _Carry(zero, lo, hi, end_lo.value, end_hi.value, yes, yes, zero, jnp.zeros_like(lo),
+             end_lo, end_hi)  # fmt: skip
+  c = _narrow(g, c, lambda c: is_open(c.lo, c.hi), max_steps, lo, hi, None, 1.0)
+  return Bracket(c.steps, c.lo, c.hi, c.end_lo, c.end_hi)
 
 
 # `search_from`'s narrowing keeps its points this share of the tolerance away from the
@@ -99,63 +143,18 @@ def search_from(
   `g <= 0` above), from a guess: `g(start)`, then steps away from it that grow by `growth`
   (first `step`, clipped to `[lower, upper]`) until the sign changes, then the Illinois
   method on that bracket, its points kept `NUDGE tolerance` from the ends, until it is
-  `tolerance` wide. It stops early where `g(lower) <= 0`
-  or `g(upper) > 0` (no sign change inside: `has_lo` or `has_hi` false). A guess within
-  `step` of the root costs 2 evaluations and the narrowing; one far off, a few more per
-  factor `growth` of distance. `g(x) -> End`."""
-  like = g(start)  # the end's structure; the first evaluation
+  `tolerance` wide. It stops early where `g(lower) <= 0` or `g(upper) > 0` (no sign change
+  inside: `has_lo` or `has_hi` false). A guess within `step` of the root costs 2
+  evaluations and the narrowing; one far off, a few more per factor `growth` of distance.
+  `g(x) -> End`."""
+  like = g(start)  # the first evaluation
+  no, zero = jnp.zeros((), bool), jnp.zeros((), jnp.int32)
+  c = _Carry(zero, lower, upper, like.value, like.value, no, no, zero, step / growth, like, like)
+  c = _absorb(c, start, like, growth)
 
-  def done(c):
-    _, lo, hi, _, _, has_lo, has_hi = c[:7]
-    narrow = has_lo & has_hi & (hi - lo <= tolerance)
-    return narrow | (has_hi & (hi <= lower)) | (has_lo & (lo >= upper))
+  def keep_going(c):
+    narrow = c.has_lo & c.has_hi & (c.hi - c.lo <= tolerance)
+    return ~(narrow | (c.has_hi & (c.hi <= lower)) | (c.has_lo & (c.lo >= upper)))
 
-  def point(c):
-    _, lo, hi, f_lo, f_hi, has_lo, has_hi, _, delta = c[:9]
-    falsi = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-    inside = (falsi > lo) & (falsi < hi)
-    illinois = jnp.where(inside, falsi, 0.5 * (lo + hi))
-    # Brent's rule: no closer than `margin` to an end, so a root that close to the end last
-    # moved is bracketed by the next evaluation instead of crept up on from one side.
-    margin = NUDGE * tolerance
-    roomy = hi - lo > 2.0 * margin
-    illinois = jnp.where(roomy, jnp.clip(illinois, lo + margin, hi - margin), 0.5 * (lo + hi))
-    down = jnp.maximum(hi - delta, lower)
-    up = jnp.minimum(lo + delta, upper)
-    return jnp.where(has_lo & has_hi, illinois, jnp.where(has_hi, down, up))
-
-  def absorb(c, x, end):
-    """The state after `g(x) = end`: `x` becomes the end on its side."""
-    i, lo, hi, f_lo, f_hi, has_lo, has_hi, side, delta, end_lo, end_hi = c
-    above = end.value > 0
-    bracketed = has_lo & has_hi
-    # Illinois: within a bracket, the end that stays a second time has its value halved.
-    f_hi = jnp.where(above, jnp.where(bracketed & (side > 0), 0.5 * f_hi, f_hi), end.value)
-    f_lo = jnp.where(above, end.value, jnp.where(bracketed & (side < 0), 0.5 * f_lo, f_lo))
-    side = jnp.where(bracketed, jnp.where(above, 1, -1), 0).astype(jnp.int32)
-    pick = lambda a, b: jax.tree.map(lambda u, v: jnp.where(above, u, v), a, b)
-    return (
-      i + 1,
-      jnp.where(above, x, lo),
-      jnp.where(above, hi, x),
-      f_lo,
-      f_hi,
-      has_lo | above,
-      has_hi | ~above,
-      side,
-      delta * growth,
-      pick(end, end_lo),
-      pick(end_hi, end),
-    )
-
-  def body(c):
-    x = point(c)
-    return absorb(c, x, g(x))
-
-  zero = jnp.zeros((), jnp.int32)
-  no = jnp.zeros((), bool)
-  first = (zero, lower, upper, like.value, like.value, no, no, zero, step / growth, like, like)
-  c = absorb(first, start, like)
-  c = lax.while_loop(lambda c: (c[0] < max_steps) & ~done(c), body, c)
-  i, lo, hi, _, _, has_lo, has_hi, _, _, end_lo, end_hi = c
-  return Search(i, lo, hi, end_lo, end_hi, has_lo, has_hi)
+  c = _narrow(g, c, keep_going, max_steps, lower, upper, NUDGE * tolerance, growth)
+  return Search(c.steps, c.lo, c.hi, c.end_lo, c.end_hi, c.has_lo, c.has_hi)
