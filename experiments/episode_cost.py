@@ -69,22 +69,32 @@ def _phases(agent, cmdp, state, seeds, episodes, stage):
 
 
 _COMPILED: set = set()  # (function, fresh start) pairs already compiled
+_COMPILE_SECONDS: dict = {}  # their compile times (`_play`)
 
 
 def _play(fn, state, seeds, episodes, chunk, stage):
   """`episodes` episodes in chunks of `chunk` (one compiled function): the state, the
   seconds spent and the window's per-episode counts (`_Window`: every chunk's, so that the
   DPs and the seconds describe the same episodes). The first chunk of a function (per
-  start: `state=None` is another program) is played twice: once to compile, once timed."""
+  start: `state=None` is another program) is played twice: once to compile, once timed;
+  `_COMPILE_SECONDS[id(fn), fresh]` is that first call's time less the timed one's (the
+  compilation, to the noise of one chunk)."""
   seconds, window, done = 0.0, _Window(), 0
   while done < episodes:
     keys = cost_table.keys(seeds, stage + done)
-    if (id(fn), state is None) not in _COMPILED:  # compile (and warm up) untimed
+    program = (id(fn), state is None)
+    first = None
+    if program not in _COMPILED:  # compile (and warm up) untimed
+      start = time.perf_counter()
       jax.block_until_ready(fn(keys, state))
-      _COMPILED.add((id(fn), state is None))
+      first = time.perf_counter() - start
+      _COMPILED.add(program)
     start = time.perf_counter()
     state, log = jax.block_until_ready(fn(keys, state))
-    seconds += time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    if first is not None:
+      _COMPILE_SECONDS[program] = max(first - elapsed, 0.0)
+    seconds += elapsed
     window.add(log)
     done += chunk
   return state, seconds, window
@@ -225,6 +235,8 @@ def measure(args, problem):
     state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, stage=0)
     state, seconds, log = _play(fn, state, args.seeds, args.early, args.chunk, stage=1)
     row[f"early_{name}_s"] = seconds / (args.seeds * args.early)
+    # The program that continues from a state (the optimistic episodes): its compile time.
+    row[f"compile_{name}_s"] = _COMPILE_SECONDS.get((id(fn), False))
     if args.profile:
       row[f"early_{name}_phases"] = _phases(
         agent, cmdp, state, args.seeds, args.profile_episodes, 3
@@ -247,6 +259,9 @@ def measure(args, problem):
     for name, prefix in (("optaug", ""), ("optaug_cold", "cold_")):
       if f"{window}_{name}_s" in row and f"{window}_optdual_s" in row:
         row[f"{prefix}{window}_ratio"] = row[f"{window}_{name}_s"] / row[f"{window}_optdual_s"]
+  for name, prefix in (("optaug", ""), ("optaug_cold", "cold_")):
+    if row.get(f"compile_{name}_s") and row.get("compile_optdual_s"):
+      row[f"{prefix}compile_ratio"] = row[f"compile_{name}_s"] / row["compile_optdual_s"]
   return row
 
 
@@ -325,6 +340,11 @@ def _print(row):
           f" (vmapped max {row[f'{prefix}{w}_dp_vmapped_max_mean']:.2f},"
           f" max {row[f'{prefix}{w}_dp_max']}), certified {row[f'{prefix}{w}_certified']:.4f}"
         )
+    if f"{prefix}compile_ratio" in row:
+      parts.append(
+        f"compile: {row[f'{prefix}compile_ratio']:.2f}x ({row[f'compile_{name}_s']:.1f} /"
+        f" {row['compile_optdual_s']:.1f} s)"
+      )
     if len(parts) > 1:
       print(" | ".join(parts), flush=True)
   for w in ("early", "late"):
