@@ -110,52 +110,144 @@ def optaug(
       lambda_{k+1} = dual_step(q_k, model, lambda_k, eta_k)         # eq. (dual-step)
 
   with `lambda_{K'+1} = 0`, and plays `pi_k` retrieved from `q_k` (eq. (retrieve-pi)).
-
-  Numeric arguments (`slack`, `nu`, `delta`, `bonus_scale`, the eta schedule's numbers,
-  `safe_policy`) may be traced: build the agent inside a vmapped function to sweep them.
-  `num_episodes`, `pretrain_episodes`, `inner`, `fill` and `unreached` are static.
+  Numeric arguments may be traced (build the agent inside a vmapped function to sweep
+  them); `num_episodes`, `pretrain_episodes`, `inner`, `fill`, `unreached` and
+  `warm_start` are static. The guide "Your own algorithm" and docs/design.md
+  ("OptAug-CMDP's plan") say more.
 
   Args:
     num_episodes: `K` (enters the confidence radii).
-    safe_policy: `[H, S, A]` strictly feasible baseline policy `pi-bar`; `None`: no
-      baseline (the paper's open question 3), with `pretrain_episodes=0` and a constant
-      `eta` (the inner problem is a penalty, never infeasible: the first episode plays the
-      optimistic augmented-Lagrangian step at `lambda = 0`).
-    pretrain_episodes: `K'`; `None` (default): `min(300, K // 10)`, the length of this
-      library's experiments (the paper's `pretrain_episodes_bound` is far longer: 10^7 and
-      more episodes even on small problems).
+    safe_policy: `[H, S, A]` strictly feasible baseline `pi-bar`; `None`: no baseline
+      (open question 3), with `pretrain_episodes=0` and a constant `eta`.
+    pretrain_episodes: `K'`; `None` (default): `min(300, K // 10)` (the paper's
+      `pretrain_episodes_bound` is 10^7 and more even on small problems).
     slack: `gamma`, the baseline's slack (or a lower bound); needed for the default eta.
     nu: `nu in (0, 1)` of the paper's schedule.
     delta: confidence parameter; `None` (default): the setting's (0.1 in the paper's).
     bonus_scale: multiplier of every confidence radius (1.0 = the paper).
-    setting: what the agent knows and its confidence convention (`Setting`, see
-      `named_setting`); `None` (default): the paper's.
-    eta: `None` for the paper's schedule `((2 + 3k) sigma)^2.5`, `sigma = H / (nu gamma)`;
-      a float (constant); or a callable `count -> eta` of the 0-based count of optimistic
-      episodes (dual steps) so far (see `as_schedule`).
-    inner: the inner solver (`oj.inner.exact()`, the default: exact, stopping as soon as
-      its dual is solved; or `oj.inner.frank_wolfe(num_iters, step_rule)`, the paper's
-      Algorithm InnerOpt-FW; see `solve_inner`).
+    eta: `None`: the paper's `((2 + 3k) sigma)^2.5`, `sigma = H / (nu gamma)`; a float
+      (constant); or a callable of the 0-based count of dual steps (`as_schedule`).
+    setting: what the agent knows (`Setting`, see `named_setting`); `None`: the paper's.
+    inner: the inner solver (`oj.inner.exact()`, the default, or
+      `oj.inner.frank_wolfe(...)`, the paper's InnerOpt-FW; see `solve_inner`).
     fill: the extended DP's greedy-fill formulation (`FILL_METHODS`).
-    unreached: the policy where the inner solution's occupancy is 0 (`solve_inner`):
-      `"greedy"` (default; the extended DP's action on the gradient at the solution) or
-      `"uniform"` (uniform over the actions there).
-    warm_start: carry what each inner solve leaves (`oj.inner.WarmStart`: the two
-      vertices that bracketed `mu*`, or the `I + 1` of the primal point's mix for I >= 2)
-      to the next episode's solve, in the state
-      (`OptAugState`; default). Late in a run the next solve then usually needs the one DP
-      that proves its optimum. The solves' optima and certificates do not depend on it;
-      `False`: every solve starts cold at the prox centre (state: an `AgentState`). For
-      I >= 2 the hint is used only by `inner=oj.inner.exact(warm_cuts=True)`: the warm
-      cuts certify other points of the optimal face, and the learning statistics move
-      (docs/results/statistics).
+    unreached: the policy where the solution's occupancy is 0 (`solve_inner`): `"greedy"`
+      (default) or `"uniform"`.
+    warm_start: carry each inner solve's `oj.inner.WarmStart` to the next episode's
+      (`OptAugState`; default); it moves where a solve starts, never its optimum or
+      certificate. For I >= 2 only `oj.inner.exact(warm_cuts=True)` uses it (the warm
+      cuts certify other points of the optimal face: docs/results/statistics).
 
   Returns:
-    `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the extended DPs of
-    the inner solve (0 in pre-training; a warm start's re-filled vertices are not DPs
-    and are not counted), `PlanInfo.certified` is the inner solve's
-    `InnerSolution.certified` (True in pre-training).
+    `Agent(init, plan, update)`; `PlanInfo.extras["dp_calls"]` counts the inner solve's
+    extended DPs (0 in pre-training; re-filled vertices are not DPs),
+    `PlanInfo.certified` is `InnerSolution.certified` (True in pre-training).
   """
+  pretrain_episodes = _checked_options(
+    num_episodes, safe_policy, pretrain_episodes, slack, nu, eta, inner, fill, unreached
+  )
+  optimistic_model = base.model_fn(
+    num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
+  )
+  solve = _Solve(inner=inner, fill=fill, unreached=unreached, warm_start=warm_start)
+  schedule = (eta, slack, nu)
+  return base.Agent(
+    init=_init_fn(setting, warm_start),
+    plan=_plan_fn(optimistic_model, safe_policy, schedule, pretrain_episodes, solve),
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(
+      num_episodes=num_episodes, safe_policy=safe_policy, slack=slack, setting=setting
+    ),
+  )
+
+
+def _plan_fn(optimistic_model, safe_policy, schedule, pretrain_episodes: int, solve: _Solve):
+  """OptAug's `plan`: the phase's step (`_pretrain_step` or `_optimistic_step`) of the
+  optimistic model of the counts. `schedule`: `(eta, slack, nu)` as `optaug` takes them."""
+  eta, slack, nu = schedule
+  warm_start = solve.warm_start
+
+  def plan(state: Any):  # OptAugState, or an AgentState without the warm start
+    counts = state.counts
+    dtype = state.multipliers.dtype
+    pi_bar = _baseline(safe_policy, counts.visits.shape, dtype)
+    eta_fn = _eta_schedule(eta, counts.visits.shape[0], slack, nu, dtype)
+    model = optimistic_model(counts)
+    cold = inner_lib.WarmStart.cold(
+      counts.visits.shape[0],
+      counts.visits.shape[1],
+      dtype,
+      num_constraints=state.multipliers.shape[0],
+    )
+    pretraining = state.episode < pretrain_episodes
+    # Under vmap, a batch entirely in one phase runs that phase's branch alone: pre-training
+    # episodes do not pay an inner solve (plain lax.cond would run both and select).
+    step = batching.batch_cond(
+      pretraining,
+      lambda _: _pretrain_step(model, state, pi_bar, cold),
+      lambda _: _optimistic_step(model, state, eta_fn, pretrain_episodes, solve),
+      None,
+    )
+    info = base.plan_info(
+      model,
+      step.occupancy,
+      inner_gap=step.gap,
+      pretraining=pretraining,
+      extras={"dp_calls": step.dp_calls},
+      certified=step.certified,
+    )
+    state = state._replace(multipliers=step.multipliers)
+    if warm_start:
+      state = state._replace(warm=step.warm)
+    return step.policy, state, info
+
+  return plan
+
+
+def _init_fn(setting, warm_start: bool):
+  """OptAug's `init`: an `AgentState`, in an `OptAugState` with a cold hint when warm-started."""
+  init_counting_state = base.init_fn(setting)
+
+  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
+    state = init_counting_state(
+      thresholds, initial_state, num_states=num_states, num_actions=num_actions, horizon=horizon
+    )
+    if not warm_start:
+      return state
+    dtype = state.multipliers.dtype
+    warm = inner_lib.WarmStart.cold(
+      horizon, num_states, dtype, num_constraints=state.multipliers.shape[0]
+    )
+    return OptAugState(agent=state, warm=warm)
+
+  return init
+
+
+class _Solve(NamedTuple):
+  """The inner solve's static options, as `optaug` takes them."""
+
+  inner: inner_lib.InnerSolver
+  fill: str
+  unreached: str
+  warm_start: bool
+
+
+class _Step(NamedTuple):
+  """What one episode's plan decides, in either phase."""
+
+  policy: jax.Array  # [H, S, A] pi_k
+  multipliers: jax.Array  # [I] lambda_{k+1}
+  occupancy: jax.Array  # [H, S, A] q_k
+  gap: jax.Array  # [] the inner solve's certificate (0 in pre-training)
+  dp_calls: jax.Array  # [] int32 its extended DPs
+  certified: jax.Array  # [] bool
+  warm: inner_lib.WarmStart  # the next solve's hint
+
+
+def _checked_options(
+  num_episodes, safe_policy, pretrain_episodes, slack, nu, eta, inner, fill, unreached
+) -> int:
+  """`optaug`'s options checked on the host; the pre-training length `K'` (its default)."""
   arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   if pretrain_episodes is None:
     pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
@@ -172,131 +264,86 @@ def optaug(
   arguments.check_inner_solver("inner", inner)
   arguments.check_choice("fill", fill, box.FILL_METHODS)
   arguments.check_choice("unreached", unreached, inner_lib.UNREACHED)
-  optimistic_model = base.model_fn(
-    num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
-  )
   arguments.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
     raise ArgumentError("slack", "required for the paper's eta schedule (eta=None)")
   arguments.check_positive("slack", slack)
   arguments.check_positive("eta", eta)
+  return pretrain_episodes
 
-  def plan(state: Any):  # OptAugState, or an AgentState without the warm start
-    counts = state.counts
-    dtype = state.multipliers.dtype
-    horizon = counts.visits.shape[0]
-    uniform = jnp.full(counts.visits.shape, 1.0 / counts.visits.shape[-1], dtype)
-    pi_bar = uniform if safe_policy is None else jnp.asarray(safe_policy, dtype)  # K' = 0: unplayed
-    if pi_bar.shape != counts.visits.shape:
-      raise ArgumentError(
-        "safe_policy",
-        f"expected shape {counts.visits.shape} [H, S, A] of the CMDP, got {pi_bar.shape}",
-      )
-    if eta is None and jnp.finfo(dtype).bits < 64:
-      warnings.warn(
-        "optaug: the paper's eta schedule ((2 + 3k) H / (nu gamma))^2.5 reaches 1e7 and"
-        " more, beyond what float32 resolves in the augmented Lagrangian: enable x64"
-        " (jax.config.update('jax_enable_x64', True), float64 thresholds), or pass a"
-        " constant eta (e.g. eta=100.0).",
-        UserWarning,
-        stacklevel=2,
-      )
-    eta_fn = paper_eta_schedule(horizon, slack, nu) if eta is None else base.as_schedule(eta)
-    model = optimistic_model(counts)
 
-    num_states = counts.visits.shape[1]
-    cold = inner_lib.WarmStart.cold(
-      horizon, num_states, dtype, num_constraints=state.multipliers.shape[0]
+def _baseline(safe_policy, shape, dtype) -> jax.Array:
+  """`pi-bar` in the CMDP's shape (uniform where there is none: K' = 0, never played)."""
+  if safe_policy is None:
+    return jnp.full(shape, 1.0 / shape[-1], dtype)
+  pi_bar = jnp.asarray(safe_policy, dtype)
+  if pi_bar.shape != shape:
+    raise ArgumentError(
+      "safe_policy", f"expected shape {shape} [H, S, A] of the CMDP, got {pi_bar.shape}"
     )
+  return pi_bar
 
-    def pretrain(_):
-      kernel = TransitionSet.point(model.transitions, model.next_states)
-      q = kernel.occupancy(pi_bar, state.initial_state)
-      return (
-        pi_bar,
-        jnp.zeros_like(state.multipliers),
-        q,
-        jnp.zeros((), dtype),
-        jnp.zeros((), jnp.int32),
-        jnp.ones((), bool),
-        cold,
-      )
 
-    def explore(_):
-      # Clamped: a batch split between the phases runs both branches (batch_cond).
-      count = jnp.maximum(state.episode - pretrain_episodes, 0)
-      eta_k = jnp.asarray(eta_fn(count), dtype)
-      check = kernels.requested()  # `run(check=True)`: the traced eta is checked too
-      problem = inner_lib.InnerProblem.of_model(
-        model, state.thresholds, state.initial_state, model.transition_set(fill)
-      )
-      sol = inner_lib.solve_inner(
-        problem,
-        state.multipliers,
-        eta_k,
-        solver=inner,
-        gradient=None,
-        unreached=unreached,
-        with_transitions=False,
-        check=check,
-        warm=state.warm if warm_start else None,
-      )
-      multipliers = dual_step(
-        sol.occupancy,
-        model.constraint_costs,
-        state.thresholds,
-        state.multipliers,
-        eta_k,
-        check=check,
-      )
-      return (
-        sol.policy,
-        multipliers,
-        sol.occupancy,
-        sol.gap,
-        jnp.asarray(sol.dp_calls, jnp.int32),
-        jnp.asarray(sol.certified, bool),
-        sol.warm,
-      )
-
-    pretraining = state.episode < pretrain_episodes
-    # Under vmap, a batch entirely in one phase runs that phase's branch alone: pre-training
-    # episodes do not pay an inner solve (plain lax.cond would run both and select).
-    policy, multipliers, q, gap, dp_calls, certified, warm = batching.batch_cond(
-      pretraining, pretrain, explore, None
+def _eta_schedule(eta, horizon: int, slack, nu, dtype) -> Callable[[jax.Array], jax.Array]:
+  """The step sizes: the paper's schedule (`eta=None`, with a warning in float32) or `eta`."""
+  if eta is not None:
+    return base.as_schedule(eta)
+  if jnp.finfo(dtype).bits < 64:
+    warnings.warn(
+      "optaug: the paper's eta schedule ((2 + 3k) H / (nu gamma))^2.5 reaches 1e7 and"
+      " more, beyond what float32 resolves in the augmented Lagrangian: enable x64"
+      " (jax.config.update('jax_enable_x64', True), float64 thresholds), or pass a"
+      " constant eta (e.g. eta=100.0).",
+      UserWarning,
+      stacklevel=3,
     )
-    info = base.plan_info(
-      model,
-      q,
-      inner_gap=gap,
-      pretraining=pretraining,
-      extras={"dp_calls": dp_calls},
-      certified=certified,
-    )
-    state = state._replace(multipliers=multipliers)
-    if warm_start:
-      state = state._replace(warm=warm)
-    return policy, state, info
+  return paper_eta_schedule(horizon, slack, nu)
 
-  init_counting_state = base.init_fn(setting)
 
-  def init(thresholds, initial_state, *, num_states, num_actions, horizon):
-    state = init_counting_state(
-      thresholds, initial_state, num_states=num_states, num_actions=num_actions, horizon=horizon
-    )
-    if not warm_start:
-      return state
-    dtype = state.multipliers.dtype
-    warm = inner_lib.WarmStart.cold(
-      horizon, num_states, dtype, num_constraints=state.multipliers.shape[0]
-    )
-    return OptAugState(agent=state, warm=warm)
+def _pretrain_step(model, state, pi_bar, cold) -> _Step:
+  """Phase 1: play the baseline; the multipliers stay at 0 (`lambda_{K'+1} = 0`)."""
+  kernel = TransitionSet.point(model.transitions, model.next_states)
+  dtype = state.multipliers.dtype
+  return _Step(
+    policy=pi_bar,
+    multipliers=jnp.zeros_like(state.multipliers),
+    occupancy=kernel.occupancy(pi_bar, state.initial_state),
+    gap=jnp.zeros((), dtype),
+    dp_calls=jnp.zeros((), jnp.int32),
+    certified=jnp.ones((), bool),
+    warm=cold,
+  )
 
-  return base.Agent(
-    init=init,
-    plan=plan,
-    update=base.update_fn(setting),
-    assumptions=base.Assumptions(
-      num_episodes=num_episodes, safe_policy=safe_policy, slack=slack, setting=setting
-    ),
+
+def _optimistic_step(model, state, eta_fn, pretrain_episodes: int, solve: _Solve) -> _Step:
+  """Phase 2: eq. (primal-step) on the optimistic model, then eq. (dual-step)."""
+  # Clamped: a batch split between the phases runs both branches (batch_cond).
+  count = jnp.maximum(state.episode - pretrain_episodes, 0)
+  eta_k = jnp.asarray(eta_fn(count), state.multipliers.dtype)
+  check = kernels.requested()  # `run(check=True)`: the traced eta is checked too
+  problem = inner_lib.InnerProblem.of_model(
+    model, state.thresholds, state.initial_state, model.transition_set(solve.fill)
+  )
+  sol = inner_lib.solve_inner(
+    problem,
+    state.multipliers,
+    eta_k,
+    solver=solve.inner,
+    gradient=None,
+    unreached=solve.unreached,
+    with_transitions=False,
+    check=check,
+    warm=state.warm if solve.warm_start else None,
+  )
+  multipliers = dual_step(
+    sol.occupancy, model.constraint_costs, state.thresholds, state.multipliers, eta_k, check=check
+  )
+  return _Step(
+    policy=sol.policy,
+    multipliers=multipliers,
+    occupancy=sol.occupancy,
+    gap=sol.gap,
+    dp_calls=jnp.asarray(sol.dp_calls, jnp.int32),
+    certified=jnp.asarray(sol.certified, bool),
+    warm=sol.warm,
   )
