@@ -16,14 +16,10 @@ vertex it returns as a cut. The loop stops only on a proof: the master's own pri
   master's weights and its best `mu`; only a warm loop out of cuts pays the final master.
   `recover` (exact given `mu`) gives the primal point either way; its certificate is its
   objective minus the best dual value queried.
-- Which point of the optimal face (or of the certificate's tolerance) a solve returns moves
-  OptAug's learning statistics: the optimistic costs tie wherever the bonus exceeds the
-  cost, and the tied vertices a solve mixes decide where the agent explores. On a 10-state
-  CMDP with I = 2 (eta 100, 5,000 episodes, 32 seeds), the final cost regret was 1,905
-  with the cold solve, 1,803 with it ending on the proven loop's own point, and 2,400
-  warm-started (8 seeds; 3,090 with the greedy actions at unreached states taken at the
-  last query instead of the primal point's multiplier; docs/results/statistics). Hence
-  the warm start is asked for (`exact(warm_cuts=True)`), not the default.
+- Which point of the optimal face a solve returns moves OptAug's learning statistics (the
+  tied vertices a solve mixes decide where the agent explores): the warm start certifies
+  other points, so it is asked for (`exact(warm_cuts=True)`), not the default
+  (docs/results/statistics, "Several constraints").
 - The last DP, at the primal point's multiplier `[lambda + eta (D q - alpha)]_+`, is
   returned as `SolverResult.lmo`: `solve_inner` takes the greedy actions at unreached
   states from it.
@@ -75,60 +71,6 @@ def _lagrangian_lmo(problem: problem_lib.InnerProblem, mu):
   return problem.lmo(problem.cost + jnp.einsum("i,ihsa->hsa", mu, problem.constraint_costs))
 
 
-def _empty_memory(problem, v, slots: int, *, with_paths: bool, with_names: bool):
-  """A `VertexMemory` of `slots` empty slots shaped like the vertex `v`."""
-  dtype = problem.cost.dtype
-  stacked = lambda x: jnp.zeros((slots,) + x.shape, x.dtype)
-  paths = names = None
-  if with_paths:
-    paths = recovery.VertexPaths(
-      actions=stacked(v.actions),
-      greedy_transitions=stacked(v.greedy_transitions),
-      state_occupancy=stacked(v.state_occupancy),
-    )
-  if with_names:
-    names = recovery.VertexNames(actions=stacked(v.actions), order_values=stacked(v.next_values))
-  return recovery.VertexMemory(
-    occupancy=stacked(v.occupancy),
-    values=jnp.zeros((slots,), dtype),
-    images=jnp.zeros((slots, problem.thresholds.shape[0]), dtype),
-    mask=jnp.zeros((slots,), bool),
-    paths=paths,
-    names=names,
-  )
-
-
-def _store(problem, memory: recovery.VertexMemory, j, v, keep=True, write=None):
-  """`memory` with the vertex `v` in slot `j` (its line: `c . q`, `D q`) and mask `keep`.
-  `write`: whether to write at all (False: the slot stays as it is; one slot is read and
-  written either way, never the whole memory)."""
-  a = jnp.sum(problem.cost * v.occupancy)
-  y = jnp.einsum("ihsa,hsa->i", problem.constraint_costs, v.occupancy)
-
-  def put(x, new):
-    return x.at[j].set(new if write is None else jnp.where(write, new, x[j]))
-
-  paths, names = memory.paths, memory.names
-  if paths is not None:
-    paths = recovery.VertexPaths(
-      actions=put(paths.actions, v.actions),
-      greedy_transitions=put(paths.greedy_transitions, v.greedy_transitions),
-      state_occupancy=put(paths.state_occupancy, v.state_occupancy),
-    )
-  if names is not None:
-    names = recovery.VertexNames(
-      actions=put(names.actions, v.actions), order_values=put(names.order_values, v.next_values)
-    )
-  return recovery.VertexMemory(
-    occupancy=put(memory.occupancy, v.occupancy),
-    values=put(memory.values, a),
-    images=put(memory.images, y),
-    mask=put(memory.mask, jnp.asarray(keep, bool)),
-    paths=paths,
-    names=names,
-  )
-
-
 def _warm_cuts(problem, memory: recovery.VertexMemory, warm: problem_lib.WarmStart):
   """`memory` with the hint's vertices re-filled in this box (`planning.policy_vertex`) in
   its first slots: points of this box's polytope, so their lines are valid cuts of this
@@ -162,8 +104,47 @@ def _warm_cuts(problem, memory: recovery.VertexMemory, warm: problem_lib.WarmSta
   filled = lax.map(refill, jnp.arange(num))
   for j in range(num):
     v = jax.tree.map(lambda x, j=j: x[j], filled)
-    memory = _store(problem, memory, j, v, keep=warm.valid & ~repeat[j])
+    memory = recovery.store(problem, memory, j, v, keep=warm.valid & ~repeat[j])
   return memory
+
+
+class _Solve(NamedTuple):
+  """One solve's fixed data, as the loop's parts read it."""
+
+  problem: problem_lib.InnerProblem
+  multipliers: jax.Array  # [I] lambda, the prox centre
+  eta: jax.Array
+  early: bool  # the loop may stop on its proof (else every cut is paid)
+  stop_tol: float  # the relative gap at which it stops
+  num_warm: int  # the hint's slots at the memory's start
+
+  def oracle(self, mu):
+    return _lagrangian_lmo(self.problem, mu)
+
+  def stopped(self, m: recovery.VertexMemory, w, best):
+    """The proof: the master's primal point (weights `w`) within the tolerance of `best`."""
+    p = self.problem
+    primal = recovery.restricted_objective(
+      m.values, m.images, w, p.thresholds, self.multipliers, self.eta
+    )
+    return primal - best <= self.stop_tol * (1.0 + jnp.abs(primal))
+
+  def master(self, m: recovery.VertexMemory):
+    """The loop's master over the memory's cuts: `(mu, weights)`."""
+    return master_lib.master(
+      m.values,
+      m.images,
+      m.mask,
+      self.problem.thresholds,
+      self.multipliers,
+      self.eta,
+      num_steps=LOOP_MASTER_STEPS,
+      early=self.early,
+      converge=self.early,
+    )
+
+  def dual(self, mu, v):
+    return dual_value(mu, v.value, self.problem.thresholds, self.multipliers, self.eta)
 
 
 def cutting_planes(
@@ -180,100 +161,63 @@ def cutting_planes(
   """The I >= 2 exact solve (module docstring); `num_iters` cuts after the first DP. `warm`:
   the last solve's `I + 1` vertices (`WarmStart`), re-filled here as the first cuts; `None`:
   a cold start at the prox centre."""
-  cost, constraint_costs, thresholds = (problem.cost, problem.constraint_costs, problem.thresholds)
-  num_actions = cost.shape[-1]
+  dtype = problem.cost.dtype
   num_warm = 0 if warm is None else warm.actions.shape[0]
   slots = num_warm + num_iters + 1
-  dtype = cost.dtype
   floor = STOP_RTOL if jnp.finfo(dtype).bits >= 64 else FLOAT32_STOP_RTOL
   stop_tol = floor if tol is None else max(floor, tol)
-  early = tol is not None and not fixed_length
-
-  def oracle(mu):
-    return _lagrangian_lmo(problem, mu)
-
-  shape_of = jax.eval_shape(oracle, multipliers)
-  memory = _empty_memory(
+  cuts = _Solve(problem, multipliers, eta, tol is not None and not fixed_length, stop_tol, num_warm)
+  shape_of = jax.eval_shape(cuts.oracle, multipliers)
+  memory = recovery.empty_memory(
     problem, shape_of, slots, with_paths=with_transitions, with_names=warm is not None
   )
-
-  def stopped(m: recovery.VertexMemory, w, best):
-    primal = recovery.restricted_objective(m.values, m.images, w, thresholds, multipliers, eta)
-    return primal - best <= stop_tol * (1.0 + jnp.abs(primal))
-
-  # The first DP: at the prox centre, or at the maximiser of the master of the hint's cuts.
-  no_weights = jnp.zeros((slots,), dtype)
-  if warm is None:
-    m0, w0 = multipliers, no_weights
-  else:
-    memory = _warm_cuts(problem, memory, warm)
-
-    def warm_master(_):
-      return master_lib.master(
-        memory.values,
-        memory.images,
-        memory.mask,
-        thresholds,
-        multipliers,
-        eta,
-        num_steps=LOOP_MASTER_STEPS,
-        early=early,
-        converge=early,
-      )
-
-    m0, w0 = batching.batch_cond(
-      ~warm.valid, lambda _: (multipliers, no_weights), warm_master, None
-    )
-  v0 = oracle(m0)
-  best = dual_value(m0, v0.value, thresholds, multipliers, eta)
-  # Where the hint's model meets psi at its maximiser, that one DP proves the solve.
-  done0 = jnp.zeros((), bool) if warm is None else warm.valid & stopped(memory, w0, best)
-  memory = _store(problem, memory, num_warm, v0)
+  start = _first_query(cuts, memory, warm, slots)
 
   def running(s: _CutState):
     return (s.it < num_iters) & ~s.done
 
-  def body(s: _CutState) -> _CutState:
-    # A member that has stopped keeps its state: the loop runs while some member of a
-    # vmapped batch runs (`loops.iterate(frozen_by_body=True)`), and the vertex memory is
-    # written one slot at a time, never copied whole per step as a batched loop's select
-    # would (most of a step's time at S = 60 with 54 slots).
-    act = running(s)
-    m = s.memory
-    mu, w = master_lib.master(
-      m.values,
-      m.images,
-      m.mask,
-      thresholds,
-      multipliers,
-      eta,
-      num_steps=LOOP_MASTER_STEPS,
-      early=early,
-      converge=early,
-    )
-    if early:  # under vmap, the DP runs for the members still cutting alone
-      v = batching.for_active(act, _lagrangian_lmo, problem, mu)
-    else:
-      v = oracle(mu)
-    value = dual_value(mu, v.value, thresholds, multipliers, eta)
-    best_now = jnp.maximum(s.best, value)
-    # Stop on a proof only: the master's own primal point (its cut weights: a point of Z)
-    # within the tolerance of the best dual value (weak duality). With an exact master,
-    # "no new cut" (the DP finds nothing below the model at mu) is the same event; with an
-    # inexact one it is not, and stopping on it ended solves far from the optimum.
-    keep = lambda new, old: jnp.where(act, new, old)
-    return _CutState(
-      it=s.it + act.astype(jnp.int32),
-      done=keep(stopped(m, w, best_now), s.done),
-      memory=_store(problem, m, num_warm + s.it + 1, v, write=act),
-      best=keep(best_now, s.best),
-      best_mu=jnp.where(act & (value > s.best), mu, s.best_mu),
-      weights=keep(w, s.weights),
-      mu_last=keep(mu, s.mu_last),
-      v_last=loops.tree_where(act, v, s.v_last),
-    )
+  s = loops.iterate(
+    _cut_step(cuts, running),
+    start,
+    num_iters=num_iters,
+    running=running,
+    early=cuts.early,
+    frozen_by_body=True,
+  )
+  w, q, best, best_mu, objective, mu_last, v_last, extra = _ending(cuts, s, warm is not None)
+  m = s.memory
+  return problem_lib.SolverResult(
+    occupancy=q,
+    transitions=_transitions(problem, m, w) if with_transitions else None,
+    gap=jnp.maximum(objective - best, 0.0),
+    num_iters=s.it,
+    dp_calls=(s.it if cuts.early else jnp.asarray(num_iters, jnp.int32)) + 1 + extra,
+    lmo=v_last,
+    lmo_multipliers=mu_last,
+    warm=None if warm is None else _next_hint(m, w, best_mu, num_warm),
+  )
 
-  start = _CutState(
+
+def _first_query(cuts: _Solve, memory, warm, slots: int) -> _CutState:
+  """The loop's start: the first DP at the prox centre, or at the maximiser of the master of
+  the hint's re-filled cuts (where that model meets `psi` there, the one DP proves the
+  solve)."""
+  no_weights = jnp.zeros((slots,), cuts.problem.cost.dtype)
+  if warm is None:
+    m0, w0 = cuts.multipliers, no_weights
+  else:
+    memory = _warm_cuts(cuts.problem, memory, warm)
+    m0, w0 = batching.batch_cond(
+      ~warm.valid,
+      lambda _: (cuts.multipliers, no_weights),
+      lambda _: cuts.master(memory),
+      None,
+    )
+  v0 = cuts.oracle(m0)
+  best = cuts.dual(m0, v0)
+  done0 = jnp.zeros((), bool) if warm is None else warm.valid & cuts.stopped(memory, w0, best)
+  memory = recovery.store(cuts.problem, memory, cuts.num_warm, v0)
+  return _CutState(
     it=jnp.zeros((), jnp.int32),
     done=done0,
     memory=memory,
@@ -283,87 +227,115 @@ def cutting_planes(
     mu_last=m0,
     v_last=v0,
   )
-  s = loops.iterate(
-    body, start, num_iters=num_iters, running=running, early=early, frozen_by_body=True
-  )
-  m = s.memory
-  values, images, occ = m.values, m.images, m.occupancy
-  # The final master over distinct vertices only: repeated cuts (the LMO returning a known
-  # vertex near the optimum) leave its multipliers, i.e. the primal weights, degenerate.
-  points = jnp.concatenate([values[:, None], images], axis=1)
-  same_tol = 16 * jnp.finfo(cost.dtype).eps * (1.0 + jnp.max(jnp.abs(points)))
+
+
+def _cut_step(cuts: _Solve, running):
+  """The loop's body: the master's maximiser queried, its vertex stored as a cut."""
+
+  def body(s: _CutState) -> _CutState:
+    # A member that has stopped keeps its state: the loop runs while some member of a
+    # vmapped batch runs (`loops.iterate(frozen_by_body=True)`), and the vertex memory is
+    # written one slot at a time, never copied whole per step as a batched loop's select
+    # would (most of a step's time at S = 60 with 54 slots).
+    act = running(s)
+    m = s.memory
+    mu, w = cuts.master(m)
+    if cuts.early:  # under vmap, the DP runs for the members still cutting alone
+      v = batching.for_active(act, _lagrangian_lmo, cuts.problem, mu)
+    else:
+      v = cuts.oracle(mu)
+    value = cuts.dual(mu, v)
+    best_now = jnp.maximum(s.best, value)
+    # Stop on a proof only: the master's own primal point (its cut weights: a point of Z)
+    # within the tolerance of the best dual value (weak duality). With an exact master,
+    # "no new cut" (the DP finds nothing below the model at mu) is the same event; with an
+    # inexact one it is not, and stopping on it ended solves far from the optimum.
+    keep = lambda new, old: jnp.where(act, new, old)
+    return _CutState(
+      it=s.it + act.astype(jnp.int32),
+      done=keep(cuts.stopped(m, w, best_now), s.done),
+      memory=recovery.store(cuts.problem, m, cuts.num_warm + s.it + 1, v, write=act),
+      best=keep(best_now, s.best),
+      best_mu=jnp.where(act & (value > s.best), mu, s.best_mu),
+      weights=keep(w, s.weights),
+      mu_last=keep(mu, s.mu_last),
+      v_last=loops.tree_where(act, v, s.v_last),
+    )
+
+  return body
+
+
+def _distinct(m: recovery.VertexMemory) -> recovery.VertexMemory:
+  """The memory with repeated cuts masked (the LMO returning a known vertex near the
+  optimum): the final master over them would have degenerate multipliers (the primal
+  weights)."""
+  points = jnp.concatenate([m.values[:, None], m.images], axis=1)
+  same_tol = 16 * jnp.finfo(m.values.dtype).eps * (1.0 + jnp.max(jnp.abs(points)))
   same = jnp.all(jnp.abs(points[:, None] - points[None]) <= same_tol, axis=-1)
+  slots = m.values.shape[0]
   earlier = jnp.tril(jnp.ones((slots, slots), bool), k=-1)
-  mask = m.mask & ~jnp.any(same & earlier & m.mask[None, :], axis=1)
-  distinct = m._replace(mask=mask)
+  return m._replace(mask=m.mask & ~jnp.any(same & earlier & m.mask[None, :], axis=1))
+
+
+def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
+  """The primal point (`recover`) and the last DP, at its multiplier (module docstring):
+  `(w, q, best, best_mu, objective, mu_last, v_last, extra DPs)`. Cold, on the final
+  master over the distinct cuts (40 steps, its weights polished; the point the statistics
+  were recorded with); warm-started and proven, on the loop's last master's weights.
+  Under `gradient="unrolled"` the final master's: the loop's masters hold repeated cuts,
+  whose degenerate KKT systems blow the derivative up to 1e22."""
+  problem, multipliers, eta = cuts.problem, cuts.multipliers, cuts.eta
+  m = s.memory
+  distinct = _distinct(m)
 
   def finish(w, best, best_mu):
     w = recovery.recover(distinct, w, best_mu, problem, multipliers, eta)
-    q = jnp.tensordot(w, occ, axes=1)
+    q = jnp.tensordot(w, m.occupancy, axes=1)
     return w, q, best, best_mu, problem_lib.objective(problem, q, multipliers, eta)
+
+  def at_primal_multiplier(q, best):
+    # The last query is within the stop's tolerance in value, not in `mu` (the dual is
+    # flat to 1/eta): its greedy actions differed, and the learning statistics with them.
+    mu_hat = dual_step(q, problem.constraint_costs, problem.thresholds, multipliers, eta)
+    v = cuts.oracle(mu_hat)
+    return mu_hat, v, jnp.maximum(best, cuts.dual(mu_hat, v))
 
   proven = finish(s.weights, s.best, s.best_mu)  # the loop's proof: its last master's weights
 
   def proven_end(_):
-    # One DP at the primal point's multiplier, not the last query's: `solve_inner`'s greedy
-    # actions at unreached states are that DP's. The last query is within the stop's
-    # tolerance in value, not in `mu` (the dual is flat to 1/eta): its greedy actions
-    # differed, and the learning statistics with them (docs/results/statistics).
     w, q, best, best_mu, objective = proven
-    mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)
-    v = oracle(mu_hat)
-    best = jnp.maximum(best, dual_value(mu_hat, v.value, thresholds, multipliers, eta))
+    mu_hat, v, best = at_primal_multiplier(q, best)
     return w, q, best, best_mu, objective, mu_hat, v, jnp.ones((), jnp.int32)
 
   def tightened_end(_):
-    # A loop out of cuts (or a proven one whose point rounds outside the certificate, e.g.
-    # float32 at a large eta): a final master of 40 interior-point steps, whose mu can beat
-    # the best queried one, its weights polished (`recover`'s fallback candidate where `mu`
-    # is not accurate), and one more DP at the primal point's multiplier.
-    mu_final, w = master_lib.master(values, images, mask, thresholds, multipliers, eta, early=early)
-    value = dual_value(mu_final, oracle(mu_final).value, thresholds, multipliers, eta)
-    w = recovery.polish(distinct, w, thresholds, multipliers, eta, num_steps=100)
+    mu_final, w = master_lib.master(
+      m.values, m.images, distinct.mask, problem.thresholds, multipliers, eta, early=cuts.early
+    )
+    value = cuts.dual(mu_final, cuts.oracle(mu_final))
+    w = recovery.polish(distinct, w, problem.thresholds, multipliers, eta, num_steps=100)
     best = jnp.maximum(s.best, value)
     w, q, best, best_mu, _ = finish(w, best, jnp.where(value > s.best, mu_final, s.best_mu))
-    mu_hat = dual_step(q, constraint_costs, thresholds, multipliers, eta)
-    v = oracle(mu_hat)
-    best = jnp.maximum(best, dual_value(mu_hat, v.value, thresholds, multipliers, eta))
+    mu_hat, v, best = at_primal_multiplier(q, best)
     objective = problem_lib.objective(problem, q, multipliers, eta)
     return w, q, best, best_mu, objective, mu_hat, v, jnp.full((), 2, jnp.int32)
 
-  # Warm-started, only a loop out of cuts, or a proof whose point does not certify, pays the
-  # rest. Cold, every solve ends on the final master: its point is the one the learning
-  # statistics were recorded with (the proven loop's own point is another one the
-  # certificate accepts, and moved a 10-state CMDP's final cost regret by 5%: module
-  # docstring).
-  certified = problem_lib.certified_tolerance(dtype) * (1.0 + jnp.abs(proven[4]))
+  certified = problem_lib.certified_tolerance(problem.cost.dtype) * (1.0 + jnp.abs(proven[4]))
   cheap = s.done & (proven[4] - proven[2] <= certified)
-  if early and warm is not None:
-    out = batching.batch_cond(cheap, proven_end, tightened_end, None)
-  else:  # the unrolled derivative: through the final master over distinct vertices (the
-    # loop's masters hold repeated cuts, whose degenerate KKT systems blow the derivative up
-    # to 1e22); the point agrees with the early loop's to the recovery's accuracy
-    out = tightened_end(None)
-  w, q, best, best_mu, objective, mu_last, v_last, extra = out
-  transitions = None
-  if with_transitions:
-    paths = m.paths
-    assert paths is not None  # kept when the transitions are asked for
-    vertices = planning.LMOSolution(
-      values, occ, paths.actions, paths.greedy_transitions, paths.state_occupancy
-    )
-    z = jnp.tensordot(w, jax.vmap(lambda v: retrieve.vertex_z(v, num_actions))(vertices), axes=1)
-    transitions = retrieve.transitions_from_z(z, problem.transitions)
-  return problem_lib.SolverResult(
-    occupancy=q,
-    transitions=transitions,
-    gap=jnp.maximum(objective - best, 0.0),
-    num_iters=s.it,
-    dp_calls=(s.it if early else jnp.asarray(num_iters, jnp.int32)) + 1 + extra,
-    lmo=v_last,
-    lmo_multipliers=mu_last,
-    warm=None if warm is None else _next_hint(m, w, best_mu, num_warm),
+  if cuts.early and warm_started:
+    return batching.batch_cond(cheap, proven_end, tightened_end, None)
+  return tightened_end(None)
+
+
+def _transitions(problem, m: recovery.VertexMemory, w):
+  """The transitions of the primal point: its vertices' `z` mixed by `w` (eq. (retrieve-p))."""
+  paths = m.paths
+  assert paths is not None  # kept when the transitions are asked for
+  vertices = planning.LMOSolution(
+    m.values, m.occupancy, paths.actions, paths.greedy_transitions, paths.state_occupancy
   )
+  num_actions = problem.cost.shape[-1]
+  z = jnp.tensordot(w, jax.vmap(lambda v: retrieve.vertex_z(v, num_actions))(vertices), axes=1)
+  return retrieve.transitions_from_z(z, problem.transitions)
 
 
 def _next_hint(memory: recovery.VertexMemory, w, mu, num: int) -> problem_lib.WarmStart:

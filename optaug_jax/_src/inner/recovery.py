@@ -10,7 +10,8 @@ constraint values `y = D q` meet the optimality conditions
 `recover` finds it as an exact least-squares problem on the simplex
 (`simplex_least_squares`, Lawson-Hanson), which does not scale with eta as the primal
 objective does; `polish` (pairwise Frank-Wolfe on the master's primal) gives a fallback
-candidate where `mu` is not accurate (float32 at large eta).
+candidate where `mu` is not accurate (float32 at large eta). The cutting planes keep their
+vertices in a `VertexMemory` (`empty_memory`, `store`: one slot written at a time).
 """
 
 from __future__ import annotations
@@ -50,6 +51,60 @@ class VertexMemory(NamedTuple):
   mask: jax.Array  # [slots] bool, the slot holds a vertex
   paths: VertexPaths | None  # kept when the transitions are asked for; else None
   names: VertexNames | None = None  # kept when a warm start's hint is asked for; else None
+
+
+def empty_memory(problem, v, slots: int, *, with_paths: bool, with_names: bool):
+  """A `VertexMemory` of `slots` empty slots shaped like the vertex `v`."""
+  dtype = problem.cost.dtype
+  stacked = lambda x: jnp.zeros((slots,) + x.shape, x.dtype)
+  paths = names = None
+  if with_paths:
+    paths = VertexPaths(
+      actions=stacked(v.actions),
+      greedy_transitions=stacked(v.greedy_transitions),
+      state_occupancy=stacked(v.state_occupancy),
+    )
+  if with_names:
+    names = VertexNames(actions=stacked(v.actions), order_values=stacked(v.next_values))
+  return VertexMemory(
+    occupancy=stacked(v.occupancy),
+    values=jnp.zeros((slots,), dtype),
+    images=jnp.zeros((slots, problem.thresholds.shape[0]), dtype),
+    mask=jnp.zeros((slots,), bool),
+    paths=paths,
+    names=names,
+  )
+
+
+def store(problem, memory: VertexMemory, j, v, keep=True, write=None):
+  """`memory` with the vertex `v` in slot `j` (its line: `c . q`, `D q`) and mask `keep`.
+  `write`: whether to write at all (False: the slot stays as it is; one slot is read and
+  written either way, never the whole memory)."""
+  a = jnp.sum(problem.cost * v.occupancy)
+  y = jnp.einsum("ihsa,hsa->i", problem.constraint_costs, v.occupancy)
+
+  def put(x, new):
+    return x.at[j].set(new if write is None else jnp.where(write, new, x[j]))
+
+  paths, names = memory.paths, memory.names
+  if paths is not None:
+    paths = VertexPaths(
+      actions=put(paths.actions, v.actions),
+      greedy_transitions=put(paths.greedy_transitions, v.greedy_transitions),
+      state_occupancy=put(paths.state_occupancy, v.state_occupancy),
+    )
+  if names is not None:
+    names = VertexNames(
+      actions=put(names.actions, v.actions), order_values=put(names.order_values, v.next_values)
+    )
+  return VertexMemory(
+    occupancy=put(memory.occupancy, v.occupancy),
+    values=put(memory.values, a),
+    images=put(memory.images, y),
+    mask=put(memory.mask, jnp.asarray(keep, bool)),
+    paths=paths,
+    names=names,
+  )
 
 
 def restricted_objective(values, images, w, thresholds, multipliers, eta):
