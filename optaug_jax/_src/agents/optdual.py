@@ -112,44 +112,71 @@ def optdual(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
   arguments.check_choice("fill", fill, box.FILL_METHODS)
-  fixed = isinstance(dual_optimizer, optax.GradientTransformation)
-  if dual_optimizer is not None and not fixed and not callable(dual_optimizer):
-    raise ArgumentError(
-      "dual_optimizer",
-      "expected an optax GradientTransformation or a callable"
-      f" eta -> GradientTransformation, got {dual_optimizer!r}",
-    )
-  if fixed and eta is not None:
-    raise ArgumentError(
-      "eta",
-      "the given dual_optimizer carries its own step size; pass eta"
-      " only with a callable dual_optimizer (eta -> transformation)",
-    )
-  if not fixed and eta is None and slack is None and rho is None:
-    raise ArgumentError("eta", "the paper's step needs rho or the baseline's slack; pass one")
-  arguments.check_positive("slack", slack)
-  arguments.check_positive("rho", rho)
-  arguments.check_positive("eta", eta)
+  step = _DualStep(num_episodes, eta, slack, rho, dual_optimizer)
+  step.check()
+  return base.Agent(
+    init=_init_fn(setting, step),
+    plan=_plan_fn(optimistic_model, fill, step),
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
+  )
 
-  def step_size(horizon, num_constraints, count):
-    if eta is None:
+
+class _DualStep(NamedTuple):
+  """OptDual's multiplier step as `optdual` takes it: the step size (`eta`, or the paper's
+  from `rho` or `slack`) and the dual optimizer, if any."""
+
+  num_episodes: int
+  eta: Any
+  slack: Any
+  rho: Any
+  dual_optimizer: Any
+
+  def check(self) -> None:
+    eta, dual_optimizer = self.eta, self.dual_optimizer
+    fixed = isinstance(dual_optimizer, optax.GradientTransformation)
+    if dual_optimizer is not None and not fixed and not callable(dual_optimizer):
+      raise ArgumentError(
+        "dual_optimizer",
+        "expected an optax GradientTransformation or a callable"
+        f" eta -> GradientTransformation, got {dual_optimizer!r}",
+      )
+    if fixed and eta is not None:
+      raise ArgumentError(
+        "eta",
+        "the given dual_optimizer carries its own step size; pass eta"
+        " only with a callable dual_optimizer (eta -> transformation)",
+      )
+    if not fixed and eta is None and self.slack is None and self.rho is None:
+      raise ArgumentError("eta", "the paper's step needs rho or the baseline's slack; pass one")
+    arguments.check_positive("slack", self.slack)
+    arguments.check_positive("rho", self.rho)
+    arguments.check_positive("eta", eta)
+
+  def step_size(self, horizon, num_constraints, count):
+    if self.eta is None:
       return paper_step_size(
         horizon=horizon,
         num_constraints=num_constraints,
-        num_episodes=num_episodes,
-        slack=slack,
-        rho=rho,
+        num_episodes=self.num_episodes,
+        slack=self.slack,
+        rho=self.rho,
       )
-    return base.as_schedule(eta)(count)
+    return base.as_schedule(self.eta)(count)
 
-  def optimizer(horizon, num_constraints):
-    if isinstance(dual_optimizer, optax.GradientTransformation):
-      return dual_optimizer
+  def optimizer(self, horizon, num_constraints):
+    if isinstance(self.dual_optimizer, optax.GradientTransformation):
+      return self.dual_optimizer
+    eta = self.eta
     lr = (
-      step_size(horizon, num_constraints, 0) if eta is None or not callable(eta) else eta
+      self.step_size(horizon, num_constraints, 0) if eta is None or not callable(eta) else eta
     )  # a schedule of the update count (= the episode index here)
-    assert callable(dual_optimizer)  # a transformation or a callable (checked above)
-    return dual_optimizer(lr)
+    assert callable(self.dual_optimizer)  # a transformation or a callable (checked)
+    return self.dual_optimizer(lr)
+
+
+def _plan_fn(optimistic_model, fill: str, step: _DualStep):
+  """OptDual's `plan`: one extended DP at the Lagrangian costs, then the multiplier step."""
 
   def plan(state):
     dtype = state.multipliers.dtype
@@ -158,8 +185,8 @@ def optdual(
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
     lmo = model.transition_set(fill).lmo(reward, state.initial_state)
     q = lmo.occupancy
-    if dual_optimizer is None:
-      eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
+    if step.dual_optimizer is None:
+      eta_k = jnp.asarray(step.step_size(horizon, num_constraints, state.episode), dtype)
       new_state = state._replace(
         multipliers=multiplier_updates.dual_step(
           q,
@@ -171,35 +198,35 @@ def optdual(
         ),
       )
     else:
-      if eta is not None:  # the step the optimizer was given, at this episode
-        eta_k = jnp.asarray(step_size(horizon, num_constraints, state.episode), dtype)
+      if step.eta is not None:  # the step the optimizer was given, at this episode
+        eta_k = jnp.asarray(step.step_size(horizon, num_constraints, state.episode), dtype)
         kernels.finite("eta", eta_k, "optdual", check=kernels.requested(), low=0.0, low_open=True)
       violation = jnp.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
       multipliers, dual_state = multiplier_updates.projected_dual_update(
-        optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation
+        step.optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation
       )
       new_state = state._replace(multipliers=multipliers)._replace(dual_state=dual_state)
     info = base.plan_info(model, q, inner_gap=jnp.zeros((), dtype), pretraining=jnp.zeros((), bool))
     policy = jax.nn.one_hot(lmo.actions, q.shape[-1], dtype=dtype)
     return policy, new_state, info
 
+  return plan
+
+
+def _init_fn(setting, step: _DualStep):
+  """OptDual's `init`: an `AgentState`, in a `DualOptimizerState` with a dual optimizer."""
   init_counting_state = base.init_fn(setting)
 
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
     state = init_counting_state(
       thresholds, initial_state, num_states=num_states, num_actions=num_actions, horizon=horizon
     )
-    if dual_optimizer is None:
+    if step.dual_optimizer is None:
       return state
-    transform = optimizer(horizon, state.multipliers.shape[0])
+    transform = step.optimizer(horizon, state.multipliers.shape[0])
     return DualOptimizerState(agent=state, dual_state=transform.init(state.multipliers))
 
-  return base.Agent(
-    init=init,
-    plan=plan,
-    update=base.update_fn(setting),
-    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
-  )
+  return init
 
 
 def _variant(name: str, dual_optimizer: Callable, summary: str) -> None:
