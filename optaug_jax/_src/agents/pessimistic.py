@@ -172,24 +172,18 @@ def dope(
     pretrain_episodes: `K_0`; `None`: `dope_pretrain_episodes` (`S^2 A H^3 / slack^2`,
       at most `K`).
     setting: what the agent knows (`Setting`); `None`: the paper's.
-    bonus_next_states: which next states `beta-bar` sums over when the setting knows the
-      support: `"support"` (default) the possible ones only (the box is 0 elsewhere, so
-      their radii carry no information); `"all"`, every one of the S next states, as the
-      authors' media_streaming script does: an impossible next state, never observed,
-      adds `min(bonus_scale 14 L^p / (3 (n v 1)), 1)` (1 for a never-visited pair). (Their
-      factored script also drops the cap at 1.) Without a known support both are the
-      same.
+    bonus_next_states: where the setting knows the support, `beta-bar` sums over the
+      possible next states (`"support"`, default) or over all S (`"all"`, as the authors'
+      media_streaming script: an impossible next state adds `min(bonus_scale 14 L^p /
+      (3 (n v 1)), 1)`, 1 for a never-visited pair).
     cmdp: the true CMDP, read once on the host to check `safe_policy` and `slack`
-      (`check_safe_policy`: a baseline that is not strictly feasible, or a slack above
-      its true one, raises `ValueError`); the agent never uses its model. `make_agent`
-      passes the benchmark's; `None`: no check (the agent trusts the baseline).
+      (`check_safe_policy`); `make_agent` passes the benchmark's; `None`: no check.
 
   Returns:
-    `Agent(init, plan, update)`; `PlanInfo` reports the pessimistic constraint values and,
-    in `extras` (logged per episode by `run` as `log.extras[name]`), `"lp_feasible"` (bool:
-    the episode LP was solved and feasible; False in the baseline phase, when the LP was
-    infeasible and when HiGHS failed) and `"lp_failed"` (bool: HiGHS failed; the run goes
-    on with `pi_b` and a `RuntimeWarning`). `pretraining` is set whenever `pi_b` is played.
+    `Agent(init, plan, update)`; `PlanInfo` reports the pessimistic constraint values;
+    `extras["lp_feasible"]` (the episode LP solved and feasible) and `"lp_failed"`
+    (HiGHS failed: `pi_b` is played, with a `RuntimeWarning`); `pretraining` is set
+    whenever `pi_b` is played.
   """
   _check_common(num_episodes, safe_policy, slack, pretrain_episodes, cmdp)
   arguments.check_choice("bonus_next_states", bonus_next_states, ("support", "all"))
@@ -205,69 +199,15 @@ def dope(
   )
 
   def plan(state: base.AgentState):
-    dtype = state.multipliers.dtype
-    horizon, num_states, num_actions = state.counts.visits.shape
-    pi_b = jnp.asarray(safe_policy, dtype)
-    k0 = pretrain_episodes
-    if k0 is None:
-      k0 = min(
-        num_episodes,
-        dope_pretrain_episodes(
-          num_states=num_states, num_actions=num_actions, horizon=horizon, slack=float(slack)
-        ),
-      )
+    pi_b = jnp.asarray(safe_policy, state.multipliers.dtype)
+    k0 = _dope_k0(pretrain_episodes, num_episodes, state.counts.visits.shape, slack)
     est = empirical(state.counts)
-    beta_bar = jnp.sum(est.transition_radius, axis=-1)
-    if bonus_next_states == "all" and resolved.support is not None:
-      log_p, _ = setting_lib.log_factors(
-        resolved,
-        num_states=num_states,
-        num_actions=num_actions,
-        horizon=horizon,
-        num_constraints=state.thresholds.shape[0],
-        num_episodes=num_episodes,
-        delta=radius_delta,
-      )
-      unseen = jnp.minimum(bonus_scale * 14.0 * log_p / (3.0 * jnp.maximum(est.visits, 1.0)), 1.0)
-      unseen = jnp.where(est.visits > 0, unseen, 1.0)
-      impossible = num_states - jnp.sum(jnp.asarray(resolved.support), axis=-1)
-      beta_bar = beta_bar + unseen * impossible.astype(dtype)
-    cost = est.cost - est.cost_radius - horizon**2 / slack * beta_bar
-    constraint_costs = est.constraint_costs + est.constraint_radius + horizon * beta_bar
+    radii = (bonus_scale, radius_delta, num_episodes)
+    cost, constraint_costs = _dope_costs(est, state, resolved, bonus_next_states, slack, radii)
     lower, upper = estimates.transition_box(est)
-    baseline_q = TransitionSet.point(est.transitions, est.next_states).occupancy(
-      pi_b, state.initial_state
-    )
-
-    def baseline(_):
-      return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
-
-    def solve(_):
-      q, feasible, failed = _host_lp(
-        _dope_lp,
-        pretraining,
-        cost,
-        cost,
-        constraint_costs,
-        lower,
-        upper,
-        state.initial_state,
-        state.thresholds,
-      )
-      return jnp.where(feasible, q, baseline_q), feasible, failed
-
-    pretraining = state.episode < k0
-    q, feasible, failed = batching.batch_cond(pretraining, baseline, solve, None)
-    policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
-    info = base.PlanInfo(
-      optimistic_cost_value=jnp.sum(cost * q),
-      optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
-      inner_gap=jnp.zeros((), dtype),
-      pretraining=pretraining | ~feasible,
-      off_support_transitions=est.off_support_transitions,
-      extras={"lp_feasible": feasible, "lp_failed": failed},
-    )
-    return policy, state, info
+    lp_args = (cost, constraint_costs, lower, upper, state.initial_state, state.thresholds)
+    played = _lp_or_baseline(est, state, pi_b, lambda q0: state.episode < k0, _dope_lp, lp_args)
+    return _lp_plan(played, cost, constraint_costs, est, state)
 
   return base.Agent(
     init=base.init_fn(setting),
@@ -277,6 +217,80 @@ def dope(
       num_episodes=num_episodes, safe_policy=safe_policy, slack=slack, setting=setting
     ),
   )
+
+
+def _lp_or_baseline(est, state, pi_b, use_baseline, lp, lp_args):
+  """`(q, use_baseline, lp_feasible, lp_failed)`: the baseline's occupancy in the empirical
+  model where `use_baseline(its occupancy)`, else the host LP `lp(*lp_args)`'s (the
+  baseline's where it is infeasible or HiGHS fails); `q`'s policy, `pi_b` where not
+  feasible."""
+  baseline_q = TransitionSet.point(est.transitions, est.next_states).occupancy(
+    pi_b, state.initial_state
+  )
+  skip = use_baseline(baseline_q)
+
+  def baseline(_):
+    return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
+
+  def solve(_):
+    q, feasible, failed = _host_lp(lp, skip, baseline_q, *lp_args)
+    return jnp.where(feasible, q, baseline_q), feasible, failed
+
+  q, feasible, failed = batching.batch_cond(skip, baseline, solve, None)
+  policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
+  return policy, q, skip, feasible, failed
+
+
+def _lp_plan(played, cost, constraint_costs, est, state):
+  """`plan`'s `(policy, state, PlanInfo)` of an LP agent's episode (`_lp_or_baseline`)."""
+  policy, q, skip, feasible, failed = played
+  info = base.PlanInfo(
+    optimistic_cost_value=jnp.sum(cost * q),
+    optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
+    inner_gap=jnp.zeros((), state.multipliers.dtype),
+    pretraining=skip | ~feasible,
+    off_support_transitions=est.off_support_transitions,
+    extras={"lp_feasible": feasible, "lp_failed": failed},
+  )
+  return policy, state, info
+
+
+def _dope_k0(pretrain_episodes, num_episodes: int, shape, slack) -> int:
+  """DOPE's baseline phase: `pretrain_episodes`, or `dope_pretrain_episodes` (at most K)."""
+  if pretrain_episodes is not None:
+    return pretrain_episodes
+  horizon, num_states, num_actions = shape
+  k0 = dope_pretrain_episodes(
+    num_states=num_states, num_actions=num_actions, horizon=horizon, slack=float(slack)
+  )
+  return min(num_episodes, k0)
+
+
+def _dope_costs(est, state, resolved, bonus_next_states: str, slack, radii):
+  """DOPE's LP costs `c-bar - beta^c - H^2 / slack beta-bar` and `d-bar + beta^d + H
+  beta-bar`; `radii`: `(bonus_scale, delta, K)` of the impossible next states' radii
+  (`bonus_next_states="all"`)."""
+  bonus_scale, radius_delta, num_episodes = radii
+  dtype = state.multipliers.dtype
+  horizon, num_states, num_actions = state.counts.visits.shape
+  beta_bar = jnp.sum(est.transition_radius, axis=-1)
+  if bonus_next_states == "all" and resolved.support is not None:
+    log_p, _ = setting_lib.log_factors(
+      resolved,
+      num_states=num_states,
+      num_actions=num_actions,
+      horizon=horizon,
+      num_constraints=state.thresholds.shape[0],
+      num_episodes=num_episodes,
+      delta=radius_delta,
+    )
+    unseen = jnp.minimum(bonus_scale * 14.0 * log_p / (3.0 * jnp.maximum(est.visits, 1.0)), 1.0)
+    unseen = jnp.where(est.visits > 0, unseen, 1.0)
+    impossible = num_states - jnp.sum(jnp.asarray(resolved.support), axis=-1)
+    beta_bar = beta_bar + unseen * impossible.astype(dtype)
+  cost = est.cost - est.cost_radius - horizon**2 / slack * beta_bar
+  constraint_costs = est.constraint_costs + est.constraint_radius + horizon * beta_bar
+  return cost, constraint_costs
 
 
 @registry.register_agent(
@@ -311,9 +325,7 @@ def optpess_lp(
     bonus_scale: multiplier of the radius.
     setting: what the agent knows (`Setting`); `None`: the paper's.
     cmdp: the true CMDP, read once on the host to check `safe_policy` and `slack`
-      (`check_safe_policy`: a baseline that is not strictly feasible, or a slack above
-      its true one, raises `ValueError`); the agent never uses its model. `make_agent`
-      passes the benchmark's; `None`: no check (the agent trusts the baseline).
+      (`check_safe_policy`); `make_agent` passes the benchmark's; `None`: no check.
 
   Returns:
     `Agent(init, plan, update)`; `extras["lp_feasible"]` and `extras["lp_failed"]` as
@@ -349,39 +361,14 @@ def optpess_lp(
     sh = 1.0 + num_states * horizon
     cost = est.cost - (sh + 4.0 * horizon * sh / slack) * beta
     constraint_costs = est.constraint_costs + sh * beta
-    baseline_q = TransitionSet.point(est.transitions, est.next_states).occupancy(
-      pi_b, state.initial_state
-    )
-    baseline_values = jnp.einsum("ihsa,hsa->i", constraint_costs, baseline_q)
-    use_baseline = jnp.any(baseline_values >= state.thresholds - slack / 2.0)
+    lp_args = (est.transitions, cost, constraint_costs, state.thresholds, state.initial_state)
 
-    def baseline(_):
-      return baseline_q, jnp.zeros((), bool), jnp.zeros((), bool)
+    def use_baseline(baseline_q):  # the baseline test: its pessimistic values near alpha
+      values = jnp.einsum("ihsa,hsa->i", constraint_costs, baseline_q)
+      return jnp.any(values >= state.thresholds - slack / 2.0)
 
-    def solve(_):
-      q, feasible, failed = _host_lp(
-        _pess_lp,
-        use_baseline,
-        cost,
-        est.transitions,
-        cost,
-        constraint_costs,
-        state.thresholds,
-        state.initial_state,
-      )
-      return jnp.where(feasible, q, baseline_q), feasible, failed
-
-    q, feasible, failed = batching.batch_cond(use_baseline, baseline, solve, None)
-    policy = jnp.where(feasible, planning.policy_from_occupancy(q), pi_b)
-    info = base.PlanInfo(
-      optimistic_cost_value=jnp.sum(cost * q),
-      optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
-      inner_gap=jnp.zeros((), dtype),
-      pretraining=~feasible,
-      off_support_transitions=est.off_support_transitions,
-      extras={"lp_feasible": feasible, "lp_failed": failed},
-    )
-    return policy, state, info
+    played = _lp_or_baseline(est, state, pi_b, use_baseline, _pess_lp, lp_args)
+    return _lp_plan(played, cost, constraint_costs, est, state)
 
   return base.Agent(
     init=base.init_fn(setting),
