@@ -78,6 +78,18 @@ def optcmdp(
   )
   setting_lib.resolve(setting).check_dense("optcmdp")
 
+  return base.Agent(
+    init=base.init_fn(setting),
+    plan=_plan_fn(optimistic_model),
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
+  )
+
+
+def _plan_fn(optimistic_model):
+  """The plan: the optimistic LP on the host, or the safest occupancy by DP where HiGHS
+  failed."""
+
   def plan(state: base.AgentState):
     model = optimistic_model(state.counts)
     shapes = (
@@ -117,9 +129,4 @@ def optcmdp(
     )
     return policy, state, info
 
-  return base.Agent(
-    init=base.init_fn(setting),
-    plan=plan,
-    update=base.update_fn(setting),
-    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
-  )
+  return plan

@@ -68,6 +68,17 @@ def optprimaldual(
   arguments.check_positive("policy_step", policy_step)
   arguments.check_positive("multiplier_step", multiplier_step)
 
+  steps = (num_episodes, policy_step, multiplier_step)
+  return base.Agent(
+    init=_init_fn(setting),
+    plan=_plan_fn(optimistic_model, steps),
+    update=base.update_fn(setting),
+    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
+  )
+
+
+def _init_fn(setting):
+  """The counting state and the uniform first policy `pi_1`."""
   init_counting_state = base.init_fn(setting)
 
   def init(thresholds, initial_state, *, num_states, num_actions, horizon):
@@ -78,6 +89,13 @@ def optprimaldual(
       (horizon, num_states, num_actions), 1.0 / num_actions, state.multipliers.dtype
     )
     return PrimalDualState(agent=state, policy=uniform)
+
+  return init
+
+
+def _plan_fn(optimistic_model, steps):
+  """The plan: `steps` is `(K, t_pi, t_lambda)` as `optprimaldual` takes them."""
+  num_episodes, policy_step, multiplier_step = steps
 
   def plan(state: PrimalDualState):
     dtype = state.multipliers.dtype
@@ -121,9 +139,4 @@ def optprimaldual(
       info,
     )
 
-  return base.Agent(
-    init=init,
-    plan=plan,
-    update=base.update_fn(setting),
-    assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
-  )
+  return plan
