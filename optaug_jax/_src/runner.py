@@ -35,12 +35,7 @@ def episode_step(
   saturates there instead; `run` refuses runs that would reach it). `check=True` makes the
   same checks inside `jit` (see `run`).
   """
-  runs.run_length(1, state, where="episode_step")
-  check_cmdp(cmdp, "episode_step")
-  runs.key(key, "episode_step")
-  runs.check_state(agent, cmdp, state, "episode_step")
-  runs.check_agent(agent, cmdp, "episode_step")
-  runs.warn_past_horizon(agent, 1, state, "episode_step")
+  _check_entry("episode_step", agent, key, cmdp, 1, state, "full")
   if check:
     runs.check_in_program(agent, cmdp, "episode_step")
   with kernels.requesting(check):
@@ -158,12 +153,9 @@ def run(
   `random.fold_in(key, k)`, so a run continued from its returned `state` gives the same
   numbers as one uninterrupted run.
 
-  The run is one compiled program, so what it finds about itself is in its log:
-  `EpisodeLog.certified` (`RunSummary.uncertified_episodes`) flags inner solves that did
-  not prove their accuracy, and `EpisodeLog.off_support_transitions` (the summary keeps its
-  largest value) counts the distinct observed `(h, s, a, s')` that the agent's declared
-  support (`Setting.support`) excludes; `support_violations(state.counts, setting)` names
-  them on the host afterwards.
+  What the run finds about itself is in its log: `EpisodeLog.certified` flags inner
+  solves that did not prove their accuracy, `off_support_transitions` counts observed
+  `(h, s, a, s')` outside the declared support (`support_violations` names them).
 
   Args:
     agent: an `Agent` (static: hashable by identity).
@@ -196,13 +188,7 @@ def run(
       `state.episode + num_episodes` beyond it: the int32 episode counter and visit counts
       hold no more.
   """
-  _check_logs(logs)
-  runs.run_length(num_episodes, state)
-  check_cmdp(cmdp, "run")
-  runs.key(key, "run")
-  runs.check_state(agent, cmdp, state, "run")
-  runs.check_agent(agent, cmdp, "run")
-  runs.warn_past_horizon(agent, num_episodes, state, "run")
+  _check_entry("run", agent, key, cmdp, num_episodes, state, logs)
   if progress is not None:
     arguments.check_int("progress", progress, low=1)
   try:
@@ -251,31 +237,18 @@ def run_sharded(
   """`run` for a batch of seeds, sharded over devices, in bounded memory.
 
   Equivalent to `jax.vmap(lambda k: run(agent, k, cmdp, ...))(keys)`, but the seeds are
-  split over the devices of a 1-D mesh (outputs sharded with `NamedSharding` along the
-  axis `"seeds"`; no communication between devices), each device runs the same
-  single-device program on its seeds, `batch_size` at a time (`lax.map` over vmapped
-  chunks), so the memory of the intermediates is that of `batch_size` seeds. With
-  `logs="summary"` the outputs are `O(num seeds)`, so 10,000 seeds and long runs fit in a
-  few MiB. When the number of seeds is not a multiple of the device count, the batch is
-  padded (by repeating the last seed) and the padding is dropped from the results, which
-  then come back replicated on every device (pass a multiple of the device count to keep
-  them sharded).
+  split over the devices of a 1-D mesh (axis `"seeds"`, outputs sharded along it), each
+  device running the same single-device program on its seeds, `batch_size` at a time
+  (`lax.map` over vmapped chunks: the intermediates' memory is that of `batch_size`
+  seeds; with `logs="summary"` the outputs are `O(num seeds)`). A number of seeds that is
+  not a multiple of the device count is padded, and the results come back replicated.
 
-  What is the same, whatever the seeds beside a seed, `batch_size`, the number of devices
-  and of processes: every final state and every field of its log, bit for bit, but the
-  exact evaluations of the played policies (`cost_value`, `constraint_values`, for the log
-  only; no agent reads them), which may differ by a few ulps with the batch's shape (the
-  README's "Reproducibility"; `tests/test_layouts.py`, `tests/test_processes.py`). One
-  program compiled for the whole mesh (`shard_map`) rounded otherwise on 2 devices than
-  on 1, so each device gets the single-device one. No device ever runs a vmapped group of
-  one seed (a lone seed runs beside a copy of itself, chunks hold at least two seeds:
-  `batch_size=1` runs in pairs, and a remainder of one is padded): XLA rounds a dot whose
-  batched operand has one row otherwise (known costs, `Setting(constraint_costs=...)`, are
-  unbatched operands), so a group of one was not the same run.
+  A seed's final state and log are the same, bit for bit, whatever the seeds beside it,
+  `batch_size`, the number of devices and of processes (but the log's exact evaluations of
+  the played policies, to a few ulps): the guide "Reproducibility" says how and why.
 
-  Multi-host: call `jax.distributed.initialize()` on every process first; the default
-  mesh then spans every device of every host (`jax.devices()`), and `keys` must be the
-  same global array on every process.
+  Multi-host: call `jax.distributed.initialize()` on every process first (the default mesh
+  then spans every host's devices; `keys` the same global array on every process).
 
   Args:
     agent: an `Agent`.
@@ -298,39 +271,72 @@ def run_sharded(
   Returns:
     `(final states, logs)`, each with a leading `[N]` axis.
   """
+  _check_entry("run_sharded", agent, keys, cmdp, num_episodes, state, logs, batched_cmdp)
+  mesh = _seeds_mesh(mesh)
+  auto = batch_size == "auto"
+  if batch_size is not None and not auto:
+    arguments.check_int("batch_size", batch_size, low=1)
+  keys = jnp.asarray(keys)
+  num_seeds = keys.shape[0]
+  num_devices = mesh.devices.size
+  padded = -(-num_seeds // num_devices) * num_devices
+  per_device = padded // num_devices
+  optimal_value = jnp.broadcast_to(jnp.asarray(optimal_value), (num_seeds,))
+  pad = functools.partial(_pad, padded=padded)
+  batched = jax.tree.map(pad, (keys, optimal_value) + ((cmdp,) if batched_cmdp else ()))
+  shared = () if batched_cmdp else (cmdp,)
+  fn_for = lambda size: _device_fn(agent, num_episodes, logs, batched_cmdp, size, donate_state)
+  fn = fn_for(None if batch_size is None or auto else min(int(batch_size), per_device))
+  inputs = (batched, jax.tree.map(pad, state), shared)
+  out = _on_devices(mesh, fn, fn_for, inputs, per_device, (auto, memory_budget))
+  if padded != num_seeds:
+    if jax.sharding.AxisType.Explicit in mesh.axis_types:
+      # An explicit axis cannot hold a batch that is not a multiple of its size: the
+      # unpadded outputs are replicated (pass a multiple to keep them sharded).
+      out = jax.device_put(out, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+    out = jax.jit(lambda t: jax.tree.map(lambda x: x[:num_seeds], t))(out)
+  return out
+
+
+def _check_entry(where, agent, key, cmdp, num_episodes, state, logs, batched_cmdp=None):
+  """The door's checks of `run` (`batched_cmdp=None`) and `run_sharded` (a batch of keys
+  and states; `batched_cmdp`: one CMDP per seed)."""
+  sharded = batched_cmdp is not None
   _check_logs(logs)
-  runs.run_length(num_episodes, state, where="run_sharded")
-  check_cmdp(cmdp, "run_sharded")
-  runs.key(keys, "run_sharded", batched=True)
-  runs.check_state(agent, cmdp, state, "run_sharded", batched=True, batched_cmdp=batched_cmdp)
-  runs.check_agent(agent, cmdp, "run_sharded", batched=batched_cmdp)
-  runs.warn_past_horizon(agent, num_episodes, state, "run_sharded")
+  runs.run_length(num_episodes, state, where=where)
+  check_cmdp(cmdp, where)
+  runs.key(key, where, batched=sharded)
+  runs.check_state(agent, cmdp, state, where, batched=sharded, batched_cmdp=bool(batched_cmdp))
+  runs.check_agent(agent, cmdp, where, batched=bool(batched_cmdp))
+  runs.warn_past_horizon(agent, num_episodes, state, where)
+
+
+def _seeds_mesh(mesh):
+  """`mesh`, or a 1-D mesh over every device; its one axis must be `"seeds"`."""
   if mesh is None:
     mesh = jax.make_mesh(
       (jax.device_count(),), ("seeds",), axis_types=(jax.sharding.AxisType.Auto,)
     )
   if mesh.axis_names != ("seeds",):
     raise ArgumentError("mesh", f"expected a 1-D mesh with axis 'seeds', got {mesh.axis_names}")
-  keys = jnp.asarray(keys)
-  num_seeds = keys.shape[0]
-  num_devices = mesh.devices.size
-  padded = -(-num_seeds // num_devices) * num_devices
-  per_device = padded // num_devices
-  auto = batch_size == "auto"
-  if batch_size is not None and not auto:
-    arguments.check_int("batch_size", batch_size, low=1)
-  optimal_value = jnp.broadcast_to(jnp.asarray(optimal_value), (num_seeds,))
+  return mesh
 
-  def pad(x):
-    extra = padded - x.shape[0]
-    if extra == 0:
-      return x
-    return jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)], axis=0)
 
-  batched = jax.tree.map(pad, (keys, optimal_value) + ((cmdp,) if batched_cmdp else ()))
-  shared = () if batched_cmdp else (cmdp,)
-  fn_for = lambda size: _device_fn(agent, num_episodes, logs, batched_cmdp, size, donate_state)
-  fn = fn_for(None if batch_size is None or auto else min(int(batch_size), per_device))
+def _pad(x, padded: int):
+  """`x` padded to `padded` rows by repeating its last one."""
+  extra = padded - x.shape[0]
+  if extra == 0:
+    return x
+  return jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)], axis=0)
+
+
+def _on_devices(mesh, fn, fn_for, inputs, per_device: int, auto_budget):
+  """`fn` on each device of this process, on its seeds of `inputs` (`(batched, state,
+  shared)`), assembled into arrays sharded over the mesh; `auto_budget`: `(auto,
+  memory_budget)` (`"auto"` picks the batch size with `memory.fitting`)."""
+  batched, state, shared = inputs
+  auto, memory_budget = auto_budget
+  padded = per_device * mesh.devices.size
   on_seeds = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seeds"))
   everywhere = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   # One program per device, the same whatever the mesh: each device of this process runs
@@ -345,7 +351,7 @@ def run_sharded(
   seeds_of = lambda tree: _per_device(tree, devices, position, per_device, on_seeds)
   inputs = (
     seeds_of(batched),
-    seeds_of(jax.tree.map(pad, state)),
+    seeds_of(state),
     _per_device(shared, devices, None, per_device, everywhere),
   )
   if auto:
@@ -353,19 +359,12 @@ def run_sharded(
     first = tuple(x[devices[0]] for x in inputs)
     fn, _ = memory.fitting(fn_for, first, per_device, memory_budget, cap)
   parts = [fn(*(x[d] for x in inputs)) for d in devices]
-  out = jax.tree.map(
+  return jax.tree.map(
     lambda *xs: jax.make_array_from_single_device_arrays(
       (padded,) + xs[0].shape[1:], on_seeds, list(xs)
     ),
     *parts,
   )
-  if padded != num_seeds:
-    if jax.sharding.AxisType.Explicit in mesh.axis_types:
-      # An explicit axis cannot hold a batch that is not a multiple of its size: the
-      # unpadded outputs are replicated (pass a multiple to keep them sharded).
-      out = jax.device_put(out, everywhere)
-    out = jax.jit(lambda t: jax.tree.map(lambda x: x[:num_seeds], t))(out)
-  return out
 
 
 def _per_device(tree, devices, position, per_device, sharding) -> dict:

@@ -230,7 +230,7 @@ def warn_past_horizon(agent, num_episodes: int, state, where: str) -> None:
     f" {built_for} the agent was built for: its confidence radii use K = {built_for} (their"
     " guarantee is for K episodes). Build the agent with num_episodes >= the run's length",
     UserWarning,
-    stacklevel=3,
+    stacklevel=4,  # the caller of run, run_sharded or episode_step
   )
 
 
@@ -285,7 +285,7 @@ def _warn_dense_agent(setting, cmdp: CMDP, where: str) -> None:
     " fields), or setting=oj.Setting(all_next_states=True) if every next state is possible"
     " on purpose (the paper's setting, named_setting('paper'))",
     UserWarning,
-    stacklevel=3,
+    stacklevel=5,  # the caller of run, run_sharded or episode_step
   )
 
 

@@ -15,6 +15,8 @@ systems solved by an unrolled Cholesky (`spd_solve`).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -85,19 +87,57 @@ def master(
   at large `eta`).
 
   A small dense QP in the `I + 1` variables `x = (v, tau)`, solved by a primal-dual
-  interior-point method (`num_steps` Mehrotra predictor-corrector steps on the KKT
-  system, step to 0.99 of the boundary): `min 1/2 x'Px + p'x` s.t. `Gx + s = h`, `s, z >= 0`.
-  `converge=True`: stop once converged (see `CONVERGED`); `False` (default): every one of
-  the `num_steps` steps. The cutting planes' loop masters converge where the loop may stop
-  early (fewer DPs early in a run: a 60-state I = 2 CMDP, 7.3 DPs per solve against 8.6);
-  under `gradient="unrolled"` (a fixed-length loop) they take every step, and the solve
-  ends on its full final master (the derivative through the loop's degenerate masters
-  reached 1e22 where the envelope's is 0.15: tests/test_gradients.py, slow). `early`: a
-  `lax.while_loop` that stops at convergence; `False`: a `lax.fori_loop` of
-  `num_steps` (reverse-differentiable) whose converged iterate stays put (the same numbers).
+  interior-point method (`num_steps` Mehrotra predictor-corrector steps, to 0.99 of the
+  boundary). `converge=True`: stop once converged (`CONVERGED`; the cutting planes' loop
+  masters, where the loop may stop early); `False`: every step. `early`: a
+  `lax.while_loop`; `False`: a `lax.fori_loop` of `num_steps` (reverse-differentiable)
+  whose converged iterate stays put (the same numbers). docs/design.md ("The inner
+  problem and its solvers") says why each choice.
   Returns `mu` and the cut multipliers `w = z_cuts` (`w >= 0`, `sum w = 1` at the optimum:
   the weights of the vertices in the primal point).
   """
+  dtype = values.dtype
+  num_constraints = thresholds.shape[0]
+  slots = values.shape[0]
+  qp = _scale_free_qp(values, images, mask, thresholds, multipliers, eta)
+  x = jnp.concatenate([jnp.zeros((num_constraints,), dtype), -jnp.ones((1,), dtype)])
+  slack = jnp.maximum(qp.h - qp.g @ x, 1.0)
+  dual = jnp.ones_like(slack)
+  # Stop once the iterate is optimal to rounding: the complementarity gap and the
+  # residuals below `CONVERGED` (relative); `num_steps` at most. Under vmap the loop runs
+  # until its slowest member converges (about 12-20 steps, where 40 were always paid).
+  tol = CONVERGED * jnp.finfo(dtype).eps
+
+  def unconverged(carry):
+    i, state = carry
+    return (i < num_steps) & (_unconverged(qp, state, tol) if converge else True)
+
+  def advance(carry):
+    i, state = carry
+    return i + 1, _mehrotra_step(qp, state)
+
+  carry = (jnp.zeros((), jnp.int32), (x, slack, dual))
+  if early:
+    _, (x, slack, dual) = lax.while_loop(unconverged, advance, carry)
+  else:  # reverse-differentiable: the whole budget, a converged iterate kept as it is
+    keep = lambda c: jax.tree.map(lambda u, v: jnp.where(unconverged(c), u, v), advance(c), c)
+    _, (x, slack, dual) = lax.fori_loop(0, num_steps, lambda _, c: keep(c), carry)
+  w = jnp.where(mask, dual[:slots], 0.0)
+  mu = jnp.maximum(multipliers + eta * x[:-1], 0.0)
+  return mu, w / jnp.sum(w)
+
+
+class _QP(NamedTuple):
+  """`min 1/2 x'Px + p'x` s.t. `Gx + s = h`, `s >= 0`, with `P = diag(curvature)`."""
+
+  curvature: jax.Array  # [I + 1]
+  linear: jax.Array  # [I + 1] p
+  g: jax.Array  # [slots + I, I + 1] G
+  h: jax.Array  # [slots + I]
+
+
+def _scale_free_qp(values, images, mask, thresholds, multipliers, eta) -> _QP:
+  """The master in the scale-free variables `x = (v, tau)` (`master`'s docstring)."""
   dtype = values.dtype
   num_constraints = thresholds.shape[0]
   n = num_constraints + 1
@@ -113,67 +153,53 @@ def master(
   h = jnp.concatenate([offsets, floor])
   curvature = jnp.concatenate([jnp.ones((num_constraints,), dtype), jnp.zeros((1,), dtype)])
   linear = jnp.concatenate([thresholds, -jnp.ones((1,), dtype)])
-  x = jnp.concatenate([jnp.zeros((num_constraints,), dtype), -jnp.ones((1,), dtype)])
-  slack = jnp.maximum(h - g @ x, 1.0)
-  dual = jnp.ones_like(slack)
+  return _QP(curvature, linear, g, h)
 
-  def step(_, carry):
-    x, slack, dual = carry
-    r_dual = curvature * x + linear + g.T @ dual
-    r_primal = g @ x + slack - h
-    gap = jnp.dot(slack, dual) / slack.shape[0]
-    weight = dual / slack
-    lhs = jnp.diag(curvature) + (g * weight[:, None]).T @ g
 
-    def direction(r_cent):
-      rhs = -r_dual - g.T @ ((r_cent + dual * r_primal) / slack)
-      dx = spd_solve(lhs, rhs)
-      ds = -r_primal - g @ dx
-      return dx, ds, (r_cent - dual * ds) / slack
+def _mehrotra_step(qp: _QP, carry):
+  """One predictor-corrector step from `(x, slack, dual)`, to 0.99 of the boundary (the
+  iterate is kept where the step is not finite and interior)."""
+  curvature, linear, g, h = qp
+  x, slack, dual = carry
+  r_dual = curvature * x + linear + g.T @ dual
+  r_primal = g @ x + slack - h
+  gap = jnp.dot(slack, dual) / slack.shape[0]
+  weight = dual / slack
+  lhs = jnp.diag(curvature) + (g * weight[:, None]).T @ g
 
-    def longest(v, dv):
-      return jnp.min(jnp.where(dv < 0, -v / jnp.where(dv < 0, dv, -1.0), jnp.inf))
+  def direction(r_cent):
+    rhs = -r_dual - g.T @ ((r_cent + dual * r_primal) / slack)
+    dx = spd_solve(lhs, rhs)
+    ds = -r_primal - g @ dx
+    return dx, ds, (r_cent - dual * ds) / slack
 
-    # Mehrotra's predictor-corrector: an affine-scaling step sets the centring
-    # (sigma = (gap after it / gap)^3) and its second-order term corrects the step.
-    _, ds_aff, dz_aff = direction(-slack * dual)
-    step_aff = jnp.minimum(1.0, jnp.minimum(longest(slack, ds_aff), longest(dual, dz_aff)))
-    gap_aff = jnp.dot(slack + step_aff * ds_aff, dual + step_aff * dz_aff) / slack.shape[0]
-    sigma = jnp.clip(gap_aff / jnp.where(gap > 0, gap, 1.0), 0.0, 1.0) ** 3
-    dx, ds, dz = direction(-slack * dual - ds_aff * dz_aff + sigma * gap)
-    alpha = jnp.minimum(1.0, 0.99 * jnp.minimum(longest(slack, ds), longest(dual, dz)))
-    new = (x + alpha * dx, slack + alpha * ds, dual + alpha * dz)
-    ok = jnp.all(jnp.isfinite(new[0])) & jnp.all(new[1] > 0) & jnp.all(new[2] > 0)
-    return jax.tree.map(lambda u, v: jnp.where(ok, u, v), new, (x, slack, dual))
+  def longest(v, dv):
+    return jnp.min(jnp.where(dv < 0, -v / jnp.where(dv < 0, dv, -1.0), jnp.inf))
 
-  # Stop once the iterate is optimal to rounding: the complementarity gap and the
-  # residuals below `CONVERGED` (relative); `num_steps` at most. Under vmap the loop runs
-  # until its slowest member converges (about 12-20 steps, where 40 were always paid).
-  tol = CONVERGED * jnp.finfo(dtype).eps
+  # Mehrotra's predictor-corrector: an affine-scaling step sets the centring
+  # (sigma = (gap after it / gap)^3) and its second-order term corrects the step.
+  _, ds_aff, dz_aff = direction(-slack * dual)
+  step_aff = jnp.minimum(1.0, jnp.minimum(longest(slack, ds_aff), longest(dual, dz_aff)))
+  gap_aff = jnp.dot(slack + step_aff * ds_aff, dual + step_aff * dz_aff) / slack.shape[0]
+  sigma = jnp.clip(gap_aff / jnp.where(gap > 0, gap, 1.0), 0.0, 1.0) ** 3
+  dx, ds, dz = direction(-slack * dual - ds_aff * dz_aff + sigma * gap)
+  alpha = jnp.minimum(1.0, 0.99 * jnp.minimum(longest(slack, ds), longest(dual, dz)))
+  new = (x + alpha * dx, slack + alpha * ds, dual + alpha * dz)
+  ok = jnp.all(jnp.isfinite(new[0])) & jnp.all(new[1] > 0) & jnp.all(new[2] > 0)
+  return jax.tree.map(lambda u, v: jnp.where(ok, u, v), new, (x, slack, dual))
 
-  def unconverged(carry):
-    i, (x, slack, dual) = carry
-    r_dual = curvature * x + linear + g.T @ dual
-    r_primal = g @ x + slack - h
-    scale = 1.0 + jnp.max(jnp.abs(h))
-    # Each row's complementarity, not their mean: the mean over the memory's slots (most of
-    # them empty rows `0 <= 1`) let the loop's masters stop with weights too inexact for
-    # the cutting planes' own stop, which then took its whole budget (a 10-state CMDP with
-    # I = 2 at eta 100, warm cuts: 30 DPs per solve where 1 sufficed).
-    gap = jnp.max(slack * dual)
-    worst = jnp.maximum(gap, jnp.maximum(jnp.max(jnp.abs(r_dual)), jnp.max(jnp.abs(r_primal))))
-    return (i < num_steps) & ((worst > tol * scale) if converge else True)
 
-  def advance(carry):
-    i, state = carry
-    return i + 1, step(i, state)
-
-  carry = (jnp.zeros((), jnp.int32), (x, slack, dual))
-  if early:
-    _, (x, slack, dual) = lax.while_loop(unconverged, advance, carry)
-  else:  # reverse-differentiable: the whole budget, a converged iterate kept as it is
-    keep = lambda c: jax.tree.map(lambda u, v: jnp.where(unconverged(c), u, v), advance(c), c)
-    _, (x, slack, dual) = lax.fori_loop(0, num_steps, lambda _, c: keep(c), carry)
-  w = jnp.where(mask, dual[:slots], 0.0)
-  mu = jnp.maximum(multipliers + eta * x[:-1], 0.0)
-  return mu, w / jnp.sum(w)
+def _unconverged(qp: _QP, carry, tol) -> jax.Array:
+  """Whether `(x, slack, dual)` is not yet optimal to `tol` (relative to `h`)."""
+  curvature, linear, g, h = qp
+  x, slack, dual = carry
+  r_dual = curvature * x + linear + g.T @ dual
+  r_primal = g @ x + slack - h
+  scale = 1.0 + jnp.max(jnp.abs(h))
+  # Each row's complementarity, not their mean: the mean over the memory's slots (most of
+  # them empty rows `0 <= 1`) let the loop's masters stop with weights too inexact for
+  # the cutting planes' own stop, which then took its whole budget (a 10-state CMDP with
+  # I = 2 at eta 100, warm cuts: 30 DPs per solve where 1 sufficed).
+  gap = jnp.max(slack * dual)
+  worst = jnp.maximum(gap, jnp.maximum(jnp.max(jnp.abs(r_dual)), jnp.max(jnp.abs(r_primal))))
+  return worst > tol * scale

@@ -9,7 +9,7 @@ the optimal value by the envelope theorem.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -67,100 +67,106 @@ def solve_inner(
 ) -> problem_lib.InnerSolution:
   """Solves the paper's eq. (primal-step), the inner problem of OptAug-CMDP.
 
-  Minimises `c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)` over the occupancy
-  measures of all policies and all transitions in the box `[lower, upper]` (the problem's
-  `TransitionSet`, with its layout and fill). Every solver reaches that set only through
-  its linear minimisation oracle, the extended DP (`problem.lmo`).
-
-  Call it under `jax.jit` (as the agents do): unjitted, each DP and each step of the
-  solver's loops is dispatched op by op from Python (a 200-state CMDP took 93 s a solve),
-  and the eager calls compile many small programs (see the README on `vm.max_map_count`).
+  Minimises `c . q + ||[lambda + eta (D q - alpha)]_+||^2 / (2 eta)` over the occupancies
+  of all policies and all transitions in the problem's box, which every solver reaches
+  through the extended DP (`problem.lmo`). Call it under `jax.jit`, as the agents do.
 
   Args:
     problem: the `InnerProblem` (costs, thresholds, box, initial state; dense or sparse).
     multipliers: `[I]` multipliers `lambda >= 0`.
     eta: positive scalar (may be traced).
-    solver: `oj.inner.exact()` (default: exact, with a duality-gap certificate) or
-      `oj.inner.frank_wolfe(...)` (the paper's Algorithm InnerOpt-FW), or any
-      `InnerSolver`.
+    solver: `oj.inner.exact()` (default), `oj.inner.frank_wolfe(...)` (InnerOpt-FW), or
+      any `InnerSolver`.
     gradient: how derivatives flow (the values are the same in every mode):
-      `"envelope"` (default): Danskin's theorem at the returned point. Only `objective`
-        carries a derivative, that of the optimal value: `d/dc = q*`,
-        `d/dD_i = lambda+_i q*`, `d/dalpha = -lambda+`, `d/dlambda = lambda+ / eta`,
-        `d/deta = -||lambda+||^2 / (2 eta^2) + lambda+ . (D q* - alpha) / eta` with
-        `lambda+ = [lambda + eta (D q* - alpha)]_+`; for the box, that of the Lagrangian
-        of `min_{q in Q(box)} <grad f(q*), q>` at `q*` and the DP's values (same KKT
-        multipliers): each row's fill differentiated in its own bounds, weighted by `q*`
-        (`planning.box_weighted_expectation`), whichever tied vertex the DP returns. The
-        iterations are not differentiated (no memory for them); the other outputs are
-        constants. Exact at an exact optimum; the error is of the order of the solver's
-        accuracy. Costs one extended DP at the solution (shared with `unreached="greedy"`).
-      `"unrolled"`: reverse mode through the iterations: the derivative of the solver's
-        output. Its loops then run their whole budget (`lax.fori_loop`).
-      `None`: not differentiated (every output is a constant); what agents use.
-    unreached: the policy at the `(h, s)` that `q` never reaches, where eq. (retrieve-pi) is
-      0/0 and any choice leaves `q` (and the objective) unchanged. `"greedy"` (default):
-      the action of the extended DP on the gradient at the solution, `c + D^T lambda+`
-      (the Lagrangian-optimistic action, which is what the dual-based agents play
-      everywhere; one more DP, unless the solver's last DP was at that gradient to its
-      accuracy, `SolverResult.lmo`, as the I = 1 exact search's is, and `gradient` is not
-      `"envelope"`, which needs its own); the true dynamics reach states the optimistic
-      plan does not, and there a uniform policy random-walks. `"uniform"`: the uniform policy.
-    with_transitions: also recover the optimistic transitions (eq. (retrieve-p)); agents
-      that only need the policy pass `False` (then `transitions` is `None`).
-    check: also check traced arguments (an empty box, an initial state out of range,
-      non-finite or negative costs and multipliers, non-finite thresholds, an eta that is
-      not positive and finite) through `checkify`; wrap the outer function in `oj.checked`
-      to get a `ValueError`. Concrete (eager) arguments are always checked on the host.
-    warm: `None` (default: a cold start) or the `WarmStart` the last solve returned
-      (`InnerSolution.warm`): the exact solve then starts where the last solve's
-      vertices (two for I = 1, `I + 1` for I >= 2), re-evaluated in this box, put `mu*`
-      (a policy evaluation of a DP's `1/A` each; in an agent, often the only DP then
-      needed is the one that proves it). The problem solved and the certificate do not
-      depend on it.
+      `"envelope"` (default): Danskin's theorem at the returned point; only `objective`
+        carries a derivative, the optimal value's: `d/dc = q*`, `d/dD_i = lambda+_i q*`,
+        `d/dalpha = -lambda+`, `d/dlambda = lambda+ / eta`, `d/deta = -||lambda+||^2 /
+        (2 eta^2) + lambda+ . (D q* - alpha) / eta`, `lambda+ = [lambda + eta (D q* -
+        alpha)]_+`, and for the box that of the linearised problem at `q*` (each row's
+        fill in its own bounds, weighted by `q*`). One more DP.
+      `"unrolled"`: reverse mode through the iterations (their whole budget is run).
+      `None`: every output is a constant; what agents use.
+      The guide "Gradients and sensitivities" says more.
+    unreached: the policy at the `(h, s)` that `q` never reaches (eq. (retrieve-pi) is
+      0/0 there): `"greedy"` (default), the extended DP's action on the gradient at the
+      solution `c + D^T lambda+` (the solver's last DP where it was there, else one
+      more); `"uniform"`.
+    with_transitions: also recover the optimistic transitions (eq. (retrieve-p)).
+    check: also check traced arguments through `checkify` (wrap the outer function in
+      `oj.checked`); concrete arguments are always checked on the host.
+    warm: `None` (default: a cold start) or the last solve's `InnerSolution.warm`: the
+      solve starts where its vertices, re-filled in this box, put `mu*`; the problem and
+      the certificate do not depend on it.
 
   Returns:
     `InnerSolution`; `objective - optimum <= gap`.
   """
-  arguments.check_inner_solver("solver", solver)
-  arguments.check_choice("gradient", gradient, GRADIENTS)
-  arguments.check_choice("unreached", unreached, UNREACHED)
-  arguments.check_positive("eta", eta, allow_none=False)
+  _check_options(solver, gradient, unreached, eta)
   inner_checks.solve_arguments(problem, multipliers, eta, warm, check=check)
-  cost, constraint_costs, thresholds = problem.cost, problem.constraint_costs, problem.thresholds
+  cost = problem.cost
   if gradient == "unrolled":
     inputs = (problem, multipliers, eta)
   else:
     inputs = lax.stop_gradient((problem, multipliers, eta))
-  horizon, num_states = cost.shape[0], cost.shape[1]
-  if warm is None:
-    result = solver(*inputs, with_transitions=with_transitions, fixed_length=gradient == "unrolled")
-  else:
-    result = solver(
-      *inputs,
-      with_transitions=with_transitions,
-      fixed_length=gradient == "unrolled",
-      warm=lax.stop_gradient(warm),  # type: ignore[call-arg]
-    )
+  hint: dict[str, Any] = {} if warm is None else {"warm": lax.stop_gradient(warm)}
+  result = solver(
+    *inputs, with_transitions=with_transitions, fixed_length=gradient == "unrolled", **hint
+  )
   if gradient is None:
     problem, multipliers, eta = inputs
   q = result.occupancy
   objective = problem_lib.objective(problem, q, multipliers, eta)
+  objective, fallback, extra_dp = _at_solution(
+    problem, q, multipliers, eta, objective, result.lmo, gradient, unreached
+  )
+  certified = _valid_inputs(problem, multipliers, eta) & (
+    result.gap <= problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))
+  )
+  return problem_lib.InnerSolution(
+    occupancy=q,
+    policy=planning.policy_from_occupancy(q, fallback),  # integer actions: no gradient
+    transitions=result.transitions,
+    objective=objective,
+    gap=result.gap,
+    num_iters=result.num_iters,
+    dp_calls=result.dp_calls + extra_dp,
+    certified=certified,
+    warm=_cold_hint(problem) if result.warm is None else result.warm,
+  )
+
+
+def _check_options(solver, gradient, unreached, eta) -> None:
+  arguments.check_inner_solver("solver", solver)
+  arguments.check_choice("gradient", gradient, GRADIENTS)
+  arguments.check_choice("unreached", unreached, UNREACHED)
+  arguments.check_positive("eta", eta, allow_none=False)
+
+
+def _cold_hint(problem: problem_lib.InnerProblem) -> problem_lib.WarmStart:
+  """The hint of a solver that leaves none (a cold start for the next solve)."""
+  horizon, num_states = problem.cost.shape[:2]
+  num_constraints = problem.thresholds.shape[0]
+  return problem_lib.WarmStart.cold(
+    horizon, num_states, dtype=problem.cost.dtype, num_constraints=num_constraints
+  )
+
+
+def _at_solution(problem, q, multipliers, eta, objective, lmo, gradient, unreached):
+  """What the solution's gradient gives: `(objective, fallback, extra DP)`, the objective
+  with the box's envelope term (`gradient="envelope"`), the greedy actions at unreached
+  states (`unreached="greedy"`: the solver's last DP where it was at that gradient,
+  `lmo`, else one more DP at it) and whether that DP was taken."""
+  cost = problem.cost
   fallback = None
-  reuse = result.lmo is not None and gradient != "envelope"  # the solver's last DP
+  reuse = lmo is not None and gradient != "envelope"  # the solver's last DP
   if reuse and unreached == "greedy":
-    fallback = jax.nn.one_hot(result.lmo.actions, cost.shape[-1], dtype=q.dtype)
-  if gradient == "envelope" or (unreached == "greedy" and not reuse):
+    fallback = jax.nn.one_hot(lmo.actions, cost.shape[-1], dtype=q.dtype)
+  extra_dp = gradient == "envelope" or (unreached == "greedy" and not reuse)
+  if extra_dp:
     # The gradient at q*: the linearised problem there has the same optimal KKT
     # multipliers (box sensitivity), and its extended DP acts at every (h, s).
-    grad = lax.stop_gradient(
-      cost
-      + jnp.einsum(
-        "i,ihsa->hsa",
-        dual_step(q, constraint_costs, thresholds, multipliers, eta),
-        constraint_costs,
-      )
-    )
+    lam_plus = dual_step(q, problem.constraint_costs, problem.thresholds, multipliers, eta)
+    grad = lax.stop_gradient(cost + jnp.einsum("i,ihsa->hsa", lam_plus, problem.constraint_costs))
     linear = problem.lmo(grad)
     if gradient == "envelope":
       # The box's derivative: each row's fill differentiated in its bounds at the DP's
@@ -172,22 +178,7 @@ def solve_inner(
       objective = objective + (box_term - lax.stop_gradient(box_term))
     if unreached == "greedy":
       fallback = jax.nn.one_hot(linear.actions, cost.shape[-1], dtype=q.dtype)
-  return problem_lib.InnerSolution(
-    occupancy=q,
-    policy=planning.policy_from_occupancy(q, fallback),  # integer actions: no gradient
-    transitions=result.transitions,
-    objective=objective,
-    gap=result.gap,
-    num_iters=result.num_iters,
-    dp_calls=result.dp_calls + (gradient == "envelope" or (unreached == "greedy" and not reuse)),
-    certified=_valid_inputs(problem, multipliers, eta)
-    & (result.gap <= problem_lib.certified_tolerance(cost.dtype) * (1.0 + jnp.abs(objective))),
-    warm=problem_lib.WarmStart.cold(
-      horizon, num_states, dtype=cost.dtype, num_constraints=thresholds.shape[0]
-    )
-    if result.warm is None
-    else result.warm,
-  )
+  return objective, fallback, extra_dp
 
 
 def _valid_inputs(problem: problem_lib.InnerProblem, multipliers, eta) -> jax.Array:
