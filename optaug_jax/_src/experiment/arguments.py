@@ -59,6 +59,15 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
   """The flags of the experiment (shared with `headline.py`, which changes defaults);
   `prog`: the script's name in usage and errors (default: how it was started)."""
   p = cli.ArgumentParser(prog=prog, description=description, formatter_class=cli.HelpFormatter)
+  _run_flags(p)
+  _setting_flags(p)
+  _agent_option_flags(p)
+  _benchmark_flags(p)
+  return p
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+  """What runs and where its files go: the benchmark, the agents, seeds, episodes, chunks."""
   p.add_argument(
     "--benchmark",
     default="media_streaming",
@@ -111,6 +120,10 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
     " default: run to the end",
   )
   p.add_argument("--seed", type=cli.seed, default=0, help="seed of the episode keys")
+
+
+def _setting_flags(p: argparse.ArgumentParser) -> None:
+  """What the agents know: the setting, delta, the bonus, the pre-training."""
   p.add_argument(
     "--setting",
     default="paper",
@@ -143,6 +156,11 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
     default=300,
     help="OptAug's pre-training episodes K' (its safe baseline), at most --episodes",
   )
+
+
+def _agent_option_flags(p: argparse.ArgumentParser) -> None:
+  """The agents' options (OptAug's eta and inner solver, OptDual's step, the rest by
+  kind), float64 and processes."""
   p.add_argument(
     "--eta",
     default=100.0,
@@ -190,6 +208,10 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
   agent_flags.add_flags(p)
   p.add_argument("--x64", action="store_true", help="float64 (needed for --eta paper)")
   processes.add_flags(p)
+
+
+def _benchmark_flags(p: argparse.ArgumentParser) -> None:
+  """The sizes and instances of the benchmarks that take them."""
   # random benchmark
   for flag, default, symbol in (
     ("--states", 10, "S"),
@@ -218,7 +240,6 @@ def build_parser(description: str, prog: str | None = None) -> argparse.Argument
     " layout above 10: with --setting bura2022 the agents count in its 5"
     " slots per row)",
   )
-  return p
 
 
 _UNSET = object()
