@@ -143,13 +143,13 @@ def optaug(
     extended DPs (0 in pre-training; re-filled vertices are not DPs),
     `PlanInfo.certified` is `InnerSolution.certified` (True in pre-training).
   """
+  solve = _Solve(inner=inner, fill=fill, unreached=unreached, warm_start=warm_start)
   pretrain_episodes = _checked_options(
-    num_episodes, safe_policy, pretrain_episodes, slack, nu, eta, inner, fill, unreached
+    num_episodes, safe_policy, pretrain_episodes, (eta, slack, nu), solve
   )
   optimistic_model = base.model_fn(
     num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale, setting=setting
   )
-  solve = _Solve(inner=inner, fill=fill, unreached=unreached, warm_start=warm_start)
   schedule = (eta, slack, nu)
   return base.Agent(
     init=_init_fn(setting, warm_start),
@@ -244,10 +244,10 @@ class _Step(NamedTuple):
   warm: inner_lib.WarmStart  # the next solve's hint
 
 
-def _checked_options(
-  num_episodes, safe_policy, pretrain_episodes, slack, nu, eta, inner, fill, unreached
-) -> int:
-  """`optaug`'s options checked on the host; the pre-training length `K'` (its default)."""
+def _checked_options(num_episodes, safe_policy, pretrain_episodes, schedule, solve: _Solve) -> int:
+  """`optaug`'s options checked on the host; the pre-training length `K'` (its default).
+  `schedule`: `(eta, slack, nu)`."""
+  eta, slack, nu = schedule
   arguments.check_int("num_episodes", num_episodes, low=1, high=numerics.MAX_EPISODES)
   if pretrain_episodes is None:
     pretrain_episodes = min(DEFAULT_PRETRAIN_EPISODES, int(num_episodes) // 10)
@@ -261,9 +261,9 @@ def _checked_options(
       )
   else:
     arguments.check_policy("safe_policy", safe_policy)
-  arguments.check_inner_solver("inner", inner)
-  arguments.check_choice("fill", fill, box.FILL_METHODS)
-  arguments.check_choice("unreached", unreached, inner_lib.UNREACHED)
+  arguments.check_inner_solver("inner", solve.inner)
+  arguments.check_choice("fill", solve.fill, box.FILL_METHODS)
+  arguments.check_choice("unreached", solve.unreached, inner_lib.UNREACHED)
   arguments.check_real("nu", nu, low=0.0, high=1.0, low_open=True, high_open=True)
   if eta is None and slack is None:
     raise ArgumentError("slack", "required for the paper's eta schedule (eta=None)")

@@ -116,7 +116,7 @@ def optdual(
   step.check()
   return base.Agent(
     init=_init_fn(setting, step),
-    plan=_plan_fn(optimistic_model, fill, step),
+    plan=_plan_fn(optimistic_model, lambda model: model.transition_set(fill), step),
     update=base.update_fn(setting),
     assumptions=base.Assumptions(num_episodes=num_episodes, setting=setting),
   )
@@ -175,15 +175,16 @@ class _DualStep(NamedTuple):
     return self.dual_optimizer(lr)
 
 
-def _plan_fn(optimistic_model, fill: str, step: _DualStep):
-  """OptDual's `plan`: one extended DP at the Lagrangian costs, then the multiplier step."""
+def _plan_fn(optimistic_model, box_of, step: _DualStep):
+  """OptDual's `plan`: one extended DP at the Lagrangian costs in the optimistic model's box
+  (`box_of(model)`), then the multiplier step."""
 
   def plan(state):
     dtype = state.multipliers.dtype
     num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
     model = optimistic_model(state.counts)
     reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
-    lmo = model.transition_set(fill).lmo(reward, state.initial_state)
+    lmo = box_of(model).lmo(reward, state.initial_state)
     q = lmo.occupancy
     if step.dual_optimizer is None:
       eta_k = jnp.asarray(step.step_size(horizon, num_constraints, state.episode), dtype)
