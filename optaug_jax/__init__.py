@@ -38,7 +38,6 @@ from optaug_jax._src.estimates import (
   OptimisticModel,
   init_counts,
   optimistic_model,
-  support_violations,
   update_counts,
 )
 from optaug_jax._src.inner import augmented_lagrangian, solve_inner
@@ -46,6 +45,7 @@ from optaug_jax._src.lp import solve_lp
 from optaug_jax._src.metrics import EpisodeLog, Regrets, RunSummary, regrets
 from optaug_jax._src.multiplier_updates import dual_step
 from optaug_jax._src.numerics import MAX_EPISODES
+from optaug_jax._src.off_support import support_violations
 from optaug_jax._src.planning import (
   ExtendedSolution,
   LMOSolution,

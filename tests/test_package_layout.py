@@ -168,7 +168,10 @@ LAYOUT_BRANCHES_ALLOWED = (
   "setting.py",
   "benchmarks/",
 )
-LAYOUT_BRANCH_FUNCTIONS_ALLOWED = {"estimates.py": {"empirical_model", "support_violations"}}
+LAYOUT_BRANCH_FUNCTIONS_ALLOWED = {
+  "estimates.py": {"_support"},
+  "off_support.py": {"support_violations"},
+}
 LAYOUT_NAMES = {"next_states", "ns_h", "ns"}
 
 

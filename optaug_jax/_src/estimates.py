@@ -17,8 +17,7 @@ files.
 
 from __future__ import annotations
 
-import warnings
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +25,6 @@ import numpy as np
 
 from . import box, layouts
 from . import setting as setting_lib
-from .checking import arguments
 from .env import Trajectory
 from .errors import ArgumentError
 from .numerics import MAX_EPISODES, compensated_add
@@ -288,30 +286,8 @@ def empirical_model(
     num_episodes=num_episodes,
     delta=delta,
   )
-  off_support: jax.typing.ArrayLike = np.int32(0)
-  next_states = setting.next_states()
   steps = counts.transitions.shape[0]  # 1: transition counts pooled as they arrived
-  if next_states is not None:
-    if (
-      next_states.shape[-3:-1] != (num_states, num_actions)
-      or next_states.shape[0] not in (1, horizon)
-      or next_states.shape[-1] != counts.transitions.shape[-1]
-    ):
-      raise ArgumentError(
-        "setting.support",
-        f"next states of shape {next_states.shape} do not"
-        f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])",
-      )
-    support = next_states >= 0
-    if counts.off_support is not None:
-      off_support = counts.off_support
-  elif setting.support is not None:
-    support = _known(
-      setting.support, "support", (horizon, num_states, num_actions, num_states), bool
-    )
-    if steps == 1:
-      support = jnp.any(support, axis=0, keepdims=True)
-    off_support = jnp.sum((counts.transitions > 0) & ~support, dtype=jnp.int32)
+  next_states, support, off_support = _support(setting, counts)
   if setting.stationary:
     counts = pool_counts(counts)
   n = jnp.maximum(counts.visits, 1).astype(counts.cost_sums.dtype)
@@ -349,6 +325,38 @@ def empirical_model(
     off_support_transitions=jnp.asarray(off_support, jnp.int32),
     next_states=next_states,
   )
+
+
+def _support(setting: setting_lib.Setting, counts: Counts):
+  """The setting's sparse slots (`None`: dense), the declared support in the counts' layout
+  (`None`: every next state) and the count of observed transitions outside it."""
+  off_support: jax.typing.ArrayLike = np.int32(0)
+  next_states = setting.next_states()
+  steps = counts.transitions.shape[0]
+  _, horizon, num_states, num_actions = counts.constraint_cost_sums.shape
+  support: Any = None
+  if next_states is not None:
+    if (
+      next_states.shape[-3:-1] != (num_states, num_actions)
+      or next_states.shape[0] not in (1, horizon)
+      or next_states.shape[-1] != counts.transitions.shape[-1]
+    ):
+      raise ArgumentError(
+        "setting.support",
+        f"next states of shape {next_states.shape} do not"
+        f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])",
+      )
+    support = next_states >= 0
+    if counts.off_support is not None:
+      off_support = counts.off_support
+  elif setting.support is not None:
+    support = _known(
+      setting.support, "support", (horizon, num_states, num_actions, num_states), bool
+    )
+    if steps == 1:
+      support = jnp.any(support, axis=0, keepdims=True)
+    off_support = jnp.sum((counts.transitions > 0) & ~support, dtype=jnp.int32)
+  return next_states, support, off_support
 
 
 def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
@@ -423,99 +431,3 @@ def _known(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
       f" CMDP, got {value.shape}"
     )
   return jnp.broadcast_to(value, shape).astype(dtype)
-
-
-class SupportViolations(NamedTuple):
-  """Observed transitions that a declared support excludes (`support_violations`)."""
-
-  indices: np.ndarray  # [M, 4] int, the (h, s, a, s') of each, in index order
-  counts: np.ndarray  # [M] int, times each was observed (summed over leading batch axes)
-
-
-_ON_VIOLATION = ("warn", "raise", "ignore")
-
-
-def support_violations(
-  counts: Counts, setting: setting_lib.Setting, *, on_violation: str = "warn", max_named: int = 5
-) -> SupportViolations:
-  """The observed `(h, s, a, s')` whose next state `s'` the setting's support excludes.
-
-  Host side (never jitted). A declared support (`Setting.support`) that the data contradict
-  makes the box a point at 0 there, as if that probability were known: the agents log the
-  number of such tuples (`EpisodeLog.off_support_transitions`, inside the jitted run); this
-  function names them, from the counts of a returned state (`state.counts`).
-
-  Args:
-    counts: `Counts` `[H, S, A, S']`, possibly with leading batch axes (seeds), whose
-      observations are summed.
-    setting: the `Setting` whose `support` is checked (`None` support: nothing to check).
-    on_violation: `"warn"` (default: a `UserWarning` naming the first tuples), `"raise"`
-      (a `ValueError` naming them) or `"ignore"`.
-    max_named: how many tuples the message names.
-
-  Returns:
-    `SupportViolations(indices [M, 4], counts [M])`, empty when the data agree.
-  """
-  arguments.check_choice("on_violation", on_violation, _ON_VIOLATION)
-  setting = setting_lib.resolve(setting)
-  if setting.sparse:
-    # The sparse layout has no slot for an observed s' outside the support: only the
-    # number of such observations is kept (`Counts.off_support`).
-    total = int(
-      np.sum(np.asarray(counts.off_support if counts.off_support is not None else 0, np.int64))
-    )
-    if total and on_violation != "ignore":
-      message = (
-        f"setting.support: {total} observed transition(s) had a next state outside"
-        " the declared sparse support (next_states); the sparse layout keeps no"
-        " slot for them, so the support is wrong"
-      )
-      if on_violation == "raise":
-        raise ValueError(message)
-      warnings.warn(message, stacklevel=2)
-    return SupportViolations(
-      np.zeros((0, 4), np.int64), np.full((1 if total else 0,), total, np.int64)
-    )
-  transitions = np.asarray(counts.transitions)
-  if transitions.ndim < 4:
-    raise ArgumentError(
-      "counts.transitions", f"expected [..., H, S, A, S'], got shape {transitions.shape}"
-    )
-  observed = transitions.reshape((-1,) + transitions.shape[-4:]).sum(0, dtype=np.int64)
-  if setting.support is None:
-    return SupportViolations(np.zeros((0, 4), np.int64), np.zeros((0,), np.int64))
-  support = np.asarray(
-    _known(
-      setting.support,
-      "support",
-      (
-        transitions.shape[-4]
-        if transitions.shape[-4] > 1
-        else np.shape(setting.support)[0]
-        if np.ndim(setting.support) == 4
-        else 1,
-      )
-      + observed.shape[1:],
-      bool,
-    )
-  )
-  if observed.shape[0] == 1:
-    support = np.asarray(support.any(0, keepdims=True))
-  indices = np.argwhere((observed > 0) & ~support)
-  found = SupportViolations(indices, observed[tuple(indices.T)])
-  if indices.shape[0] and on_violation != "ignore":
-    named = ", ".join(
-      f"(h={h}, s={s}, a={a}, s'={t}) x{n}"
-      for (h, s, a, t), n in zip(indices[:max_named].tolist(), found.counts[:max_named].tolist())
-    )
-    more = indices.shape[0] - min(max_named, indices.shape[0])
-    message = (
-      f"setting.support: {indices.shape[0]} observed transition(s) (h, s, a, s')"
-      f" have s' outside the declared support: {named}"
-      + (f" and {more} more" if more else "")
-      + "; their boxes are points at 0 there, so the support is wrong"
-    )
-    if on_violation == "raise":
-      raise ValueError(message)
-    warnings.warn(message, stacklevel=2)
-  return found

@@ -32,11 +32,8 @@ from the predicted episode on. `measured_separation` applies the same two criter
 windows of a finished run (`headline.py`'s `summary.json`), for validation
 (docs/results/outlook/).
 
-Why the fit, the prediction and the measured separation share a file: the prediction and
-the measurement must apply the same two criteria (`MIN_POSITIVE`, `SHARE_MARGIN`,
-`_holds_from`); apart, a change of either would have to be made in two modules at once.
-The runs measured (the perfect-model runs, the pilots, the fluid run) are in
-`outlook_runs.py`.
+The prediction and the measured separation share a file to apply the same two criteria;
+the runs measured (perfect-model runs, pilots, the fluid run) are in `outlook_runs.py`.
 """
 
 from __future__ import annotations
@@ -401,40 +398,24 @@ def outlook(
     benchmark: a `Benchmark` (its CMDP's true model is read: this is simulation).
     agents: registry names (`oj.agents.AGENTS`), OptAug among them; the Lagrangian ones
       (`LAGRANGIAN`) get a prediction.
-    key: PRNG key of the pilot runs.
-    num_episodes: `K` of the planned run (the agents' radii and default steps use it).
-    options: agent options as `oj.experiment.runs.make_agents` takes them (a value for every
-      agent that accepts it, or `{agent: value}`), e.g. `{"setting": setting,
-      "bonus_scale": 0.1}`.
-    pilot_episodes, pilot_seeds: the pilot runs (every agent, vmapped over the seeds); the
-      pilot runs whole chunks, `pilot_length(pilot_episodes, chunk)` episodes (rounded
-      down, at least one chunk), which `config["pilot_episodes"]` records.
+    key: PRNG key of the pilot runs; num_episodes: `K` of the planned run.
+    options: agent options as `oj.agents.make_agents` takes them (a value for every
+      agent that accepts it, or `{agent: value}`).
+    pilot_episodes, pilot_seeds: the pilots (whole chunks: `pilot_length`), vmapped.
     perfect_episodes: the perfect-model runs' length (default `min(K, 10^4)`).
-    threshold: the violation that counts an episode as violating.
-    horizon: the last episode a prediction looks at.
+    threshold: the violation that counts an episode as violating; horizon: the last
+      episode a prediction looks at.
     chunk: episodes per jitted call of the pilots.
-    bias_form: the form of OptAug's bias (`fit_bias`): "fluid" (default: the lower of the
-      pilot's `a / sqrt(k)` and OptAug's fluid run from the pilot's end, `fluid_run`),
-      "sqrt" or "bernstein" (a fit to the pilot alone).
-    num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed in a
-      batch of that many vmapped seeds (at most 256), from its pilot's final states; `None`:
-      the pilot's last chunk's cost.
-    measurements: those of an earlier outlook of the same benchmark and options
-      (`Outlook.measurements()`, or read back from its files): its perfect-model runs,
-      pilots and costs are used instead of being made again, and only the bias fit and the
-      predictions are made (with this `bias_form` and `horizon`). Refused when its
-      configuration differs in anything else.
-    progress: `progress(phase, done, total)` as the measurements advance (each
-      perfect-model run, each pilot chunk by chunk, in episodes); `None`: silent.
+    num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed at
+      that many (at most 256); `None`: the pilot's last chunk's cost.
+    bias_form: OptAug's bias (`fit_bias`): "fluid" (default), "sqrt" or "bernstein".
+    measurements: an earlier outlook's (`Outlook.measurements()`): only the bias fit and
+      the predictions are made again; refused when its configuration differs otherwise.
+    progress: `progress(phase, done, total)` as the measurements advance; `None`: silent.
 
-  Returns:
-    `Outlook`.
+  Returns: an `Outlook`.
   """
-  if "optaug" not in agents:
-    raise ArgumentError("agents", f"the outlook compares OptAug with a Lagrangian; got {agents}")
-  lagrangian = [a for a in agents if a in LAGRANGIAN]
-  if not lagrangian:
-    raise ArgumentError("agents", f"no Lagrangian agent among {agents} (one of {LAGRANGIAN})")
+  lagrangian = _lagrangian_agents(agents)
   cmdp = benchmark.cmdp
   options = dict(options or {})
   perfect_episodes = perfect_episodes or min(num_episodes, 10_000)
@@ -455,60 +436,13 @@ def outlook(
     exact = registry.make_agents(
       lagrangian, benchmark, num_episodes=num_episodes, options={**options, "bonus_scale": 0.0}
     )
-    report = progress or (lambda phase, done, total: None)
-    timing_key, timing_seeds = jax.random.fold_in(key, 1), min(num_seeds or 1, 256)
-    timing_keys = jax.random.split(timing_key, timing_seeds)
-    compiling, pool = timing_compiles(built, cmdp, timing_keys) if num_seeds else ({}, None)
-    swings = {}
-    for n, a in exact.items():
-      report(f"perfect-model run of {n}", 0, perfect_episodes)  # starts its clock
-      swings[n] = np.asarray(perfect_model_run(a, cmdp, perfect_episodes).violation)
-      report(f"perfect-model run of {n}", perfect_episodes, perfect_episodes)
-    keys = jax.random.split(key, pilot_seeds)
-    pilots = {
-      n: pilot_run(a, cmdp, keys, pilot_episodes, chunk, functools.partial(report, f"pilot of {n}"))
-      for n, a in built.items()
-    }
-    costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
-    for n in compiling:  # compiled in the background since the start: a phase of its own
-      report(phase := f"cost of {n} at {timing_seeds} seeds", 0, 2 * TIMING_EPISODES)
-      program = compiling[n].result()
-      run = (built[n], cmdp, pilots[n], timing_key, timing_seeds)
-      costs[n] = seconds_per_seed_episode(*run, compiled=program)
-      report(phase, 2 * TIMING_EPISODES, 2 * TIMING_EPISODES)
-    if pool is not None:
-      pool.shutdown()
+    swings, pilots, costs = _measure(built, exact, cmdp, key, config, chunk, progress)
   else:
-    differ = sorted(
-      k for k in config if k not in _REFIT and measurements.config.get(k) != config[k]
-    )
-    if differ:
-      details = {k: (measurements.config.get(k), config[k]) for k in differ}
-      raise ArgumentError("measurements", f"another outlook's; differing (theirs, now): {details}")
-    swings, pilots = dict(measurements.swings), dict(measurements.pilots)
-    costs = dict(measurements.seconds_per_seed_episode)
-  curve, fluid = None, None
-  if bias_form == "fluid":
-    pilot = pilots["optaug"]
-    fluid = fluid_run(built["optaug"], cmdp, pilot.visits, pilot.violations.shape[1], horizon)
-    curve = fluid.positive()
-  bias = fit_bias(
-    pilots["optaug"].violations,
-    pilots["optaug"].pretraining,
-    threshold,
-    form=bias_form,
-    curve=curve,
-  )
+    swings, pilots, costs = _reuse(measurements, config)
+  bias, fluid = _bias(built["optaug"], cmdp, pilots["optaug"], threshold, bias_form, horizon)
+  predict_one = functools.partial(predict, threshold=threshold, horizon=horizon)
   predictions = {
-    n: predict(
-      n,
-      np.asarray(swings[n]),
-      bias,
-      pilots[n].violations,
-      threshold=threshold,
-      horizon=horizon,
-    )
-    for n in lagrangian
+    n: predict_one(n, np.asarray(swings[n]), bias, pilots[n].violations) for n in lagrangian
   }
   return Outlook(
     bias=bias,
@@ -518,6 +452,73 @@ def outlook(
     pilots=pilots,
     config=config,
     fluid=fluid,
+  )
+
+
+def _lagrangian_agents(agents) -> list[str]:
+  """The Lagrangian agents among `agents`, which must hold OptAug and one of them."""
+  if "optaug" not in agents:
+    raise ArgumentError("agents", f"the outlook compares OptAug with a Lagrangian; got {agents}")
+  lagrangian = [a for a in agents if a in LAGRANGIAN]
+  if not lagrangian:
+    raise ArgumentError("agents", f"no Lagrangian agent among {agents} (one of {LAGRANGIAN})")
+  return lagrangian
+
+
+def _bias(optaug_agent, cmdp, pilot, threshold, bias_form: str, horizon: int):
+  """OptAug's bias (`fit_bias`) of its pilot, with its fluid run (`bias_form="fluid"`)."""
+  curve, fluid = None, None
+  if bias_form == "fluid":
+    fluid = fluid_run(optaug_agent, cmdp, pilot.visits, pilot.violations.shape[1], horizon)
+    curve = fluid.positive()
+  bias = fit_bias(pilot.violations, pilot.pretraining, threshold, form=bias_form, curve=curve)
+  return bias, fluid
+
+
+def _measure(built, exact, cmdp, key, config, chunk: int, progress):
+  """The outlook's measurements: the perfect-model runs of the Lagrangian agents (`exact`:
+  no bonus), every agent's pilot, and the cost per seed-episode (`(swings, pilots,
+  costs)`)."""
+  perfect_episodes, num_seeds = config["perfect_episodes"], config["timing_seeds"]
+  report = progress or (lambda phase, done, total: None)
+  timing_key, timing_seeds = jax.random.fold_in(key, 1), min(num_seeds or 1, 256)
+  timing_keys = jax.random.split(timing_key, timing_seeds)
+  compiling, pool = timing_compiles(built, cmdp, timing_keys) if num_seeds else ({}, None)
+  swings = {}
+  for n, a in exact.items():
+    report(f"perfect-model run of {n}", 0, perfect_episodes)  # starts its clock
+    swings[n] = np.asarray(perfect_model_run(a, cmdp, perfect_episodes).violation)
+    report(f"perfect-model run of {n}", perfect_episodes, perfect_episodes)
+  keys = jax.random.split(key, config["pilot_seeds"])
+  pilots = {
+    n: pilot_run(
+      a, cmdp, keys, config["pilot_episodes"], chunk, functools.partial(report, f"pilot of {n}")
+    )
+    for n, a in built.items()
+  }
+  costs = {n: p.seconds_per_seed_episode for n, p in pilots.items()}
+  for n in compiling:  # compiled in the background since the start: a phase of its own
+    report(phase := f"cost of {n} at {timing_seeds} seeds", 0, 2 * TIMING_EPISODES)
+    program = compiling[n].result()
+    run = (built[n], cmdp, pilots[n], timing_key, timing_seeds)
+    costs[n] = seconds_per_seed_episode(*run, compiled=program)
+    report(phase, 2 * TIMING_EPISODES, 2 * TIMING_EPISODES)
+  if pool is not None:
+    pool.shutdown()
+  return swings, pilots, costs
+
+
+def _reuse(measurements: Measurements, config):
+  """An earlier outlook's measurements, refused where its configuration differs in more
+  than what is refitted."""
+  differ = sorted(k for k in config if k not in _REFIT and measurements.config.get(k) != config[k])
+  if differ:
+    details = {k: (measurements.config.get(k), config[k]) for k in differ}
+    raise ArgumentError("measurements", f"another outlook's; differing (theirs, now): {details}")
+  return (
+    dict(measurements.swings),
+    dict(measurements.pilots),
+    dict(measurements.seconds_per_seed_episode),
   )
 
 

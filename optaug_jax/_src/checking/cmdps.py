@@ -67,6 +67,16 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
   alpha = _as_numpy("thresholds", cmdp.thresholds)
   s1 = _as_numpy("initial_state", cmdp.initial_state)
 
+  horizon, num_states = _check_shapes(cmdp, p, c, d, alpha, s1)
+  _check_dtypes(p, c, d, alpha)
+  _check_initial_state(s1, num_states)
+  _check_values(p, c, d, alpha, horizon, atol)
+  return cmdp
+
+
+def _check_shapes(cmdp, p, c, d, alpha, s1):
+  """Ranks and matching sizes (leading batch axes shared by all fields), the sparse
+  layout's next states; `(H, S)`."""
   if p.ndim < 4:
     raise ArgumentError("transitions", f"expected rank 4 [H, S, A, S'], got shape {p.shape}")
   batch = p.shape[:-4]
@@ -109,7 +119,11 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
     )
   if s1.shape != batch:
     raise ArgumentError("initial_state", f"expected shape {batch}, got {s1.shape}")
+  return horizon, num_states
 
+
+def _check_dtypes(p, c, d, alpha) -> None:
+  """float32 or float64, one for all fields, and finite."""
   for name, array in [
     ("transitions", p),
     ("cost", c),
@@ -130,6 +144,10 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
       f"transitions, cost, constraint_costs and thresholds must share"
       f" one dtype, got {sorted(dtypes)}",
     )
+
+
+def _check_initial_state(s1, num_states: int) -> None:
+  """An integer state index in `[0, S)`."""
   if not np.issubdtype(s1.dtype, np.integer):
     if (
       not np.issubdtype(s1.dtype, np.number)
@@ -142,6 +160,10 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
       "initial_state", f"{s1.tolist()} is out of range for {num_states} states [0, {num_states})"
     )
 
+
+def _check_values(p, c, d, alpha, horizon: int, atol: float) -> None:
+  """Non-negative transition rows summing to 1 (within `atol`), costs in `[0, 1]`,
+  thresholds in `[0, H]`."""
   if p.min() < 0:  # no tolerance: a negative probability breaks sampling
     where = np.unravel_index(np.argmin(p), p.shape)
     raise ArgumentError(
@@ -167,7 +189,6 @@ def validate_cmdp(cmdp: CMDP, *, atol: float = 1e-6) -> CMDP:
       f"must lie in [0, H] = [0, {horizon}]; found {float(alpha[where]):.6g}"
       f" at {arguments.position(where)}",
     )
-  return cmdp
 
 
 def _check_next_states(ns: np.ndarray, p: np.ndarray, num_states: int) -> None:

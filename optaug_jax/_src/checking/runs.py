@@ -160,30 +160,35 @@ def check_state(
       )
   _check_options(agent, state, where, batched=batched)
   for field in ("thresholds", "initial_state"):
-    mine, theirs = getattr(state, field), getattr(cmdp, field)
-    if not (_concrete_leaf(mine) and _concrete_leaf(theirs)):
-      continue
-    mine = np.asarray(mine)
-    theirs = np.broadcast_to(np.asarray(theirs).astype(mine.dtype), mine.shape)
-    if not np.array_equal(mine, theirs):
-      if lead:  # the first seed that differs
-        seed = int(np.argmax((mine != theirs).reshape(mine.shape[0], -1).any(axis=1)))
-        mine, theirs = mine[seed], theirs[seed]
-        field_at = f"{field} of seed {seed}"
-      else:
-        field_at = field
-      fix = (
-        "; to resume with other thresholds on purpose, pass"
-        " state=state._replace(thresholds=cmdp.thresholds)"
-        if field == "thresholds"
-        else ""
-      )
-      raise ArgumentError(
-        where,
-        f"state.{field}: the state was made for {field_at} {_shown(mine)}, the CMDP has"
-        f" {_shown(theirs)}: the agent would keep planning for the old ones; a state resumes"
-        f" only the CMDP it was made for{fix}",
-      )
+    _check_copy(field, getattr(state, field), getattr(cmdp, field), where, batched=bool(lead))
+
+
+def _check_copy(field: str, mine, theirs, where: str, *, batched: bool) -> None:
+  """The state's copy of the CMDP's `field` (thresholds, initial state) equals the CMDP's,
+  where both are concrete (the first seed that differs named with `batched`)."""
+  if not (_concrete_leaf(mine) and _concrete_leaf(theirs)):
+    return
+  mine = np.asarray(mine)
+  theirs = np.broadcast_to(np.asarray(theirs).astype(mine.dtype), mine.shape)
+  if not np.array_equal(mine, theirs):
+    if batched:  # the first seed that differs
+      seed = int(np.argmax((mine != theirs).reshape(mine.shape[0], -1).any(axis=1)))
+      mine, theirs = mine[seed], theirs[seed]
+      field_at = f"{field} of seed {seed}"
+    else:
+      field_at = field
+    fix = (
+      "; to resume with other thresholds on purpose, pass"
+      " state=state._replace(thresholds=cmdp.thresholds)"
+      if field == "thresholds"
+      else ""
+    )
+    raise ArgumentError(
+      where,
+      f"state.{field}: the state was made for {field_at} {_shown(mine)}, the CMDP has"
+      f" {_shown(theirs)}: the agent would keep planning for the old ones; a state resumes"
+      f" only the CMDP it was made for{fix}",
+    )
 
 
 def _check_options(agent, state, where: str, *, batched: bool) -> None:
