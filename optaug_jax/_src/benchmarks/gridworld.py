@@ -168,22 +168,7 @@ def gridworld(
   Raises:
     ValueError: on bad arguments, or if the baseline's slack is not positive.
   """
-  if size < 2:
-    raise ArgumentError("size", f"must be >= 2, got {size}")
-  if not 0.0 <= slip <= 1.0:
-    raise ArgumentError("slip", f"must lie in [0, 1], got {slip}")
-  horizon = 3 * size if horizon is None else int(horizon)
-  if horizon < 1:
-    raise ArgumentError("horizon", f"must be >= 1, got {horizon}")
-  hazards = (
-    default_hazards(size) if hazards is None else tuple((int(r), int(c)) for r, c in hazards)
-  )
-  for cell in hazards:
-    if not (0 <= cell[0] < size and 0 <= cell[1] < size):
-      raise ArgumentError("hazards", f"cell {cell} is outside the {size}x{size} grid")
-    if cell in ((0, 0), (size - 1, size - 1)):
-      raise ArgumentError("hazards", f"cell {cell} is the start or the goal")
-
+  horizon, hazards = _checked_grid(size, slip, hazards, horizon)
   sparse = size > 10 if sparse is None else bool(sparse)
   p, cost, hazard, ns = _grid_model(size, slip, hazards, horizon, sparse)
   kernel = TransitionSet.point(p, ns)
@@ -209,3 +194,23 @@ def gridworld(
   except ValueError:  # budget / 5 infeasible: fall back on the least hazardous policy
     baseline = _min_cost_policy(hazard, kernel)
   return _finish(model, baseline, dtype)
+
+
+def _checked_grid(size: int, slip: float, hazards, horizon):
+  """`gridworld`'s arguments checked: `(H, hazard cells)` with their defaults."""
+  if size < 2:
+    raise ArgumentError("size", f"must be >= 2, got {size}")
+  if not 0.0 <= slip <= 1.0:
+    raise ArgumentError("slip", f"must lie in [0, 1], got {slip}")
+  horizon = 3 * size if horizon is None else int(horizon)
+  if horizon < 1:
+    raise ArgumentError("horizon", f"must be >= 1, got {horizon}")
+  hazards = (
+    default_hazards(size) if hazards is None else tuple((int(r), int(c)) for r, c in hazards)
+  )
+  for cell in hazards:
+    if not (0 <= cell[0] < size and 0 <= cell[1] < size):
+      raise ArgumentError("hazards", f"cell {cell} is outside the {size}x{size} grid")
+    if cell in ((0, 0), (size - 1, size - 1)):
+      raise ArgumentError("hazards", f"cell {cell} is the start or the goal")
+  return horizon, hazards

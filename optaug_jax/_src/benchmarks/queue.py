@@ -69,6 +69,28 @@ def queue(
   sparse = capacity >= 100 if sparse is None else bool(sparse)
   num_states = capacity + 1
   length = np.arange(num_states)[:, None]  # [S, 1]
+  shape = (num_states, len(QUEUE_RATES))
+  p, ns = _queue_rows(capacity, arrival, sparse)
+  cost = np.broadcast_to(length / capacity, shape)
+  energy = np.broadcast_to(np.asarray(QUEUE_ENERGY)[None, :], shape)
+  tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
+  model = _numpy_cmdp(
+    TransitionSet.point(tile(p), None if ns is None else tile(ns)),
+    tile(cost),
+    tile(energy),
+    budget_fraction * horizon,
+    start,
+  )
+  baseline = np.zeros((horizon, num_states, len(QUEUE_RATES)))
+  baseline[..., 0] = 1.0
+  return _finish(model, baseline, dtype)
+
+
+def _queue_rows(capacity: int, arrival: float, sparse: bool):
+  """The birth-death rows `[S, 3]` of the queue (up, down, stay): `(p, next_states)` in the
+  sparse layout (3 slots), or `(p [S, 3, S], None)` dense."""
+  num_states = capacity + 1
+  length = np.arange(num_states)[:, None]  # [S, 1]
   rate = np.asarray(QUEUE_RATES)[None, :]  # [1, 3]
   arrive = np.where(length < capacity, arrival, 0.0)
   leave = np.where(length > 0, rate, 0.0)
@@ -90,16 +112,4 @@ def queue(
     s_idx, a_idx = np.meshgrid(np.arange(num_states), np.arange(shape[1]), indexing="ij")
     for m in range(3):
       np.add.at(p, (s_idx, a_idx, targets[..., m]), weights[..., m])
-  cost = np.broadcast_to(length / capacity, shape)
-  energy = np.broadcast_to(np.asarray(QUEUE_ENERGY)[None, :], shape)
-  tile = lambda x: np.broadcast_to(x, (horizon,) + x.shape)
-  model = _numpy_cmdp(
-    TransitionSet.point(tile(p), None if ns is None else tile(ns)),
-    tile(cost),
-    tile(energy),
-    budget_fraction * horizon,
-    start,
-  )
-  baseline = np.zeros((horizon, num_states, len(QUEUE_RATES)))
-  baseline[..., 0] = 1.0
-  return _finish(model, baseline, dtype)
+  return p, ns

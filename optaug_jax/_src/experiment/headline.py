@@ -148,44 +148,63 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  num_constraints = len(np.asarray(thresholds))
   fig, axes = plt.subplots(2, 3, figsize=(16, 9))
-  colors = {n: f"C{i}" for i, n in enumerate(summaries)}
-  t = trace
   bands: dict[Any, list] = {ax: [] for ax in axes.ravel()}
-  for name, s in summaries.items():
-    c = colors[name]
-    for ax, key in (
-      (axes[0, 0], "window_violation"),
-      (axes[0, 1], "window_positive_violation"),
-      (axes[0, 2], "window_cost_gap"),
-    ):
-      mean, (lo, hi) = np.array(s[key]["mean"]), map(np.array, s[key]["ci95"])
-      bands[ax].append(figures.mean_with_band(ax, t, mean, lo, hi, color=c, label=name))
-    axes[1, 0].plot(t, s["window_unsafe"]["0.05"], color=c, label=name)
-    cum = _mean_ci(records[name]["trace_strong_constraint"].max(-1))
-    bands[axes[1, 1]].append(figures.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
-    fit = s["fit"]["strong_constraint"]
-    tt = t[t >= fit["fit_from_episode"]].astype(float)
-    verdict = fit.get("verdict", "")
-    figures.fit_line(
-      axes[1, 1],
-      tt,
-      fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt,
+  num_constraints = len(np.asarray(thresholds))
+  for i, (name, s) in enumerate(summaries.items()):
+    _draw_agent(axes, bands, trace, name, s, records[name], f"C{i}", num_constraints)
+  _draw_pretraining_and_reference(axes, summaries, trace)
+  labels = _label_axes(axes)
+  fig.suptitle(title + " (bands: 95% interval over seeds)")
+  fig.tight_layout()
+  for ax, _, _ in labels:  # scales and layout final: which bands cannot be seen
+    figures.label_narrow_bands(ax, bands[ax])
+    ax.legend(fontsize=8)
+  run_dir.save_figure(fig, "headline.png", dpi=110)
+  plt.close(fig)
+  written = {"headline.png": fig}
+  written["oscillation.png"] = _oscillation(plt, records, trace, thresholds, run_dir, title)
+  return written
+
+
+def _draw_agent(axes, bands, t, name, s, record, c, num_constraints) -> None:
+  """One agent's curves in the six panels: its windows' violations and cost gap, its share
+  of unsafe seed-episodes, its cumulative regret with the fit, its multipliers."""
+  for ax, key in (
+    (axes[0, 0], "window_violation"),
+    (axes[0, 1], "window_positive_violation"),
+    (axes[0, 2], "window_cost_gap"),
+  ):
+    mean, (lo, hi) = np.array(s[key]["mean"]), map(np.array, s[key]["ci95"])
+    bands[ax].append(figures.mean_with_band(ax, t, mean, lo, hi, color=c, label=name))
+  axes[1, 0].plot(t, s["window_unsafe"]["0.05"], color=c, label=name)
+  cum = _mean_ci(record["trace_strong_constraint"].max(-1))
+  bands[axes[1, 1]].append(figures.mean_with_band(axes[1, 1], t, *cum, color=c, label=name))
+  fit = s["fit"]["strong_constraint"]
+  tt = t[t >= fit["fit_from_episode"]].astype(float)
+  verdict = fit.get("verdict", "")
+  figures.fit_line(
+    axes[1, 1],
+    tt,
+    fit["a"] + fit["b"] * np.sqrt(tt) + fit["c"] * tt,
+    color=c,
+    label=f"{name} fit: too short to tell (c = {fit['c']:.2g})"
+    if verdict == "undetermined"
+    else f"{name} fit, c = {fit['c']:.3g} ({verdict})",
+  )
+  for i in range(num_constraints):
+    med = np.median(record["trace_multipliers"][..., i], 0)
+    axes[1, 2].plot(
+      t,
+      med,
       color=c,
-      label=f"{name} fit: too short to tell (c = {fit['c']:.2g})"
-      if verdict == "undetermined"
-      else f"{name} fit, c = {fit['c']:.3g} ({verdict})",
+      ls=["-", ":", "-."][i % 3],
+      label=name if num_constraints == 1 else f"{name}, lambda_{i + 1}",
     )
-    for i in range(num_constraints):
-      med = np.median(records[name]["trace_multipliers"][..., i], 0)
-      axes[1, 2].plot(
-        t,
-        med,
-        color=c,
-        ls=["-", ":", "-."][i % 3],
-        label=name if num_constraints == 1 else f"{name}, lambda_{i + 1}",
-      )
+
+
+def _draw_pretraining_and_reference(axes, summaries, t) -> None:
+  """The pre-training phase shaded in every panel, the `1/sqrt(k)` reference line."""
   pretrained = {n: s.get("pretraining_episodes", 0) for n, s in summaries.items()}
   pretraining = max(pretrained.values())
   if pretraining:  # the phase in which the baseline is played, shaded in every panel
@@ -202,6 +221,10 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
     )
   axes[0, 0].axhline(0, color="k", lw=0.6)
   axes[0, 2].axhline(0, color="k", lw=0.6)
+
+
+def _label_axes(axes):
+  """The six panels' labels and scales; `[(ax, label, scale)]`."""
   labels = [
     (axes[0, 0], "mean V(d) - alpha over episode window", "symlog"),
     (axes[0, 1], "mean [V(d) - alpha]+ over episode window", "log"),
@@ -223,15 +246,12 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
     ax.set_xlabel("episode k" if ax is axes[1, 1] else "episode k (log scale)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both", lw=0.4)
-  fig.suptitle(title + " (bands: 95% interval over seeds)")
-  fig.tight_layout()
-  for ax, _, _ in labels:  # scales and layout final: which bands cannot be seen
-    figures.label_narrow_bands(ax, bands[ax])
-    ax.legend(fontsize=8)
-  run_dir.save_figure(fig, "headline.png", dpi=110)
-  plt.close(fig)
-  written = {"headline.png": fig}
+  return labels
 
+
+def _oscillation(plt, records, trace, thresholds, run_dir, title):
+  """oscillation.png: each agent's constraint value against its threshold in the last
+  episodes of every seed."""
   cols = min(3, len(records))
   rows = -(-len(records) // cols)
   fig, axes = plt.subplots(
@@ -247,8 +267,7 @@ def plot(summaries, records, trace, thresholds, run_dir, title):
   fig.tight_layout()
   run_dir.save_figure(fig, "oscillation.png", dpi=110)
   plt.close(fig)
-  written["oscillation.png"] = fig
-  return written
+  return fig
 
 
 def print_table(summaries, args):

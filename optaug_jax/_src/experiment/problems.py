@@ -154,6 +154,39 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
     value = function()
   except Exception as e:  # the user's function: any fault in it is reported in one line
     raise fail(f"{name}() raised {type(e).__name__}: {e} (it is called with no arguments)") from e
+  cmdp, policy, slack, features = _unpacked(value, name, fail)
+  dtype = jnp.zeros(()).dtype  # the run's: float32, float64 with --x64
+  try:
+    cmdp = oj.validate_cmdp(
+      oj.CMDP(
+        transitions=jnp.asarray(cmdp.transitions, dtype),
+        cost=jnp.asarray(cmdp.cost, dtype),
+        constraint_costs=jnp.asarray(cmdp.constraint_costs, dtype),
+        thresholds=jnp.asarray(cmdp.thresholds, dtype),
+        initial_state=jnp.asarray(cmdp.initial_state, jnp.int32),
+        next_states=None if cmdp.next_states is None else jnp.asarray(cmdp.next_states, jnp.int32),
+      )
+    )
+  except (ValueError, TypeError) as e:
+    raise fail(f"invalid CMDP: {e}") from e
+  policy, true_slack = _baseline(cmdp, policy, slack, dtype, fail)
+  if features is not None:
+    features = jnp.asarray(features, dtype)
+    try:
+      oj.linear.validate_linear_cmdp(oj.linear.LinearCMDP(cmdp, features))
+    except ValueError as e:
+      raise fail(f"its features: {e}") from e
+  return oj.benchmarks.Benchmark(
+    cmdp=cmdp,
+    safe_policy=policy,
+    slack=float(true_slack if slack is None else slack),
+    features=features,
+  )
+
+
+def _unpacked(value, name: str, fail):
+  """`(cmdp, policy, slack, features)` of what your function returned (`BENCHMARK_FORMS`),
+  refused (`fail(why)`) when it is none of them or a batch of CMDPs."""
   slack = features = None
   if isinstance(value, oj.benchmarks.Benchmark):
     features = value.features
@@ -183,20 +216,12 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
       f"{name}() returned a CMDP whose cost has {np.ndim(cmdp.cost)} axes (shape"
       f" {np.shape(cmdp.cost)}); expected 3, [H, S, A] (one cost per step, state and action)"
     )
-  dtype = jnp.zeros(()).dtype  # the run's: float32, float64 with --x64
-  try:
-    cmdp = oj.validate_cmdp(
-      oj.CMDP(
-        transitions=jnp.asarray(cmdp.transitions, dtype),
-        cost=jnp.asarray(cmdp.cost, dtype),
-        constraint_costs=jnp.asarray(cmdp.constraint_costs, dtype),
-        thresholds=jnp.asarray(cmdp.thresholds, dtype),
-        initial_state=jnp.asarray(cmdp.initial_state, jnp.int32),
-        next_states=None if cmdp.next_states is None else jnp.asarray(cmdp.next_states, jnp.int32),
-      )
-    )
-  except (ValueError, TypeError) as e:
-    raise fail(f"invalid CMDP: {e}") from e
+  return cmdp, policy, slack, features
+
+
+def _baseline(cmdp, policy, slack, dtype, fail):
+  """The baseline (the safest policy when none is given) and its true slack, refused
+  (`fail(why)`) when it is not strictly feasible or no policy is."""
   try:
     safest = policy is None
     if safest:
@@ -217,18 +242,7 @@ def load_benchmark(spec: str) -> oj.benchmarks.Benchmark:
         " (OptAug needs a strictly feasible baseline)"
       ) from e
     raise fail(f"no safe baseline: {e}") from e
-  if features is not None:
-    features = jnp.asarray(features, dtype)
-    try:
-      oj.linear.validate_linear_cmdp(oj.linear.LinearCMDP(cmdp, features))
-    except ValueError as e:
-      raise fail(f"its features: {e}") from e
-  return oj.benchmarks.Benchmark(
-    cmdp=cmdp,
-    safe_policy=policy,
-    slack=float(true_slack if slack is None else slack),
-    features=features,
-  )
+  return policy, true_slack
 
 
 def problem_digest(bench) -> str:
