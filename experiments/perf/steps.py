@@ -138,14 +138,11 @@ def step_section(table, args):
   def numpy_step():
     return npr.optaug_step(
       rng,
-      *np_cmdp,
-      0,
+      (*np_cmdp, 0),
       tuple(c.copy() for c in counts),
       np.zeros(i),
       100.0,
-      num_episodes=1000,
-      delta=0.1,
-      bonus_scale=1.0,
+      radii=(1000, 0.1, 1.0),
       num_iters=t_fw,
       step_rule="linesearch",
     )

@@ -110,14 +110,11 @@ def throughput_section(table, args):
   t_np = timing.median_time(
     lambda: npr.optaug_step(
       np_rng,
-      *np_cmdp,
-      0,
+      (*np_cmdp, 0),
       tuple(x.copy() for x in counts),
       np.zeros(i),
       100.0,
-      num_episodes=1000,
-      delta=0.1,
-      bonus_scale=1.0,
+      radii=(1000, 0.1, 1.0),
       num_iters=args.fw_iters,
       step_rule="linesearch",
     ),

@@ -141,27 +141,25 @@ def frank_wolfe(
 
 def optaug_step(
   rng,
-  transitions,
-  cost,
-  constraint_costs,
-  thresholds,
-  initial_state,
+  cmdp,
   counts,
   multipliers,
   eta,
   *,
-  num_episodes,
-  delta,
-  bonus_scale,
+  radii,
   num_iters,
   step_rule="linesearch",
   unreached="greedy",
 ):
   """One exploration episode of OptAug-CMDP: plan, dual step, play, update counts.
 
-  `counts` is a tuple (visits, transition_counts, cost_sums, constraint_sums), updated in
-  place. Returns (policy, new multipliers, q, fw_gap).
+  `cmdp` is a tuple (transitions, cost, constraint_costs, thresholds, initial_state);
+  `counts` a tuple (visits, transition_counts, cost_sums, constraint_sums), updated in
+  place; `radii` a tuple (num_episodes, delta, bonus_scale). Returns (policy, new
+  multipliers, q, fw_gap).
   """
+  transitions, cost, constraint_costs, thresholds, initial_state = cmdp
+  num_episodes, delta, bonus_scale = radii
   c_t, d_t, lower, upper = optimistic_model(
     *counts, num_episodes=num_episodes, delta=delta, bonus_scale=bonus_scale
   )
