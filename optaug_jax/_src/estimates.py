@@ -309,10 +309,10 @@ def empirical_model(
     default = support / jnp.sum(support, axis=-1, keepdims=True).astype(dtype)
   cost_radius = constraint_radius = cast(jax.Array, beta_c)  # a JAX array (bonus_scale * ...)
   if setting.cost is not None:
-    c_bar = _known(setting.cost, "cost", c_bar.shape, dtype)
+    c_bar = known_array(setting.cost, "cost", c_bar.shape, dtype)
     cost_radius = jnp.zeros_like(beta_c)
   if setting.constraint_costs is not None:
-    d_bar = _known(setting.constraint_costs, "constraint_costs", d_bar.shape, dtype)
+    d_bar = known_array(setting.constraint_costs, "constraint_costs", d_bar.shape, dtype)
     constraint_radius = jnp.zeros_like(beta_c)
   return EmpiricalModel(
     cost=c_bar,
@@ -350,7 +350,7 @@ def _support(setting: setting_lib.Setting, counts: Counts):
     if counts.off_support is not None:
       off_support = counts.off_support
   elif setting.support is not None:
-    support = _known(
+    support = known_array(
       setting.support, "support", (horizon, num_states, num_actions, num_states), bool
     )
     if steps == 1:
@@ -418,7 +418,7 @@ def optimistic_model(
   )
 
 
-def _known(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
+def known_array(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
   """A known array of `shape`, or of `shape` without its step axis (repeated over h)."""
   value = jnp.asarray(value)
   step_axis = len(shape) - 3 if name != "support" else len(shape) - 4

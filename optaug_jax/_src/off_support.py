@@ -16,7 +16,7 @@ import numpy as np
 from . import setting as setting_lib
 from .checking import arguments
 from .errors import ArgumentError
-from .estimates import Counts, _known
+from .estimates import Counts, known_array
 
 
 class SupportViolations(NamedTuple):
@@ -63,7 +63,7 @@ def support_violations(
   if setting.support is None:
     return SupportViolations(np.zeros((0, 4), np.int64), np.zeros((0,), np.int64))
   support = np.asarray(
-    _known(
+    known_array(
       setting.support,
       "support",
       (
