@@ -65,7 +65,8 @@ def batch_cond(pred, true_fun, false_fun, *operands):
 
   Args:
     pred: boolean scalar.
-    true_fun, false_fun: functions of `*operands` with the same output structure.
+    true_fun: a function of `*operands`.
+    false_fun: a function of `*operands` with the same output structure.
     *operands: passed to the branch.
 
   Returns:

@@ -284,7 +284,8 @@ def repair_box(lower, upper, *, tol: float | None = None) -> tuple[np.ndarray, n
   `tol` are returned unchanged: no flow can pass through them in the LP.
 
   Args:
-    lower, upper: `[..., S']` box ends.
+    lower: `[..., S']` the box's lower ends.
+    upper: `[..., S']` its upper ends.
     tol: the rounding slack; `None`: `box_tolerance(lower, upper)` (8 eps of their dtype:
       about 1e-6 for float32, 2e-15 for float64).
 
@@ -330,8 +331,12 @@ def solve_extended_lp(
   occupancy `argmin sum_i d~_i . q` over Z (`fallback=True`) or returns zeros.
 
   Args:
-    cost: `[H, S, A]`; constraint_costs: `[I, H, S, A]`; lower, upper: `[H, S, A, S']`.
-    initial_state: `s_1`; thresholds: `[I]`.
+    cost: `[H, S, A]`.
+    constraint_costs: `[I, H, S, A]`.
+    lower: `[H, S, A, S']`.
+    upper: `[H, S, A, S']`.
+    initial_state: `s_1`.
+    thresholds: `[I]`.
     fallback: solve the safest-occupancy LP when the problem is infeasible.
     box_tol: `repair_box`'s tolerance; `None`: 8 eps of the box's dtype.
 

@@ -396,15 +396,15 @@ def outlook(
 
   Args:
     benchmark: a `Benchmark` (its CMDP's true model is read: this is simulation).
-    agents: registry names (`oj.agents.AGENTS`), OptAug among them; the Lagrangian ones
-      (`LAGRANGIAN`) get a prediction.
-    key: PRNG key of the pilot runs; num_episodes: `K` of the planned run.
-    options: agent options as `oj.agents.make_agents` takes them (a value for every
-      agent that accepts it, or `{agent: value}`).
-    pilot_episodes, pilot_seeds: the pilots (whole chunks: `pilot_length`), vmapped.
+    agents: registry names, OptAug and the Lagrangian ones to predict (`LAGRANGIAN`).
+    key: PRNG key of the pilot runs.
+    num_episodes: `K` of the planned run.
+    options: agent options, as `oj.agents.make_agents` takes them.
+    pilot_episodes: the pilots' length (whole chunks: `pilot_length`).
+    pilot_seeds: the pilots' seeds (vmapped).
     perfect_episodes: the perfect-model runs' length (default `min(K, 10^4)`).
-    threshold: the violation that counts an episode as violating; horizon: the last
-      episode a prediction looks at.
+    threshold: the violation that counts an episode as violating.
+    horizon: the last episode a prediction looks at.
     chunk: episodes per jitted call of the pilots.
     num_seeds: the planned run's seeds: each agent's cost per seed-episode is timed at
       that many (at most 256); `None`: the pilot's last chunk's cost.

@@ -46,7 +46,10 @@ def inner_sensitivities(
   output (its loops then run their whole budget).
 
   Args:
-    problem, multipliers, eta, solver: as in `solve_inner` (a dense `problem`).
+    problem: as in `solve_inner` (a dense `problem`).
+    multipliers: as in `solve_inner`.
+    eta: as in `solve_inner`.
+    solver: as in `solve_inner`.
     gradient: `"envelope"` or `"unrolled"`, as in `solve_inner`.
 
   Returns:

@@ -251,7 +251,8 @@ def optdual_linear(
     pretrain_episodes: episodes of `safe_policy` first.
     temperature: `tau > 0` of the softmax.
     rho: the ridge (`> 0`).
-    cost_bonus, constraint_bonus: `C_c`, `C_d >= 0`, the bonus scales (0: no optimism).
+    cost_bonus: `C_c >= 0`, the cost's bonus scale (0: no optimism).
+    constraint_bonus: `C_d >= 0`, the constraints' bonus scale.
 
   Returns:
     `Agent(init, plan, update)`; its state is a `LinearAgentState`.

@@ -156,8 +156,10 @@ def opse(
   Args:
     model: an `oj.linear.LinearCMDP` with one constraint.
     safe_policy: the baseline `pi_sf` `[H, S, A]`.
-    cost_bonus, constraint_bonus: `C_r`, `C_u`.
-    compensation_bonus, compensation_scale: `C_dagger` (inside the clip) and `B_dagger`.
+    cost_bonus: `C_r`.
+    constraint_bonus: `C_u`.
+    compensation_bonus: `C_dagger` (inside the clip).
+    compensation_scale: `B_dagger`.
     multiplier_bound: `C_lambda`.
     temperature: `tau > 0`.
     bisections: the search's precision, `C_lambda / 2^bisections` (their code's bisections).
