@@ -127,7 +127,7 @@ def fingerprint(*, episodes: int, seeds: int) -> dict[str, np.ndarray]:
         for method in ("exact", "frank_wolfe"):
           _leaves(f"{tag}/{pname}/inner{i}/{method}", _solve(oj, problem, lam, eta, method), out)
       # The eager solves and per-agent programs load thousands of executables: at the
-      # kernel's limit on memory mappings the process dies in LLVM (README, "Large sweeps").
+      # kernel's limit on memory mappings the process dies in LLVM (docs/guides/devices.md).
       # One problem's programs alone stay far below it.
       jax.clear_caches()
   return out

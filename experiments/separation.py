@@ -19,7 +19,7 @@ nothing run or removed. A fresh sweep into DIR refuses a directory that holds an
 sweep; `--restart` removes that sweep's table, manifest and cell directories first (and
 says which). Ctrl-C ends the sweep with status 130 and "incomplete". The compiled programs
 are dropped between cells (long sweeps in one process otherwise reach the kernel's limit
-on memory mappings: README, "Large sweeps and several devices").
+on memory mappings: docs/guides/devices.md).
 
 Writes DIR/separation.json (the arguments, versions and the table) and DIR/separation.md
 (the table), and prints the table. Flag errors name this script's flags.

@@ -241,7 +241,7 @@ def test_float32_several_constraints_are_accurate(num_constraints):
 @pytest.mark.parametrize("num_constraints", [1, 2, pytest.param(5, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
 def test_max_dp_calls_is_what_a_whole_budget_pays(dtype, num_constraints):
-  """`oj.inner.max_dp_calls` (the README's "at most" per solve, and per agent episode) is
+  """`oj.inner.max_dp_calls` (the inner-solvers guide's "at most" per solve and per episode) is
   what a solve that runs its whole budget (`tol=None`) reports, with the DP `solve_inner`
   adds at the solution; a solve that stops on its proof pays no more."""
   m, lower, upper = _instance(num_constraints, s=4, a=2, h=3)

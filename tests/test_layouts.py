@@ -1,4 +1,4 @@
-"""A seed's numbers do not depend on how it is run (the README's "Reproducibility").
+"""A seed's numbers do not depend on how it is run (docs/guides/reproducibility.md).
 
 Every state leaf and every logged field of each seed, bit for bit, against
 `jax.jit(jax.vmap(run))` over the seeds: the seed alone (a batch of one), beside other
@@ -7,7 +7,7 @@ subprocess). Every registered agent but OptCMDP (the LP solver's numbers, on the
 `factored`; OptAug and OptDual on every registered benchmark. Two processes against one:
 `tests/test_processes.py`. The tool: `experiments/layouts.py`.
 
-The one exception (README, "Reproducibility"): the exact evaluations of the played
+The one exception (docs/guides/reproducibility.md): the exact evaluations of the played
 policies in the true CMDP, `EpisodeLog.cost_value` and `constraint_values`, which no agent
 reads, may differ by a few ulps between a batch of one and a vmapped batch (seen: OptAug
 and OptDual on `random_family` with 2 constraints, 1.2e-7).

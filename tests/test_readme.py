@@ -1,10 +1,11 @@
-"""The README's Python code runs, and prints what the README shows (as doctest would).
+"""The README's and the documentation's Python code runs, and prints what it shows (as
+doctest would).
 
-Every ```python block of README.md runs, in order, in one namespace of a fresh interpreter
-with JAX's defaults (later blocks use the names of earlier ones, as a reader's session
-would). A block followed by a ```text block
-must print exactly that text. The Quick start runs in the default suite; the whole README
-in the slow one.
+Every ```python block of README.md, then of the documentation's pages in the site's order
+(`PAGES`), runs in one namespace of a fresh interpreter with JAX's defaults (later blocks
+use the names of earlier ones, as a reader's session would). A block followed by a ```text
+block must print exactly that text. The README's example runs in the default suite; every
+page in the slow one.
 """
 
 import json
@@ -19,11 +20,31 @@ import pytest
 ROOT = pathlib.Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+# The pages with Python blocks, in the order of the site's navigation (mkdocs.yml).
+PAGES = (
+  "README.md",
+  "docs/getting-started.md",
+  "docs/guides/own-cmdp.md",
+  "docs/guides/own-algorithm.md",
+  "docs/guides/large-sparse.md",
+  "docs/guides/linear.md",
+  "docs/guides/devices.md",
+  "docs/guides/gradients.md",
+  "docs/guides/experiments.md",
+  "docs/algorithms.md",
+)
 
 
-def _blocks():
+def test_every_page_with_python_is_listed():
+  pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+  with_python = {str(p.relative_to(ROOT)) for p in pages if "```python" in p.read_text()}
+  assert with_python <= set(PAGES), with_python - set(PAGES)
+
+
+def _blocks(pages=("README.md",)):
   """`(python source, expected output or None)` for each python block, in order."""
-  fences = [(m.group(1), m.group(2)) for m in _FENCE.finditer(README)]
+  text = "\n".join((ROOT / page).read_text() for page in pages)
+  fences = [(m.group(1), m.group(2)) for m in _FENCE.finditer(text)]
   out = []
   for i, (kind, body) in enumerate(fences):
     if kind != "python":
@@ -69,7 +90,7 @@ def _run(blocks):
 
 def test_the_readme_has_a_quick_start_with_its_output():
   blocks = _blocks()
-  assert len(blocks) >= 4
+  assert len(blocks) >= 1 and len(_blocks(PAGES)) >= 8
   assert "oj.optaug(" in blocks[0][0] and blocks[0][1] is not None
 
 
@@ -78,5 +99,5 @@ def test_quick_start_prints_what_the_readme_shows():
 
 
 @pytest.mark.slow
-def test_every_python_block_of_the_readme_runs_and_prints_what_it_shows():
-  _run(_blocks())
+def test_every_python_block_of_the_readme_and_the_docs_runs_and_prints_what_it_shows():
+  _run(_blocks(PAGES))

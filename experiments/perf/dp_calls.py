@@ -7,8 +7,8 @@ Runs OptAug (eta 100, bonus 0.1, 20 episodes of pre-training) on `random_family(
 (S = 10, A = 4, H = 10, thresholds halfway between the safe and the unconstrained values,
 so every constraint binds), `--seeds` seeds vmapped, and prints the distribution of the
 inner solve's DP count over the optimistic episodes, the share at the budget
-(`oj.inner.max_dp_calls`) and the uncertified solves. The README's "DPs per solve" numbers
-(8 seeds, 400 episodes) come from it.
+(`oj.inner.max_dp_calls`) and the uncertified solves. The inner-solvers guide's "DPs per
+solve" numbers (8 seeds, 400 episodes) come from it.
 """
 
 from __future__ import annotations
