@@ -295,7 +295,7 @@ def test_a_second_door_is_deprecated_and_still_answers(name, method):
   """One door per operation: the box's operations are `TransitionSet` methods; the free
   functions warn, are off the listed surface, and give the method's numbers."""
   assert name not in oj.__all__ and hasattr(oj.TransitionSet, method)
-  with pytest.warns(DeprecationWarning, match=f"oj.{name} is deprecated"):
+  with pytest.warns(DeprecationWarning, match=f"oj.{name} is deprecated and goes in 0.3.0"):
     fn = getattr(oj, name)
   box = oj.TransitionSet(jnp.full((2, 3, 2, 3), 0.2), jnp.full((2, 3, 2, 3), 0.5))
   point = oj.TransitionSet.point(jnp.full((2, 3, 2, 3), 1.0 / 3.0))
@@ -316,7 +316,7 @@ def test_a_second_door_is_deprecated_and_still_answers(name, method):
 )
 def test_a_second_door_in_kernels_is_deprecated_and_still_answers(name, method):
   assert name not in oj.kernels.__all__ and hasattr(oj.TransitionSet, method)
-  with pytest.warns(DeprecationWarning, match=f"oj.kernels.{name} is deprecated"):
+  with pytest.warns(DeprecationWarning, match=f"oj.kernels.{name} is deprecated and goes in 0.3"):
     fn = getattr(oj.kernels, name)
   box = oj.TransitionSet(jnp.full((2, 3, 2, 3), 0.2), jnp.full((2, 3, 2, 3), 0.5))
   reward = jnp.arange(12.0).reshape(2, 3, 2) / 12.0

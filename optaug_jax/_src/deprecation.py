@@ -7,6 +7,9 @@ import warnings
 
 from . import planning
 
+# The version in which the second doors go (the CHANGELOG's "Deprecated" says so too).
+REMOVED_IN = "0.3.0"
+
 
 def second_doors(shown: str, module: str, doors: dict[str, str]):
   """A module `__getattr__`: `planning.NAME` for each name of `doors` (with a
@@ -17,7 +20,8 @@ def second_doors(shown: str, module: str, doors: dict[str, str]):
   def __getattr__(name: str):
     if name in doors:
       warnings.warn(
-        f"{shown}.{name} is deprecated: use the TransitionSet method, {doors[name]}",
+        f"{shown}.{name} is deprecated and goes in {REMOVED_IN}: use the TransitionSet"
+        f" method, {doors[name]}",
         DeprecationWarning,
         stacklevel=2,
       )
