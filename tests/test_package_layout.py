@@ -598,3 +598,16 @@ def test_no_function_is_over_80_lines():
 def test_no_parameter_list_over_10_but_the_listed_public_ones():
   wide = {name: count for name, _, count in _functions() if count > MAX_PARAMETERS}
   assert wide == WIDE_PUBLIC_SIGNATURES
+
+
+def test_the_package_reports_the_changelogs_last_release():
+  """`oj.__version__` is the installed distribution's and the CHANGELOG's newest release
+  (Keep a Changelog: `## [X.Y.Z] - YYYY-MM-DD`, below `## [Unreleased]`)."""
+  from importlib.metadata import version
+
+  changelog = (ROOT / "CHANGELOG.md").read_text()
+  released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
+  assert released and released[0] == oj.__version__ == version("optaug-jax")
+  assert re.search(r"^## \[Unreleased\]$", changelog, re.M)
+  pyproject = (ROOT / "pyproject.toml").read_text()
+  assert f'version = "{oj.__version__}"' in pyproject
