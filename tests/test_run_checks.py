@@ -409,3 +409,32 @@ def test_an_agent_built_with_traced_options_stamps_no_digest(factored):
   np.testing.assert_array_equal(jax.vmap(episodes)(jnp.asarray([0.5, 1.0])), 0)
   concrete = oj.agents.make_agent("optdual", factored, num_episodes=100, eta=0.5)
   assert concrete.assumptions.options["eta"] == "0.5"
+
+
+def test_a_plan_that_takes_check_gets_it_from_run_and_one_that_does_not_is_called_as_always():
+  """`run(check=True)` passes `check=True` to a plan with that keyword (an explicit
+  argument, no state read while tracing); a plan without it runs as before."""
+  cmdp = oj.random_cmdp(jax.random.PRNGKey(3), num_states=3, num_actions=2, horizon=3)
+  base = oj.optdual(num_episodes=5, eta=0.1)
+  seen = []
+
+  def plan(state, *, check=False):
+    seen.append(check)
+    return base.plan(state, check=check)
+
+  key = jax.random.PRNGKey(0)
+  takes = base._replace(plan=plan)
+  oj.checked(jax.jit(lambda k, m: oj.run(takes, k, m, num_episodes=2, check=True)))(key, cmdp)
+  assert seen and all(seen)
+  seen.clear()
+  oj.run(takes, key, cmdp, num_episodes=2)
+  assert seen and not any(seen)
+  plain = base._replace(plan=lambda state: base.plan(state))
+  _, log = oj.checked(jax.jit(lambda k, m: oj.run(plain, k, m, num_episodes=2, check=True)))(
+    key, cmdp
+  )
+  assert log.cost_value.shape == (2,)
+  # The traced step size is checked through the explicit argument: a negative eta fails.
+  bad = oj.optdual(num_episodes=5, eta=lambda count: -1.0 + 0.0 * count)
+  with pytest.raises(ValueError, match="eta"):
+    oj.checked(jax.jit(lambda k, m: oj.run(bad, k, m, num_episodes=2, check=True)))(key, cmdp)

@@ -293,7 +293,7 @@ def timing_compiles(
     state = jax.vmap(lambda _: init_agent(agent, cmdp))(keys)
     return _timing_fn(agent, cmdp, episodes).lower(keys, state).compile()
 
-  context = contextvars.copy_context  # each job sees the caller's settings (`check`)
+  context = contextvars.copy_context  # each job runs in the caller's context (its settings)
   return {n: pool.submit(context().run, compiled, a) for n, a in agents.items()}, pool
 
 

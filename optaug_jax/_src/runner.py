@@ -9,8 +9,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import memory, policies
-from .agents.base import Agent, AgentState, init_agent
-from .checking import arguments, kernels, runs
+from .agents.base import Agent, AgentState, init_agent, plan_with
+from .checking import arguments, runs
 from .checking.cmdps import assert_cmdp_shapes, check_cmdp
 from .cmdp import CMDP
 from .env import sample_episode
@@ -38,16 +38,16 @@ def episode_step(
   _check_entry("episode_step", agent, key, cmdp, 1, state, "full")
   if check:
     runs.check_in_program(agent, cmdp, "episode_step")
-  with kernels.requesting(check):
-    return _episode(agent, cmdp, state, key)
+  return _episode(agent, cmdp, state, key, check)
 
 
-def _episode(agent, cmdp, state, key):
-  """`episode_step` without its checks (the body of a run's scan)."""
+def _episode(agent, cmdp, state, key, check=False):
+  """`episode_step` without its host checks (the body of a run's scan); `check`: the
+  plan's in-program checks (`plan_with`)."""
   # The named scopes name the episode's phases in the compiled program's metadata (what
   # `optaug_jax.experiment.phases` attributes op time to); they change no operation.
   with jax.named_scope("plan"):
-    policy, state, info = agent.plan(state)
+    policy, state, info = plan_with(agent, state, check)
   with jax.named_scope("play"):
     trajectory = sample_episode(key, cmdp, policy)
   with jax.named_scope("update"):
@@ -81,18 +81,17 @@ def _run(agent, key, cmdp, state, optimal_value, *, num_episodes, logs, check=Fa
   assert_cmdp_shapes(cmdp)
   if check:
     runs.check_in_program(agent, cmdp, "run")
-  with kernels.requesting(check):
-    return _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress)
+  return _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress, check)
 
 
-def _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress):
+def _scan(agent, key, cmdp, state, optimal_value, num_episodes, logs, progress, check):
   """The episodes of `_run`, a `lax.scan`."""
   if state is None:
     state = init_agent(agent, cmdp)
 
   def step(st, i):
     # Episode k's key is fold_in(key, k), made here: no [K] array of keys in memory.
-    out = _episode(agent, cmdp, st, jax.random.fold_in(key, st.episode))
+    out = _episode(agent, cmdp, st, jax.random.fold_in(key, st.episode), check)
     if progress:  # `i` counts this call's episodes: never batched, so one line per report
       lax.cond(
         (i + 1) % progress == 0,

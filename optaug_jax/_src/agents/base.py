@@ -9,6 +9,7 @@ steps taken so far (see `as_schedule`).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
@@ -138,6 +139,14 @@ class PlanFn(Protocol):
   def __call__(self, state: Any) -> tuple[jax.Array, Any, PlanInfo]: ...
 
 
+def plan_with(agent: Agent, state, check: bool):
+  """`agent.plan(state)`, with `check=True` where it is asked for and the plan takes it
+  (an explicit argument: a plan without it is called as always)."""
+  if check and "check" in inspect.signature(agent.plan).parameters:
+    return agent.plan(state, check=True)  # type: ignore[call-arg]
+  return agent.plan(state)
+
+
 class UpdateFn(Protocol):
   """`update(state, trajectory) -> state`: adds the episode just played."""
 
@@ -186,7 +195,9 @@ class Agent(NamedTuple):
   init(thresholds, initial_state, *, num_states, num_actions, horizon) -> AgentState
       from what an agent may know; never the true transitions or costs.
   plan(state) -> (policy [H, S, A], state, PlanInfo)
-      optimistic model, policy update and dual step of the current episode.
+      optimistic model, policy update and dual step of the current episode. A plan that
+      also takes a keyword `check` gets `check=True` from `run(check=True)` and
+      `episode_step(check=True)`: its in-program checks of what only it sees (`plan_with`).
   update(state, trajectory) -> state
       counts and sums of the episode just played; advances the episode index.
   assumptions: what the runner checks against the true CMDP (`Assumptions`: the

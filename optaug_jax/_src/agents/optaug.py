@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from .. import batching, box, numerics
 from .. import inner as inner_lib
 from .. import setting as setting_lib
-from ..checking import arguments, kernels
+from ..checking import arguments
 from ..errors import ArgumentError
 from ..inner.exact import exact
 from ..multiplier_updates import dual_step
@@ -167,7 +167,7 @@ def _plan_fn(optimistic_model, safe_policy, schedule, pretrain_episodes: int, so
   eta, slack, nu = schedule
   warm_start = solve.warm_start
 
-  def plan(state: Any):  # OptAugState, or an AgentState without the warm start
+  def plan(state: Any, *, check: bool = False):  # OptAugState, or an AgentState
     counts = state.counts
     dtype = state.multipliers.dtype
     pi_bar = _baseline(safe_policy, counts.visits.shape, dtype)
@@ -185,7 +185,7 @@ def _plan_fn(optimistic_model, safe_policy, schedule, pretrain_episodes: int, so
     step = batching.batch_cond(
       pretraining,
       lambda _: _pretrain_step(model, state, pi_bar, cold),
-      lambda _: _optimistic_step(model, state, eta_fn, pretrain_episodes, solve),
+      lambda _: _optimistic_step(model, state, eta_fn, pretrain_episodes, solve, check),
       None,
     )
     info = base.plan_info(
@@ -315,12 +315,12 @@ def _pretrain_step(model, state, pi_bar, cold) -> _Step:
   )
 
 
-def _optimistic_step(model, state, eta_fn, pretrain_episodes: int, solve: _Solve) -> _Step:
-  """Phase 2: eq. (primal-step) on the optimistic model, then eq. (dual-step)."""
+def _optimistic_step(model, state, eta_fn, pretrain_episodes: int, solve: _Solve, check) -> _Step:
+  """Phase 2: eq. (primal-step) on the optimistic model, then eq. (dual-step); `check`:
+  the traced eta and multipliers checked in the program (`run(check=True)`)."""
   # Clamped: a batch split between the phases runs both branches (batch_cond).
   count = jnp.maximum(state.episode - pretrain_episodes, 0)
   eta_k = jnp.asarray(eta_fn(count), state.multipliers.dtype)
-  check = kernels.requested()  # `run(check=True)`: the traced eta is checked too
   problem = inner_lib.InnerProblem.of_model(
     model, state.thresholds, state.initial_state, model.transition_set(solve.fill)
   )

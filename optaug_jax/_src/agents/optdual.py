@@ -179,7 +179,7 @@ def _plan_fn(optimistic_model, box_of, step: _DualStep):
   """OptDual's `plan`: one extended DP at the Lagrangian costs in the optimistic model's box
   (`box_of(model)`), then the multiplier step."""
 
-  def plan(state):
+  def plan(state, *, check: bool = False):  # check: `run(check=True)`, the traced eta too
     dtype = state.multipliers.dtype
     num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
     model = optimistic_model(state.counts)
@@ -195,13 +195,13 @@ def _plan_fn(optimistic_model, box_of, step: _DualStep):
           state.thresholds,
           state.multipliers,
           eta_k,
-          check=kernels.requested(),  # `run(check=True)`: the traced eta is checked too
+          check=check,
         ),
       )
     else:
       if step.eta is not None:  # the step the optimizer was given, at this episode
         eta_k = jnp.asarray(step.step_size(horizon, num_constraints, state.episode), dtype)
-        kernels.finite("eta", eta_k, "optdual", check=kernels.requested(), low=0.0, low_open=True)
+        kernels.finite("eta", eta_k, "optdual", check=check, low=0.0, low_open=True)
       violation = jnp.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
       multipliers, dual_state = multiplier_updates.projected_dual_update(
         step.optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation

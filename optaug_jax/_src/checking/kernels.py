@@ -9,8 +9,6 @@ turns a failed check into a `ValueError`. Unchecked traced calls cost nothing.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 
 import jax.numpy as jnp
@@ -19,26 +17,6 @@ from jax.experimental import checkify
 
 from ..errors import ArgumentError
 from . import arguments
-
-# Whether the program being traced asked for its in-program checks (`run(check=True)`,
-# `episode_step(check=True)`): the agents' `plan` functions read it for the arguments only
-# they see (a step size computed from a schedule, the multipliers of a dual step).
-_REQUESTED = contextvars.ContextVar("optaug_jax_in_program_checks", default=False)
-
-
-@contextlib.contextmanager
-def requesting(enabled: bool):
-  """Within the block, traced code is asked for its `checkify` checks (`requested()`)."""
-  token = _REQUESTED.set(bool(enabled) or _REQUESTED.get())
-  try:
-    yield
-  finally:
-    _REQUESTED.reset(token)
-
-
-def requested() -> bool:
-  """Whether the enclosing run asked for in-program checks (see `requesting`)."""
-  return _REQUESTED.get()
 
 
 def _tolerance(dtype) -> float:
