@@ -23,7 +23,6 @@ from optaug_jax import (
 from optaug_jax._src.agents.base import Agent, AgentState
 from optaug_jax._src.agents.optaug import optaug
 from optaug_jax._src.agents.optdual import optdual
-from optaug_jax._src.checking.cmdps import validate_cmdp
 from optaug_jax._src.checking.kernels import checked
 from optaug_jax._src.cmdp import (
   CMDP,
@@ -31,6 +30,7 @@ from optaug_jax._src.cmdp import (
   to_dense,
   to_sparse,
 )
+from optaug_jax._src.cmdp_checks import validate_cmdp
 from optaug_jax._src.env import Trajectory, sample_episode
 from optaug_jax._src.errors import ArgumentError
 from optaug_jax._src.estimates import (

@@ -164,6 +164,7 @@ LAYOUT_BRANCHES_ALLOWED = (
   "layouts/",
   "transition_set.py",
   "checking/",
+  "cmdp_checks.py",
   "cmdp.py",
   "setting.py",
   "benchmarks/",
@@ -500,6 +501,32 @@ def test_no_circle_among_the_modules():
   # imports the face without the face importing it back.
   assert "runner" in graph["optaug_jax"] and "optaug_jax" in graph["experiment.runs"]
   assert not any(m.startswith("experiment") for m in graph["optaug_jax"])
+
+
+def test_no_import_runs_back_up_a_floor():
+  """The package's floors (each subpackage of `_src`, each of its top-level modules, each
+  module of the face) import one another without a circle: each stands above everything
+  it imports. The checking layer (`checking/`) imports nothing of the package but
+  `errors`; a domain's checks live beside its type (`cmdp_checks`, `inner.checks`,
+  `run_checks`)."""
+  graph = _runtime_imports()
+  floor = lambda node: node if node.startswith("optaug_jax") else node.split(".")[0]
+  floors: dict[str, set[str]] = collections.defaultdict(set)
+  for module, targets in graph.items():
+    floors[floor(module)] |= {floor(t) for t in targets} - {floor(module)}
+  assert floors["checking"] == {"errors"}
+  done: set[str] = set()
+
+  def visit(node, path):
+    assert node not in path, " -> ".join(path[path.index(node) :] + [node])
+    if node in done:
+      return
+    for target in floors[node]:
+      visit(target, path + [node])
+    done.add(node)
+
+  for node in list(floors):
+    visit(node, [])
 
 
 def test_the_face_does_not_load_the_experiment_harness():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import optaug_jax as oj
-from optaug_jax._src.checking import runs
+from optaug_jax._src import run_checks as runs
 
 K = 30
 

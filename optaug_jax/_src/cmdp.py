@@ -1,5 +1,5 @@
 """Finite-horizon constrained MDPs: the container and the conversions between its two
-layouts. Its checks (`validate_cmdp`, `check_cmdp`) are in `checking.cmdps`."""
+layouts. Its checks (`validate_cmdp`, `check_cmdp`) are in `cmdp_checks.py`."""
 
 from __future__ import annotations
 

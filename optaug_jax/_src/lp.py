@@ -8,8 +8,8 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from .checking.cmdps import validate_cmdp
 from .cmdp import CMDP
+from .cmdp_checks import validate_cmdp
 from .errors import ArgumentError
 from .transition_set import TransitionSet
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from . import planning
 from .checking import arguments
-from .checking.cmdps import baseline_fault, check_cmdp, validate_cmdp
 from .cmdp import CMDP
+from .cmdp_checks import baseline_fault, check_cmdp, validate_cmdp
 
 
 def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -9,10 +9,11 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import memory, policies
+from . import run_checks as runs
 from .agents.base import Agent, AgentState, init_agent, plan_with
-from .checking import arguments, runs
-from .checking.cmdps import assert_cmdp_shapes, check_cmdp
+from .checking import arguments
 from .cmdp import CMDP
+from .cmdp_checks import assert_cmdp_shapes, check_cmdp
 from .env import sample_episode
 from .errors import ArgumentError
 from .metrics import EpisodeLog, RunSummary, summarize_episode

@@ -3,7 +3,7 @@
 A registered factory (`@register_agent`) stamps the agent it builds with a digest of every
 argument it was called with, defaults included (`AgentState.options`, an int32 leaf set by
 `init`; `Assumptions.options`, the readable form). `run`, `run_sharded` and `episode_step`
-compare a resumed state's digest with the agent's (`checking.runs.check_state`): an agent
+compare a resumed state's digest with the agent's (`run_checks.check_state`): an agent
 built with another `pretrain_episodes` or `eta` would otherwise continue the state as if it
 had made it (back into pre-training, or on another step size).
 

@@ -12,8 +12,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from .. import cmdp_checks as cmdps
 from .. import setting as setting_lib
-from ..checking import cmdps
 from ..errors import ArgumentError
 from . import options as options_lib
 from .base import Agent

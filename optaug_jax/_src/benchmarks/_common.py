@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..checking.cmdps import validate_cmdp
 from ..cmdp import CMDP, merge_repeated_next_states
+from ..cmdp_checks import validate_cmdp
 from ..errors import ArgumentError
 from ..lp import solve_lp
 from ..policies import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 
-from ..checking.cmdps import validate_cmdp
+from ..cmdp_checks import validate_cmdp
 from ..policies import (
   check_safe_policy,
   random_cmdp,

@@ -96,7 +96,7 @@ def exact(
       model's bound within `tol` (relative) of the best dual value): a `lax.while_loop`
       that pays only the DPs it needs. `None`: no stopping rule beyond the search's own
       exact end (I = 1). I >= 2 stops when its master's primal point is within
-      `max(tol, 1e-12)` (float64) or `max(tol, 1e-5)` (float32, a tenth of what its
+      `max(tol, 1e-12)` (float64) or `max(tol, 5e-5)` (float32, half of what its
       certificate must prove) of the best dual value, relative to `1 + |objective|`. Under
       `solve_inner(gradient="unrolled")` the loops run their whole budget (a
       `lax.fori_loop`, reverse-differentiable; finished iterates stay put, so the numbers

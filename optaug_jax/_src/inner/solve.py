@@ -17,8 +17,8 @@ from jax import lax
 
 from .. import planning
 from ..checking import arguments
-from ..checking import inner as inner_checks
 from ..multiplier_updates import dual_step
+from . import checks as inner_checks
 from . import problem as problem_lib
 from .exact import exact
 

@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ..checking.cmdps import validate_cmdp
 from ..cmdp import CMDP, merge_repeated_next_states
+from ..cmdp_checks import validate_cmdp
 from ..errors import ArgumentError
 from .benchmarks import LinearBenchmark
 from .model import LinearCMDP

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..checking.cmdps import validate_cmdp
 from ..cmdp import CMDP
+from ..cmdp_checks import validate_cmdp
 from ..errors import ArgumentError
 
 

@@ -10,9 +10,9 @@ import chex
 import jax
 import numpy as np
 
-from ..cmdp import CMDP, SUPPORTED_DTYPES
-from ..errors import ArgumentError
-from . import arguments
+from .checking import arguments
+from .cmdp import CMDP, SUPPORTED_DTYPES
+from .errors import ArgumentError
 
 
 def _as_numpy(name: str, value) -> np.ndarray:

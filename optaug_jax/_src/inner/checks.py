@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import chex
 
+from ..checking import kernels
 from ..errors import ArgumentError
-from ..inner import problem as problem_lib
-from . import kernels
+from . import problem as problem_lib
 
 WHERE = "solve_inner"
 

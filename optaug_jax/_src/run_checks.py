@@ -18,13 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from .. import policies
-from ..agents.base import Assumptions, init_agent
-from ..cmdp import CMDP
-from ..errors import ArgumentError
-from ..numerics import MAX_EPISODES
-from . import arguments, kernels
-from .cmdps import baseline_fault
+from . import policies
+from .agents.base import Assumptions, init_agent
+from .checking import arguments, kernels
+from .cmdp import CMDP
+from .cmdp_checks import baseline_fault
+from .errors import ArgumentError
+from .numerics import MAX_EPISODES
 
 _policy_values = jax.jit(policies.policy_values)
 
@@ -205,7 +205,7 @@ def _check_options(agent, state, where: str, *, batched: bool) -> None:
   if other.size == 0:
     return
   seed = f" (seed {int(np.argmax(stamps == other[0]))})" if batched else ""
-  from ..agents import options as options_lib  # the agents' module, which imports checks
+  from .agents import options as options_lib  # the agents' module, which imports checks
 
   differ = options_lib.differences(int(other[0]), assumptions.options)
   named = (
