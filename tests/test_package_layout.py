@@ -478,6 +478,22 @@ def _runtime_imports() -> dict[str, set[str]]:
   return graph
 
 
+def _assert_no_circle(graph) -> None:
+  """Fails naming the first circle of `graph` (`{node: the nodes it imports}`)."""
+  done: set[str] = set()
+
+  def visit(node, path):
+    assert node not in path, " -> ".join(path[path.index(node) :] + [node])
+    if node in done:
+      return
+    for target in graph.get(node, ()):
+      visit(target, path + [node])
+    done.add(node)
+
+  for node in list(graph):
+    visit(node, [])
+
+
 def test_no_circle_among_the_modules():
   graph = _runtime_imports()
   assert graph["transition_set"] >= {"planning"} and "cmdp" in graph["runner"]  # it reads
@@ -485,18 +501,7 @@ def test_no_circle_among_the_modules():
   # the DPs, which import neither them nor each other.
   assert {"cmdp", "planning"} <= graph["policies"]
   assert not graph["cmdp"] & {"planning", "policies"} and "cmdp" not in graph["planning"]
-  done: set[str] = set()
-
-  def visit(module, path):
-    assert module not in path, " -> ".join(path[path.index(module) :] + [module])
-    if module in done:
-      return
-    for target in graph[module]:
-      visit(target, path + [module])
-    done.add(module)
-
-  for module in graph:
-    visit(module, [])
+  _assert_no_circle(graph)
   # The absolute imports are read: the face imports the library, and the scripts' machinery
   # imports the face without the face importing it back.
   assert "runner" in graph["optaug_jax"] and "optaug_jax" in graph["experiment.runs"]
@@ -515,18 +520,7 @@ def test_no_import_runs_back_up_a_floor():
   for module, targets in graph.items():
     floors[floor(module)] |= {floor(t) for t in targets} - {floor(module)}
   assert floors["checking"] == {"errors"}
-  done: set[str] = set()
-
-  def visit(node, path):
-    assert node not in path, " -> ".join(path[path.index(node) :] + [node])
-    if node in done:
-      return
-    for target in floors[node]:
-      visit(target, path + [node])
-    done.add(node)
-
-  for node in list(floors):
-    visit(node, [])
+  _assert_no_circle(floors)
 
 
 def test_the_face_does_not_load_the_experiment_harness():
