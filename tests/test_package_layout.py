@@ -160,25 +160,35 @@ def test_only_the_bottom_of_the_stack_takes_the_layout_or_the_fill():
 # readers of the support's kind (sparse slots, a dense bool mask, or none), which set the
 # counts' mask and count the observations off the support. Everywhere else a layout is a
 # value whose methods do the work (`layouts.of(next_states)`).
-LAYOUT_BRANCHES_ALLOWED = (
+# The layout is asked for only where it is defined (`layouts/`) and where a value is built
+# in one: the constructors, with the checks they run on entry. Everything else reads the
+# layout of a CMDP, a setting or a box as an object (`cmdp.layout`, `setting.layout`,
+# `TransitionSet.layout`) and calls it.
+LAYOUT_CONSTRUCTORS = (
   "layouts/",
-  "transition_set.py",
-  "checking/",
-  "cmdp_checks.py",
-  "cmdp.py",
-  "setting.py",
-  "benchmarks/",
+  "transition_set.py",  # TransitionSet(lower, upper, next_states), TransitionSet.point
+  "cmdp.py",  # CMDP, to_sparse, to_dense
+  "cmdp_checks.py",  # validate_cmdp, the CMDP's check on entry
+  "checking/",  # the TransitionSet's check on entry
+  "setting.py",  # Setting(support=...) and bura2022's support read from a CMDP
+  "benchmarks/",  # the registered CMDPs, each built in either layout
 )
-LAYOUT_BRANCH_FUNCTIONS_ALLOWED = {
-  "estimates.py": {"_support"},
-  "off_support.py": {"support_violations"},
-}
-LAYOUT_NAMES = {"next_states", "ns_h", "ns"}
+LAYOUT_CONSTRUCTOR_FUNCTIONS = {"estimates.py": {"init_counts"}}  # Counts in either layout
+LAYOUT_NAMES = {"next_states", "ns_h", "ns", "off_support", "num_next_states"}
+LAYOUT_TYPES = {"Dense", "Sparse"}
 
 
 def _tests_the_layout(test):
   for node in ast.walk(test):
-    if isinstance(node, ast.Attribute) and node.attr == "sparse":
+    if isinstance(node, ast.Attribute) and node.attr in ("sparse", "is_sparse"):
+      return True
+    if (
+      isinstance(node, ast.Call)
+      and getattr(node.func, "id", None) == "isinstance"
+      and any(
+        getattr(n, "id", getattr(n, "attr", None)) in LAYOUT_TYPES for n in ast.walk(node.args[1])
+      )
+    ):
       return True
     if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
       left = node.left
@@ -210,15 +220,16 @@ def _layout_branches(source):
 
 
 def test_no_layout_branch_outside_the_layouts():
-  """The recursions, the inner solvers, the agents, the sampler and the LP never ask which
-  layout they are in: `planning.py` holds each recursion once over the set's layout."""
+  """Outside `layouts/` and the constructors no module asks which layout it is in: the
+  recursions, the inner solvers, the agents, the estimates, the sampler and the LP call
+  the layout object (`planning.py` holds each recursion once over the set's layout)."""
   src = ROOT / "optaug_jax" / "_src"
   found = []
   for path in sorted(src.rglob("*.py")):
     name = path.relative_to(src).as_posix()
-    if name.startswith(LAYOUT_BRANCHES_ALLOWED):
+    if name.startswith(LAYOUT_CONSTRUCTORS):
       continue
-    allowed = LAYOUT_BRANCH_FUNCTIONS_ALLOWED.get(name, set())
+    allowed = LAYOUT_CONSTRUCTOR_FUNCTIONS.get(name, set())
     found += [
       f"{name}:{line} ({fn})"
       for line, fn in _layout_branches(path.read_text())
@@ -229,6 +240,13 @@ def test_no_layout_branch_outside_the_layouts():
   assert _layout_branches("def f(ns_h):\n  if ns_h is None:\n    return 0\n") == [(2, "f")]
   assert _layout_branches("def f(s):\n  return 1 if s.sparse else 2\n") == [(2, "f")]
   assert _layout_branches("def f(x):\n  return None if x.next_states is None else 1\n") == []
+  assert _layout_branches("def f(c):\n  if c.is_sparse:\n    return 0\n") == [(2, "f")]
+  assert _layout_branches("def f(c):\n  if c.off_support is not None:\n    return 0\n") == [
+    (2, "f")
+  ]
+  assert _layout_branches("def f(l):\n  if isinstance(l, layouts.Sparse):\n    return 0\n") == [
+    (2, "f")
+  ]
 
 
 def test_no_module_reads_another_modules_private_names():

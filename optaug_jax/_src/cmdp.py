@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import layouts
 from .checking import arguments
 from .errors import ArgumentError
 from .transition_set import TransitionSet
@@ -41,8 +42,13 @@ class CMDP(NamedTuple):
   #                                       in the dense layout
 
   @property
+  def layout(self) -> layouts.Layout:
+    """The layout of the transitions: `layouts.Sparse(next_states)` or `layouts.Dense`."""
+    return layouts.of(self.next_states)
+
+  @property
   def is_sparse(self) -> bool:
-    return self.next_states is not None
+    return self.layout.sparse
 
   @property
   def max_next_states(self) -> int:

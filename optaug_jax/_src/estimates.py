@@ -17,7 +17,7 @@ files.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -25,8 +25,8 @@ import numpy as np
 
 from . import box, layouts
 from . import setting as setting_lib
+from .checking.arguments import known_array
 from .env import Trajectory
-from .errors import ArgumentError
 from .numerics import MAX_EPISODES, compensated_add
 from .transition_set import TransitionSet
 
@@ -137,15 +137,9 @@ def update_counts(
   s, a, s_next = trajectory.states[:-1], trajectory.actions, trajectory.states[1:]
   pooled = counts.transitions.shape[0] == 1 and h.shape[0] > 1
   t_h = jnp.zeros_like(h) if pooled else h
-  found, column = layouts.of(next_states).count_slot(h, s, a, s_next)
-  off_support = counts.off_support
-  if off_support is not None:  # the sparse layout's: observed next states without a slot
-    missed = jnp.sum(~found, dtype=jnp.int32)
-    off_support = jnp.where(
-      off_support > MAX_EPISODES - missed,
-      jnp.asarray(MAX_EPISODES, jnp.int32),
-      off_support + missed,
-    )
+  layout = layouts.of(next_states)
+  found, column = layout.count_slot(h, s, a, s_next)
+  off_support = layout.count_off_support(counts.off_support, found)
   if pooled:
     transitions = _saturating_add_at(counts.transitions, (t_h, s, a, column), found)
   else:
@@ -330,33 +324,9 @@ def empirical_model(
 def _support(setting: setting_lib.Setting, counts: Counts):
   """The setting's sparse slots (`None`: dense), the declared support in the counts' layout
   (`None`: every next state) and the count of observed transitions outside it."""
-  off_support: jax.typing.ArrayLike = np.int32(0)
-  next_states = setting.next_states()
-  steps = counts.transitions.shape[0]
-  _, horizon, num_states, num_actions = counts.constraint_cost_sums.shape
-  support: Any = None
-  if next_states is not None:
-    if (
-      next_states.shape[-3:-1] != (num_states, num_actions)
-      or next_states.shape[0] not in (1, horizon)
-      or next_states.shape[-1] != counts.transitions.shape[-1]
-    ):
-      raise ArgumentError(
-        "setting.support",
-        f"next states of shape {next_states.shape} do not"
-        f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])",
-      )
-    support = next_states >= 0
-    if counts.off_support is not None:
-      off_support = counts.off_support
-  elif setting.support is not None:
-    support = known_array(
-      setting.support, "support", (horizon, num_states, num_actions, num_states), bool
-    )
-    if steps == 1:
-      support = jnp.any(support, axis=0, keepdims=True)
-    off_support = jnp.sum((counts.transitions > 0) & ~support, dtype=jnp.int32)
-  return next_states, support, off_support
+  layout = setting.layout
+  support, off_support = layout.declared_support(setting.support, counts)
+  return layout.next_states, support, off_support
 
 
 def transition_box(est: EmpiricalModel) -> tuple[jax.Array, jax.Array]:
@@ -416,18 +386,3 @@ def optimistic_model(
     off_support_transitions=est.off_support_transitions,
     next_states=est.next_states,
   )
-
-
-def known_array(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
-  """A known array of `shape`, or of `shape` without its step axis (repeated over h)."""
-  value = jnp.asarray(value)
-  step_axis = len(shape) - 3 if name != "support" else len(shape) - 4
-  stationary_shape = shape[:step_axis] + shape[step_axis + 1 :]
-  if value.shape == stationary_shape:
-    value = jnp.expand_dims(value, step_axis)
-  elif value.shape != shape:
-    raise ValueError(
-      f"setting.{name}: expected shape {shape} or {stationary_shape} for this"
-      f" CMDP, got {value.shape}"
-    )
-  return jnp.broadcast_to(value, shape).astype(dtype)

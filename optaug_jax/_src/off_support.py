@@ -15,8 +15,7 @@ import numpy as np
 
 from . import setting as setting_lib
 from .checking import arguments
-from .errors import ArgumentError
-from .estimates import Counts, known_array
+from .estimates import Counts
 
 
 class SupportViolations(NamedTuple):
@@ -48,72 +47,37 @@ def support_violations(
     max_named: how many tuples the message names.
 
   Returns:
-    `SupportViolations(indices [M, 4], counts [M])`, empty when the data agree.
+    `SupportViolations(indices [M, 4], counts [M])`, empty when the data agree. The
+    sparse layout keeps no slot for an `s'` outside the support, so there `indices` is
+    empty and `counts` holds their number (`[1]`, or `[0]` when there are none).
   """
   arguments.check_choice("on_violation", on_violation, _ON_VIOLATION)
   setting = setting_lib.resolve(setting)
-  if setting.sparse:
-    return _sparse_violations(counts, on_violation)
-  transitions = np.asarray(counts.transitions)
-  if transitions.ndim < 4:
-    raise ArgumentError(
-      "counts.transitions", f"expected [..., H, S, A, S'], got shape {transitions.shape}"
-    )
-  observed = transitions.reshape((-1,) + transitions.shape[-4:]).sum(0, dtype=np.int64)
-  if setting.support is None:
-    return SupportViolations(np.zeros((0, 4), np.int64), np.zeros((0,), np.int64))
-  support = np.asarray(
-    known_array(
-      setting.support,
-      "support",
-      (
-        transitions.shape[-4]
-        if transitions.shape[-4] > 1
-        else np.shape(setting.support)[0]
-        if np.ndim(setting.support) == 4
-        else 1,
-      )
-      + observed.shape[1:],
-      bool,
-    )
-  )
-  if observed.shape[0] == 1:
-    support = np.asarray(support.any(0, keepdims=True))
-  indices = np.argwhere((observed > 0) & ~support)
-  found = SupportViolations(indices, observed[tuple(indices.T)])
-  if indices.shape[0] and on_violation != "ignore":
+  indices, observed = setting.layout.off_support_observations(counts, setting.support)
+  found = SupportViolations(indices, observed)
+  if on_violation == "ignore":
+    return found
+  if indices.shape[0]:
     named = ", ".join(
       f"(h={h}, s={s}, a={a}, s'={t}) x{n}"
-      for (h, s, a, t), n in zip(indices[:max_named].tolist(), found.counts[:max_named].tolist())
+      for (h, s, a, t), n in zip(indices[:max_named].tolist(), observed[:max_named].tolist())
     )
     more = indices.shape[0] - min(max_named, indices.shape[0])
-    message = (
+    _report(
       f"setting.support: {indices.shape[0]} observed transition(s) (h, s, a, s')"
       f" have s' outside the declared support: {named}"
       + (f" and {more} more" if more else "")
-      + "; their boxes are points at 0 there, so the support is wrong"
+      + "; their boxes are points at 0 there, so the support is wrong",
+      on_violation,
     )
-    _report(message, on_violation)
-  return found
-
-
-def _sparse_violations(counts: Counts, on_violation: str) -> SupportViolations:
-  """`support_violations` in the sparse layout, which has no slot for an observed `s'`
-  outside the support: only their number is kept (`Counts.off_support`)."""
-  total = int(
-    np.sum(np.asarray(counts.off_support if counts.off_support is not None else 0, np.int64))
-  )
-  if total and on_violation != "ignore":
+  elif observed.shape[0]:  # the sparse layout: a number, no tuples
     _report(
-      f"setting.support: {total} observed transition(s) had a next state outside"
+      f"setting.support: {int(observed[0])} observed transition(s) had a next state outside"
       " the declared sparse support (next_states); the sparse layout keeps no"
       " slot for them, so the support is wrong",
       on_violation,
-      depth=2,
     )
-  return SupportViolations(
-    np.zeros((0, 4), np.int64), np.full((1 if total else 0,), total, np.int64)
-  )
+  return found
 
 
 def _report(message: str, on_violation: str, depth: int = 1) -> None:

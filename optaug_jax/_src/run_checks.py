@@ -272,8 +272,9 @@ def check_agent(agent, cmdp: CMDP, where: str, *, batched: bool = False) -> None
 
 
 def _warn_dense_agent(setting, cmdp: CMDP, where: str) -> None:
-  """A sparse CMDP and an agent that declares no support: it runs in the dense layout."""
-  if not cmdp.is_sparse or (
+  """A sparse CMDP and an agent that declares no support: it runs in the dense layout, with
+  `S` entries per row where the CMDP has `N < S` slots."""
+  if cmdp.max_next_states >= cmdp.num_states or (
     setting is not None and (setting.support is not None or setting.all_next_states)
   ):
     return

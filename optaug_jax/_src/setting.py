@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import layouts
 from .checking import arguments
 from .errors import ArgumentError
 
@@ -151,47 +152,36 @@ class Setting:
             )
 
   @property
+  def layout(self) -> layouts.Layout:
+    """The layout the declared support is in (`layouts.of_support`): `Sparse` holding the
+    next states `[H, S, A, N]` int32 (`[1, S, A, N]` without a step axis or when
+    stationary: its steps are then the same, checked on construction) for int next
+    states, `Dense` for a bool support or none."""
+    return layouts.of_support(self.support, self.stationary)
+
+  @property
   def sparse(self) -> bool:
     """Whether the support is given in the sparse layout (int next states)."""
-    if self.support is None:
-      return False
-    dtype = getattr(self.support, "dtype", None)
-    return np.dtype(np.asarray(self.support).dtype if dtype is None else dtype) != bool
+    return self.layout.sparse
 
   def check_fits(self, num_states: int, num_actions: int) -> None:
     """`ValueError` where a sparse support's next states are not `[.., S, A, N]` rows of
     `num_states` states and `num_actions` actions."""
-    next_states = self.next_states()
-    if next_states is not None and next_states.shape[-3:-1] != (num_states, num_actions):
-      raise ArgumentError(
-        "setting.support",
-        f"next states of shape {next_states.shape} do not fit"
-        f" {num_states} states and {num_actions} actions",
-      )
+    self.layout.check_rows("setting.support", num_states, num_actions)
 
   def check_dense(self, agent: str) -> None:
     """Refuses a sparse support for an LP agent: its LPs have `H S A S'` variables (no
     sparse form; `to_dense(cmdp)` and a bool support give the dense layout)."""
-    if self.sparse:
-      raise ArgumentError(
-        "setting.support",
-        f"{agent} solves LPs over H*S*A*S' variables and has no"
-        " sparse layout; give the support as a bool [.., S, A, S'] array"
-        " (oj.to_dense(cmdp) for the CMDP)",
-      )
+    self.layout.require_dense(
+      "setting.support",
+      f"{agent} solves LPs over H*S*A*S' variables and has no"
+      " sparse layout; give the support as a bool [.., S, A, S'] array"
+      " (oj.to_dense(cmdp) for the CMDP)",
+    )
 
   def next_states(self) -> jax.Array | None:
-    """The sparse layout's next states `[H, S, A, N]` int32, or `[1, S, A, N]` when the
-    support has no step axis or the setting is stationary (its steps are then the same,
-    checked on construction); `None` if dense. A step axis of length 1 keeps every
-    transition-shaped array of a run (the counts, the box, the extended DP's slots) at
-    `[1, S, A, N]`."""
-    if not self.sparse:
-      return None
-    ns = jnp.asarray(self.support, jnp.int32)
-    if ns.ndim == 3:
-      return ns[None]
-    return ns[:1] if self.stationary else ns
+    """The sparse layout's next states (`layout.next_states`), `None` if dense."""
+    return self.layout.next_states
 
   @property
   def resolved_delta(self) -> float:

@@ -11,6 +11,7 @@ import math
 import numbers
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ArgumentError
@@ -178,3 +179,19 @@ def check_empty_slots(ns: np.ndarray, p: np.ndarray) -> None:
 def position(where) -> tuple[int, ...]:
   """An index as a tuple of Python ints (how every message names an entry)."""
   return tuple(int(i) for i in where)
+
+
+def known_array(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
+  """A setting's known array (`cost`, `constraint_costs`, `support`) of `shape`, or of
+  `shape` without its step axis (repeated over h)."""
+  value = jnp.asarray(value)
+  step_axis = len(shape) - 3 if name != "support" else len(shape) - 4
+  stationary_shape = shape[:step_axis] + shape[step_axis + 1 :]
+  if value.shape == stationary_shape:
+    value = jnp.expand_dims(value, step_axis)
+  elif value.shape != shape:
+    raise ValueError(
+      f"setting.{name}: expected shape {shape} or {stationary_shape} for this"
+      f" CMDP, got {value.shape}"
+    )
+  return jnp.broadcast_to(value, shape).astype(dtype)

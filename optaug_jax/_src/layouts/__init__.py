@@ -29,13 +29,16 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import jax.numpy as jnp
+import numpy as np
+
 from .. import box
 from .dense import Dense
 from .sparse import Sparse
 
 Layout = Dense | Sparse
 
-__all__ = ("Dense", "Layout", "Sparse", "TransitionSetLike", "of")
+__all__ = ("Dense", "Layout", "Sparse", "TransitionSetLike", "of", "of_support")
 
 
 class TransitionSetLike(Protocol):
@@ -65,3 +68,18 @@ def of(next_states: Any, fill: str = box.DEFAULT_FILL) -> Layout:
   callers that fill nothing: counts, sampling); the sparse layout fills over its slots
   whatever it is and only reports it."""
   return Dense(fill) if next_states is None else Sparse(next_states, fill)
+
+
+def of_support(support: Any, stationary: bool = False) -> Layout:
+  """The layout a setting's declared support (`Setting.support`) is in: `Sparse` for int
+  next states `[H, S, A, N]` or `[S, A, N]` (held as `[H, S, A, N]` int32, or `[1, S, A,
+  N]` without a step axis or when `stationary`: the counts pool the steps), `Dense` for a
+  bool mask or no support. A step axis of length 1 keeps every transition-shaped array of
+  a run (the counts, the box, the extended DP's slots) at `[1, S, A, N]`."""
+  if support is None:
+    return Dense(box.DEFAULT_FILL)
+  dtype = getattr(support, "dtype", None)
+  if np.dtype(np.asarray(support).dtype if dtype is None else dtype) == bool:
+    return Dense(box.DEFAULT_FILL)
+  ns = jnp.asarray(support, jnp.int32)
+  return Sparse(ns[None] if ns.ndim == 3 else ns[:1] if stationary else ns, box.DEFAULT_FILL)

@@ -15,6 +15,8 @@ import numpy as np
 from jax import lax
 
 from .. import box, horizon
+from ..checking import arguments
+from ..errors import ArgumentError
 
 # Full float32 accuracy for the small matmuls of the pushes (TF32 on GPUs would break the
 # sum-to-one of the filled transition rows at ~1e-3).
@@ -135,3 +137,57 @@ class Dense:
     """`(found, entry)`: where an observed `(h, s, a, s')` is counted: entry `s'`, always."""
     del steps, states, actions
     return jnp.ones(observed.shape, bool), observed
+
+  # --- a declared support, and the observations outside it ---------------------------------
+
+  def declared_support(self, support, counts) -> tuple[Any, Any]:
+    """`(support, off_support)` in `counts`' shape: a declared bool support `[H, S, A, S']`
+    or `[S, A, S']` (`None`: every next state is possible, none is off it) as a mask
+    (reduced over `h` for pooled counts) and the number of observed `(h, s, a, s')`
+    outside it."""
+    if support is None:
+      return None, np.int32(0)
+    _, horizon, num_states, num_actions = counts.constraint_cost_sums.shape
+    shape = (horizon, num_states, num_actions, num_states)
+    mask = arguments.known_array(support, "support", shape, bool)
+    if counts.transitions.shape[0] == 1:
+      mask = jnp.any(mask, axis=0, keepdims=True)
+    return mask, jnp.sum((counts.transitions > 0) & ~mask, dtype=jnp.int32)
+
+  def count_off_support(self, off_support, found):
+    """The counts' tally of observations without an entry: none here (every `s'` has its
+    entry; `Counts.off_support` is `None`)."""
+    del found
+    return off_support
+
+  def off_support_observations(self, counts, support) -> tuple[np.ndarray, np.ndarray]:
+    """Host side: `(indices [M, 4], counts [M])`, each observed `(h, s, a, s')` outside a
+    declared bool `support` (`None`: none) and how often it was seen, summed over leading
+    batch axes."""
+    transitions = np.asarray(counts.transitions)
+    if transitions.ndim < 4:
+      raise ArgumentError(
+        "counts.transitions", f"expected [..., H, S, A, S'], got shape {transitions.shape}"
+      )
+    observed = transitions.reshape((-1,) + transitions.shape[-4:]).sum(0, dtype=np.int64)
+    if support is None:
+      return np.zeros((0, 4), np.int64), np.zeros((0,), np.int64)
+    if transitions.shape[-4] > 1:
+      steps = transitions.shape[-4]
+    else:
+      steps = np.shape(support)[0] if np.ndim(support) == 4 else 1
+    shape = (steps,) + observed.shape[1:]
+    mask = np.asarray(arguments.known_array(support, "support", shape, bool))
+    if observed.shape[0] == 1:
+      mask = np.asarray(mask.any(0, keepdims=True))
+    indices = np.argwhere((observed > 0) & ~mask)
+    return indices, observed[tuple(indices.T)]
+
+  def require_dense(self, field: str, why: str) -> None:
+    """Nothing: the dense layout is what a dense-only computation takes (`Sparse` raises
+    `ArgumentError(field, why)`)."""
+    del field, why
+
+  def check_rows(self, field: str, num_states: int, num_actions: int) -> None:
+    """Nothing: the dense layout holds no next states to check against `S` and `A`."""
+    del field, num_states, num_actions

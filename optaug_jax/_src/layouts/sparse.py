@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import box
+from ..errors import ArgumentError
+from ..numerics import MAX_EPISODES
 
 # A sparse DP over a stationary box (a step axis of length 1, as pooled counts give) with at
 # least this many slots per row keeps its backward pass rolled. Unrolled, every step reads
@@ -186,3 +188,60 @@ class Sparse:
     rows = ns[jnp.zeros_like(steps) if ns.shape[0] == 1 else steps, states, actions]  # [H, N]
     match = rows == observed[:, None]
     return jnp.any(match, axis=-1), jnp.argmax(match, axis=-1)
+
+  # --- a declared support, and the observations outside it ---------------------------------
+
+  def declared_support(self, support, counts) -> tuple[Any, Any]:
+    """`(support, off_support)`: the slots that hold a next state (`next_states >= 0`, the
+    setting's declared support in this layout) and the counts' tally of observations that
+    had no slot. `support` is the setting's field, read through `next_states`."""
+    del support
+    ns = self.next_states
+    _, horizon, num_states, num_actions = counts.constraint_cost_sums.shape
+    if (
+      ns.shape[-3:-1] != (num_states, num_actions)
+      or ns.shape[0] not in (1, horizon)
+      or ns.shape[-1] != counts.transitions.shape[-1]
+    ):
+      raise ArgumentError(
+        "setting.support",
+        f"next states of shape {ns.shape} do not"
+        f" fit counts of shape {counts.transitions.shape} ([H or 1, S, A, N])",
+      )
+    off_support = counts.off_support if counts.off_support is not None else np.int32(0)
+    return ns >= 0, off_support
+
+  def count_off_support(self, off_support, found):
+    """The counts' tally after an episode: plus the observed `s'` without a slot (`~found`),
+    saturating at `MAX_EPISODES` (counts built for the dense layout keep `None`)."""
+    if off_support is None:
+      return None
+    missed = jnp.sum(~found, dtype=jnp.int32)
+    return jnp.where(
+      off_support > MAX_EPISODES - missed,
+      jnp.asarray(MAX_EPISODES, jnp.int32),
+      off_support + missed,
+    )
+
+  def off_support_observations(self, counts, support) -> tuple[np.ndarray, np.ndarray]:
+    """Host side: `(indices [0, 4], counts [1] or [0])`: the layout keeps no slot for an
+    observed `s'` outside the support, so only their number (`Counts.off_support`, summed
+    over leading batch axes) is known, and no tuple is named."""
+    del support
+    off_support = counts.off_support if counts.off_support is not None else 0
+    total = int(np.sum(np.asarray(off_support, np.int64)))
+    return np.zeros((0, 4), np.int64), np.full((1 if total else 0,), total, np.int64)
+
+  def require_dense(self, field: str, why: str) -> None:
+    """`ArgumentError(field, why)`: a dense-only computation refuses this layout."""
+    raise ArgumentError(field, why)
+
+  def check_rows(self, field: str, num_states: int, num_actions: int) -> None:
+    """`ArgumentError(field)` where the next states are not `[.., S, A, N]` rows of
+    `num_states` states and `num_actions` actions."""
+    shape = np.shape(self.next_states)
+    if shape[-3:-1] != (num_states, num_actions):
+      raise ArgumentError(
+        field,
+        f"next states of shape {shape} do not fit {num_states} states and {num_actions} actions",
+      )

@@ -82,8 +82,9 @@ def linear_residual(model: LinearCMDP) -> float:
   """How far the kernel is from the features' span: the largest over `(h, s')` of the
   least-squares residual `|| P_h(s' | ., .) - phi w ||_inf` (0 for an exact linear CMDP,
   up to rounding). Dense kernels only; computed on the host in float64."""
-  if model.cmdp.is_sparse:
-    raise ArgumentError("linear_residual", "dense transitions only (oj.to_dense converts)")
+  model.cmdp.layout.require_dense(
+    "linear_residual", "dense transitions only (oj.to_dense converts)"
+  )
   kernel = np.asarray(model.cmdp.transitions, np.float64)  # [H, S, A, S']
   phi = np.asarray(model.step_features(), np.float64)  # [H, S, A, d]
   worst = 0.0
