@@ -44,7 +44,6 @@ import numpy as np
 
 import optaug_jax as oj
 from optaug_jax import experiment
-from optaug_jax._src.layouts import sparse as sparse_layout
 from optaug_jax.experiment import checkpoints, cli, cost_table, phases, result_files
 
 
@@ -268,25 +267,21 @@ def measure(args, problem):
 def _compiled_with(unroll_stationary, agent, cmdp, n, keys, state):
   """One chunk of `n` episodes compiled ahead of time with the sparse DP's backward pass over a
   stationary box unrolled whatever its slots (`unroll_stationary`), or by the library's
-  rule (`sparse_layout.STATIONARY_ROLL_MIN_SLOTS`). The rule is read while tracing and `oj.run`'s
-  trace is cached: the caches are cleared first; the compiled executable keeps the rule."""
+  rule (rolled from `oj.kernels.tuning_constants()["stationary_roll_min_slots"]` slots). The
+  rule is read while tracing: `oj.kernels.tuning` sets it for the block (clearing the
+  caches); the compiled executable keeps it."""
   run = lambda key, st, model: oj.run(agent, key, model, num_episodes=n, state=st)
-  before = sparse_layout.STATIONARY_ROLL_MIN_SLOTS
-  if unroll_stationary:
-    sparse_layout.STATIONARY_ROLL_MIN_SLOTS = 2**31
-  try:
-    jax.clear_caches()
+  values = {"stationary_roll_min_slots": 2**31} if unroll_stationary else {}
+  with oj.kernels.tuning(**values):
     compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
-  finally:
-    sparse_layout.STATIONARY_ROLL_MIN_SLOTS = before
   return lambda keys, state: compiled(keys, state, cmdp)
 
 
 def measure_unroll(args, problem):
   """Each agent's episode by the library's rule (a sparse DP over a stationary box rolled from
-  `sparse_layout.STATIONARY_ROLL_MIN_SLOTS` slots) against always unrolled, side by side: the
-  same state and keys, the two compiled chunks timed in turns (`--reps` each); their logs
-  compared."""
+  `oj.kernels.tuning_constants()["stationary_roll_min_slots"]` slots) against always
+  unrolled, side by side: the same state and keys, the two compiled chunks timed in turns
+  (`--reps` each); their logs compared."""
   bench_name, kwargs, setting_name, _ = cost_table.entry(problem)
   bonus = _bonus(args, problem)
   bench = cost_table.benchmark(bench_name, kwargs)
@@ -456,7 +451,8 @@ def parse_args(argv=None):
     "--unroll-stationary",
     action="store_true",
     help="instead: each agent's episode by the library's rule for a sparse DP over a"
-    " stationary box (rolled from `sparse_layout.STATIONARY_ROLL_MIN_SLOTS` slots) against"
+    " stationary box (rolled from oj.kernels.tuning_constants()['stationary_roll_min_slots']"
+    " slots) against"
     " always unrolled, one chunk after pre-training, timed in turns",
   )
   p.add_argument(

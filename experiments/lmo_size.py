@@ -17,10 +17,11 @@ numbers of one run only, and read the load average printed with them).
              "matmul" (the default before "auto"; target: the default within 10%);
   crossover  (--crossover) "matmul" against "blocked" at --crossover-sizes, one problem
              (A=--actions, H=--horizon) and --crossover-seeds seeds in the solver loop
-             (A=4, H=10): where `oj.kernels.AUTO_BLOCKED_MIN_STATES` comes from;
+             (A=4, H=10): where the tuning constant `auto_blocked_min_states`
+             (`oj.kernels.tuning_constants()`) comes from;
   unroll     (--unroll) the horizon scans unrolled against rolled, per fill, at
              --unroll-sizes, one problem and --crossover-seeds seeds in the solver
-             loop: where `oj.kernels.UNROLL_MAX_ELEMENTS` comes from.
+             loop: where `unroll_max_elements` comes from.
 
   python experiments/lmo_size.py                       # sizes 25,100,200,400 and the loop
   python experiments/lmo_size.py --crossover --unroll  # also the thresholds' measurements
@@ -32,7 +33,6 @@ It prints a table; with --out it also writes the results as JSON (atomically).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import math
 import os
@@ -43,7 +43,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import optaug_jax as oj
-from optaug_jax._src import box, horizon
 from optaug_jax.experiment import cli, result_files
 from optaug_jax.experiment import (
   timing as common,  # benchmark.py's solver-loop inputs, LOOP_LMOS, the hardware record
@@ -95,18 +94,6 @@ def _lmo_fn(fill):
 def _loop_fn(fill):
   """`common.lmos_in_a_loop` with the fill as a choice, vmapped over seeds."""
   return jax.jit(jax.vmap(functools.partial(common.lmos_in_a_loop, fill=fill)))
-
-
-@contextlib.contextmanager
-def _scan_policy(max_elements):
-  """Traces inside use `max_elements` as `horizon.UNROLL_MAX_ELEMENTS` (measurement
-  only: the functions must be compiled inside the block)."""
-  saved = horizon.UNROLL_MAX_ELEMENTS
-  horizon.UNROLL_MAX_ELEMENTS = max_elements
-  try:
-    yield
-  finally:
-    horizon.UNROLL_MAX_ELEMENTS = saved
 
 
 def _compiled(fn, args):
@@ -203,7 +190,8 @@ def crossover_section(args):
       f" (matmul/blocked {loop['matmul'] / loop['blocked']:5.2f})",
       flush=True,
     )
-  print(f"  auto picks blocked from S' = {oj.kernels.AUTO_BLOCKED_MIN_STATES}; ({_load()})")
+  threshold = oj.kernels.tuning_constants()["auto_blocked_min_states"]
+  print(f"  auto picks blocked from S' = {threshold}; ({_load()})")
   return rows
 
 
@@ -212,7 +200,7 @@ def unroll_section(args):
     f"unroll: horizon scans unrolled vs rolled; one problem (A={args.actions}"
     f" H={args.horizon}, ms) and {args.crossover_seeds} seeds in the solver loop (A=4"
     f" H=10, us per seed and LMO); the library unrolls while H * (elements of a step)"
-    f" <= {horizon.UNROLL_MAX_ELEMENTS}"
+    f" <= {oj.kernels.tuning_constants()['unroll_max_elements']}"
   )
   rows = []
   modes = (("unrolled", 2**62), ("rolled", 0))
@@ -222,7 +210,7 @@ def unroll_section(args):
     fns = {}
     for f in ("matmul", "blocked"):
       for mode, limit in modes:
-        with _scan_policy(limit):
+        with oj.kernels.tuning(unroll_max_elements=limit):
           fns[("one", f, mode)] = _compiled(_lmo_fn(f), problem)
           fns[("loop", f, mode)] = _compiled(_loop_fn(f), inputs)
     best = interleaved_min(fns, args.calls)
@@ -293,7 +281,7 @@ def parse_args(argv):
   p.add_argument("--out", default=None, help="write the results as JSON here")
   args = p.parse_args(argv)
   for f in args.fills:
-    box.resolve_fill(f, 0)  # refuses a name that is no fill formulation
+    oj.kernels.resolve_fill(f, 0)  # refuses a name that is no fill formulation
   return args
 
 
@@ -303,14 +291,14 @@ def main(argv=None):
   print(
     f"optaug-jax {oj.__version__}: {hw['cpu']} ({hw['cpu_count']} cores), jax"
     f" {hw['jax']} on {hw['jax_backend']}; default fill {oj.kernels.DEFAULT_FILL!r}"
-    f" (blocked from S' = {oj.kernels.AUTO_BLOCKED_MIN_STATES}); {_load()}"
+    f" (blocked from S' = {oj.kernels.tuning_constants()['auto_blocked_min_states']}); {_load()}"
   )
   results = {
     "arguments": vars(args),
     "hardware": hw,
     "default_fill": oj.kernels.DEFAULT_FILL,
-    "auto_blocked_min_states": oj.kernels.AUTO_BLOCKED_MIN_STATES,
-    "unroll_max_elements": horizon.UNROLL_MAX_ELEMENTS,
+    "auto_blocked_min_states": oj.kernels.tuning_constants()["auto_blocked_min_states"],
+    "unroll_max_elements": oj.kernels.tuning_constants()["unroll_max_elements"],
   }
   if args.sizes:
     results["size"] = size_section(args)

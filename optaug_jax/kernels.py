@@ -5,31 +5,23 @@ Every kernel is written for one problem; batch with `jax.vmap`. The inner solver
 """
 
 from optaug_jax._src.batching import batch_cond, for_active
-from optaug_jax._src.box import (
-  AUTO_BLOCKED_MIN_STATES,
-  DEFAULT_FILL,
-  FILL_METHODS,
-  box_minimize,
-  resolve_fill,
-)
+from optaug_jax._src.box import DEFAULT_FILL, FILL_METHODS, box_minimize, resolve_fill
 from optaug_jax._src.deprecation import second_doors as _second_doors
 from optaug_jax._src.estimates import empirical_means
-from optaug_jax._src.horizon import UNROLL_HORIZON, UNROLL_MAX_ELEMENTS, scan_horizon
-from optaug_jax._src.layouts.sparse import STATIONARY_ROLL_MIN_SLOTS
+from optaug_jax._src.horizon import scan_horizon
+from optaug_jax._src.tuning import tuning, tuning_constants
 
 __all__ = (
-  "AUTO_BLOCKED_MIN_STATES",
   "DEFAULT_FILL",
   "FILL_METHODS",
-  "STATIONARY_ROLL_MIN_SLOTS",
-  "UNROLL_HORIZON",
-  "UNROLL_MAX_ELEMENTS",
   "batch_cond",
   "for_active",
   "box_minimize",
   "empirical_means",
   "resolve_fill",
   "scan_horizon",
+  "tuning",
+  "tuning_constants",
 )
 
 # Second doors to the box's operations: the `TransitionSet` methods are the doors
@@ -40,4 +32,13 @@ _DEPRECATED = {
 }
 
 
-__getattr__ = _second_doors("oj.kernels", "optaug_jax.kernels", _DEPRECATED)
+# The tuning constants were exported as copies, which setting did not change (0.2.0):
+# `tuning_constants()` reads them and `tuning(...)` sets them for a block.
+_CONSTANTS = {
+  "AUTO_BLOCKED_MIN_STATES": "auto_blocked_min_states",
+  "STATIONARY_ROLL_MIN_SLOTS": "stationary_roll_min_slots",
+  "UNROLL_HORIZON": "unroll_horizon",
+  "UNROLL_MAX_ELEMENTS": "unroll_max_elements",
+}
+
+__getattr__ = _second_doors("oj.kernels", "optaug_jax.kernels", _DEPRECATED, _CONSTANTS)

@@ -273,7 +273,7 @@ def test_blocked_gradients_are_finite_at_ties(block_size, gradient):
 
 def test_auto_resolves_by_the_number_of_next_states():
   assert oj.kernels.DEFAULT_FILL == "auto"
-  threshold = oj.kernels.AUTO_BLOCKED_MIN_STATES
+  threshold = oj.kernels.tuning_constants()["auto_blocked_min_states"]
   assert oj.kernels.resolve_fill("auto", threshold - 1) == "matmul"
   assert oj.kernels.resolve_fill("auto", threshold) == "blocked"
   for fill in OTHERS + ["blocked"]:

@@ -650,3 +650,48 @@ def test_the_package_reports_the_changelogs_last_release():
   assert re.search(r"^## \[Unreleased\]$", changelog, re.M)
   pyproject = (ROOT / "pyproject.toml").read_text()
   assert f'version = "{oj.__version__}"' in pyproject
+
+
+# The bodies below the doors: the recursions, the kernels, the estimates and the inner
+# solvers trust their inputs, which the public entries checked (`checking/`, the domain
+# checks beside their types, the factories' option checks). A raise or a warning here
+# would be a check that moved below its door.
+BODIES = (
+  "planning.py",
+  "box.py",
+  "estimates.py",
+  "batching.py",
+  "horizon.py",
+  "env.py",
+  "numerics.py",
+  "inner/problem.py",
+  "inner/cutting_planes.py",
+  "inner/master.py",
+  "inner/dual_search.py",
+  "inner/dual_function.py",
+  "inner/recovery.py",
+  "inner/retrieve.py",
+  "inner/line_search.py",
+  "inner/loops.py",
+  "linear/planning.py",
+  "linear/ridge.py",
+  "linear/roots.py",
+)
+
+
+def _raises_and_warnings(source: str) -> list[int]:
+  return [
+    node.lineno
+    for node in ast.walk(ast.parse(source))
+    if isinstance(node, ast.Raise)
+    or (isinstance(node, ast.Call) and ast.unparse(node.func) in ("warnings.warn", "warn"))
+  ]
+
+
+def test_the_bodies_below_the_doors_raise_nothing():
+  src = ROOT / "optaug_jax" / "_src"
+  found = {name: _raises_and_warnings((src / name).read_text()) for name in BODIES}
+  assert not {name: lines for name, lines in found.items() if lines}, found
+  # The detector finds what it is for.
+  assert _raises_and_warnings("def f(x):\n  if x:\n    raise ValueError(x)\n") == [3]
+  assert _raises_and_warnings("import warnings\nwarnings.warn('w')\n") == [2]

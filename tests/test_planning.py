@@ -187,7 +187,7 @@ def test_box_minimize_rejects_unknown_method():
     oj.kernels.box_minimize(jnp.zeros(3), jnp.zeros(3), jnp.ones(3), method="bubble")
 
 
-@pytest.mark.parametrize("horizon", [3, oj.kernels.UNROLL_HORIZON + 3])
+@pytest.mark.parametrize("horizon", [3, oj.kernels.tuning_constants()["unroll_horizon"] + 3])
 def test_short_and_long_horizons_match_references(horizon):
   """Both code paths of the horizon scans (unrolled up to `UNROLL_HORIZON`, a rolled loop
   above) against the extended LP (scipy) and the NumPy occupancy loop, under jit and vmap."""

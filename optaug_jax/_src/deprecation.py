@@ -5,19 +5,33 @@ from __future__ import annotations
 
 import warnings
 
-from . import planning
+from . import planning, tuning
 
 # The version in which the second doors go (the CHANGELOG's "Deprecated" says so too).
 REMOVED_IN = "0.3.0"
 
 
-def second_doors(shown: str, module: str, doors: dict[str, str]):
+def second_doors(
+  shown: str, module: str, doors: dict[str, str], constants: dict[str, str] | None = None
+):
   """A module `__getattr__`: `planning.NAME` for each name of `doors` (with a
-  `DeprecationWarning` that names the method, `doors[NAME]`), an `AttributeError`
-  otherwise. `shown`: how users write the module (`oj`, `oj.kernels`); `module`: its
-  import name."""
+  `DeprecationWarning` that names the method, `doors[NAME]`), the value of each tuning
+  constant of `constants` (its upper-case name, mapped to its `tuning_constants()` key,
+  with a `DeprecationWarning`), an `AttributeError` otherwise. `shown`: how users write
+  the module (`oj`, `oj.kernels`); `module`: its import name."""
+  constants = constants or {}
 
   def __getattr__(name: str):
+    if name in constants:
+      key = constants[name]
+      warnings.warn(
+        f"{shown}.{name} is a read-only copy of a tuning constant and goes in {REMOVED_IN}:"
+        f" read {shown}.tuning_constants()[{key!r}], set it for a block with"
+        f" {shown}.tuning({key}=...)",
+        DeprecationWarning,
+        stacklevel=2,
+      )
+      return tuning.tuning_constants()[key]
     if name in doors:
       warnings.warn(
         f"{shown}.{name} is deprecated and goes in {REMOVED_IN}: use the TransitionSet"

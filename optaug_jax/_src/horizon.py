@@ -13,8 +13,8 @@ from jax import lax
 
 # Scans over the horizon are unrolled (straight-line code) up to this H: XLA:CPU pays a
 # fixed cost per loop iteration and cannot fuse across iterations; longer horizons keep a
-# rolled loop (compile time would grow with H). A constant: `oj.kernels.UNROLL_HORIZON` is
-# a read-only copy. Measurements: docs/design.md, "Tuned constants".
+# rolled loop (compile time would grow with H). Read while tracing; `oj.kernels.tuning` sets
+# it for a block. Measurements: docs/design.md, "Tuned constants".
 UNROLL_HORIZON = 32
 # ... and only while H times the largest per-step slice (elements of one problem) stays
 # below this: an unrolled step copies its slice into a buffer of its own before a dot, so

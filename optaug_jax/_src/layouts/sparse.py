@@ -25,7 +25,7 @@ from ..numerics import MAX_EPISODES
 # the whole box and XLA:CPU recomputes what the slot fill derives from it (its N (N - 1) / 2
 # pairwise comparisons) in each of the H steps: at 13 slots a DP took 2.5x as long
 # unrolled, at 5 slots a rolled one was slower in a solver loop. A constant, like
-# `horizon.UNROLL_HORIZON` (`oj.kernels.STATIONARY_ROLL_MIN_SLOTS` is a read-only copy).
+# `horizon.UNROLL_HORIZON` (`oj.kernels.tuning` sets it for a block).
 # Measurements: docs/design.md, "Tuned constants".
 STATIONARY_ROLL_MIN_SLOTS = 8
 # `Sparse.ordered_fill` (the warm start's re-fill) picks the policy's rows slot-major, out of

@@ -1,0 +1,39 @@
+"""`oj.kernels.tuning`: the implementation's tuning constants, set for a block."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import references as ref
+
+import optaug_jax as oj
+
+
+def test_tuning_reaches_the_traces_inside_its_block_only():
+  """`oj.kernels.tuning`: a program traced inside the block uses its constants (a rolled
+  horizon scan at `unroll_horizon=1`), one traced after it the defaults again; the same
+  function object is traced afresh (the caches are cleared), and the values agree."""
+  rng = np.random.default_rng(9)
+  p = rng.dirichlet(np.ones(7), size=(5, 7, 3))
+  lower, upper = (jnp.asarray(x) for x in ref.random_box(rng, p, 0.3))
+  reward = jnp.asarray(rng.uniform(-1, 1, size=(5, 7, 3)))
+  fn = jax.jit(lambda r, lo, up: oj.TransitionSet(lo, up).lmo(r, 0))
+  defaults = oj.kernels.tuning_constants()
+  assert "while" not in fn.lower(reward, lower, upper).as_text()
+  unrolled = fn(reward, lower, upper)
+  with oj.kernels.tuning(unroll_horizon=1) as inside:
+    assert inside == {**defaults, "unroll_horizon": 1}
+    assert "while" in fn.lower(reward, lower, upper).as_text()
+    rolled = fn(reward, lower, upper)
+  assert oj.kernels.tuning_constants() == defaults
+  assert "while" not in fn.lower(reward, lower, upper).as_text()
+  chex.assert_trees_all_close(unrolled, rolled, atol=1e-12)
+  with pytest.raises(ValueError, match="unroll: not a tuning constant"):
+    with oj.kernels.tuning(unroll=1):
+      pass
+  with pytest.raises(ValueError, match="unroll_horizon"):
+    with oj.kernels.tuning(unroll_horizon=0):
+      pass
+  with pytest.warns(DeprecationWarning, match=r"tuning_constants\(\)\['unroll_horizon'\]"):
+    assert oj.kernels.UNROLL_HORIZON == defaults["unroll_horizon"]
