@@ -695,3 +695,28 @@ def test_the_bodies_below_the_doors_raise_nothing():
   # The detector finds what it is for.
   assert _raises_and_warnings("def f(x):\n  if x:\n    raise ValueError(x)\n") == [3]
   assert _raises_and_warnings("import warnings\nwarnings.warn('w')\n") == [2]
+
+
+# The scripts reach the library by its public names. The exceptions measure internals on
+# purpose: the compiled programs of the kernels below the doors, and two probes that spy
+# on an internal function while a public run calls it.
+SCRIPTS_READING_INTERNALS = {
+  "compiled_programs.py",  # the programs of `estimates`, `env` and `inner.retrieve`
+  "perf/certificate_probe.py",  # spies on `inner.loops.iterate`
+  "perf/seeds.py",  # spies on `memory.fitting`
+}
+
+
+def test_the_scripts_reach_the_library_by_its_public_names():
+  experiments = ROOT / "experiments"
+  found = set()
+  for path in sorted(experiments.rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      names = []
+      if isinstance(node, ast.ImportFrom) and node.module:
+        names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+      elif isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      if any(n.startswith("optaug_jax._src") for n in names):
+        found.add(path.relative_to(experiments).as_posix())
+  assert found == SCRIPTS_READING_INTERNALS
