@@ -7,9 +7,6 @@ import sys
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-
 HERE = pathlib.Path(__file__).parent.parent / "notebooks"
 NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
 sys.path.insert(0, str(HERE))
@@ -19,6 +16,8 @@ import execute  # noqa: E402  (notebooks/execute.py: the digest of a notebook's 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path, monkeypatch):
+  nbformat = pytest.importorskip("nbformat")
+  nbclient = pytest.importorskip("nbclient")
   monkeypatch.setenv("OPTAUG_NOTEBOOK_QUICK", "1")
   monkeypatch.setenv("MPLBACKEND", "Agg")
   nb = nbformat.read(path, as_version=4)
