@@ -100,9 +100,19 @@ def test_a_batch_of_cmdps_is_checked_cmdp_by_cmdp(problem):
 
 
 @pytest.mark.slow  # 40-110 s idle (default suite time, 2026-11-25)
+def _thinned(cmdp):
+  """`cmdp` with each row's two least likely next states dropped (the rest renormalised):
+  in the sparse layout, N = 3 slots for S = 5 states."""
+  p = np.array(cmdp.transitions)
+  np.put_along_axis(p, np.argsort(p, axis=-1)[..., :2], 0.0, axis=-1)
+  return cmdp._replace(transitions=jnp.asarray(p / p.sum(-1, keepdims=True)))
+
+
 def test_a_sparse_cmdp_met_by_a_dense_agent_warns_unless_said_on_purpose(problem):
-  cmdp, safe, slack, _ = problem
-  sparse = oj.to_sparse(cmdp)
+  dense = _thinned(problem[0])
+  safe, slack = oj.safest_policy(dense)
+  sparse = oj.to_sparse(dense)
+  assert sparse.max_next_states == 3 < sparse.num_states
   key = jax.random.PRNGKey(1)
   with pytest.warns(UserWarning, match=r"dense layout.*Setting\(support=cmdp.next_states\)"):
     oj.run(_optaug(safe, slack), key, sparse, num_episodes=2)
@@ -117,7 +127,11 @@ def test_a_sparse_cmdp_met_by_a_dense_agent_warns_unless_said_on_purpose(problem
     warnings.simplefilter("error")
     for agent in quiet:
       oj.run(agent, key, sparse, num_episodes=2)
-    oj.run(_optaug(safe, slack), key, cmdp, num_episodes=2)  # dense CMDP: nothing to say
+    oj.run(_optaug(safe, slack), key, dense, num_episodes=2)  # dense CMDP: nothing to say
+    # Sparse with as many slots as states: the dense layout costs no more.
+    cmdp, full_safe, full_slack, _ = problem
+    assert oj.to_sparse(cmdp).max_next_states == cmdp.num_states
+    oj.run(_optaug(full_safe, full_slack), key, oj.to_sparse(cmdp), num_episodes=2)
   with pytest.raises(ValueError, match="all_next_states"):
     oj.Setting(all_next_states=True, support=sparse.next_states)
 
