@@ -99,7 +99,6 @@ def test_a_batch_of_cmdps_is_checked_cmdp_by_cmdp(problem):
     oj.run_sharded(_optaug(safe, 0.5 * slack), keys, tight, num_episodes=2, batched_cmdp=True)
 
 
-@pytest.mark.slow  # 40-110 s idle (default suite time, 2026-11-25)
 def _thinned(cmdp):
   """`cmdp` with each row's two least likely next states dropped (the rest renormalised):
   in the sparse layout, N = 3 slots for S = 5 states."""
@@ -108,6 +107,7 @@ def _thinned(cmdp):
   return cmdp._replace(transitions=jnp.asarray(p / p.sum(-1, keepdims=True)))
 
 
+@pytest.mark.slow  # 40-110 s idle (default suite time, 2026-11-25)
 def test_a_sparse_cmdp_met_by_a_dense_agent_warns_unless_said_on_purpose(problem):
   dense = _thinned(problem[0])
   safe, slack = oj.safest_policy(dense)
