@@ -80,9 +80,8 @@ def support_violations(
   return found
 
 
-def _report(message: str, on_violation: str, depth: int = 1) -> None:
-  """`support_violations`' finding: raised (`"raise"`) or warned at its caller's line
-  (`depth`: the calls between `support_violations` and here)."""
+def _report(message: str, on_violation: str) -> None:
+  """`support_violations`' finding: raised (`"raise"`) or warned at its caller's line."""
   if on_violation == "raise":
     raise ValueError(message)
-  warnings.warn(message, stacklevel=2 + depth)
+  warnings.warn(message, stacklevel=3)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import layouts, policies
+from . import policies
 from . import setting as setting_lib
 from .agents.base import Agent, init_agent
 from .cmdp import CMDP, to_dense
@@ -43,7 +43,7 @@ def exact_counts(agent: Agent, cmdp: CMDP) -> Counts:
   if pooled:
     p = p.mean(axis=0, keepdims=True)
   setting = getattr(agent.assumptions, "setting", None)
-  p = layouts.of(setting_lib.resolve(setting).next_states()).entries(p)
+  p = setting_lib.resolve(setting).layout.entries(p)
   n = np.floor(p * total).astype(np.int64)
   rest = total - n.sum(-1)
   np.put_along_axis(
@@ -76,9 +76,7 @@ def expected_counts(
   saw) counts one (the means divide by `n v 1`). Traceable in `n`."""
   dtype = counts.cost_sums.dtype
   rows = jnp.asarray(
-    layouts.of(setting_lib.resolve(setting).next_states()).entries(
-      np.asarray(to_dense(cmdp).transitions, np.float64)
-    ),
+    setting_lib.resolve(setting).layout.entries(np.asarray(to_dense(cmdp).transitions, np.float64)),
     dtype,
   )  # [H, S, A, S' or N]
   pooled = counts.transitions.shape[0] == 1 and cmdp.horizon > 1
