@@ -34,11 +34,6 @@ _DEPRECATED = {
 
 # The tuning constants were exported as copies, which setting did not change (0.2.0):
 # `tuning_constants()` reads them and `tuning(...)` sets them for a block.
-_CONSTANTS = {
-  "AUTO_BLOCKED_MIN_STATES": "auto_blocked_min_states",
-  "STATIONARY_ROLL_MIN_SLOTS": "stationary_roll_min_slots",
-  "UNROLL_HORIZON": "unroll_horizon",
-  "UNROLL_MAX_ELEMENTS": "unroll_max_elements",
-}
+_CONSTANTS = tuple(name.upper() for name in tuning_constants())
 
 __getattr__ = _second_doors("oj.kernels", "optaug_jax.kernels", _DEPRECATED, _CONSTANTS)

@@ -11,19 +11,16 @@ from . import planning, tuning
 REMOVED_IN = "0.3.0"
 
 
-def second_doors(
-  shown: str, module: str, doors: dict[str, str], constants: dict[str, str] | None = None
-):
+def second_doors(shown: str, module: str, doors: dict[str, str], constants: tuple[str, ...] = ()):
   """A module `__getattr__`: `planning.NAME` for each name of `doors` (with a
   `DeprecationWarning` that names the method, `doors[NAME]`), the value of each tuning
-  constant of `constants` (its upper-case name, mapped to its `tuning_constants()` key,
-  with a `DeprecationWarning`), an `AttributeError` otherwise. `shown`: how users write
+  constant named in `constants` (upper case; `tuning_constants()`'s key in lower case),
+  with a `DeprecationWarning`, an `AttributeError` otherwise. `shown`: how users write
   the module (`oj`, `oj.kernels`); `module`: its import name."""
-  constants = constants or {}
 
   def __getattr__(name: str):
     if name in constants:
-      key = constants[name]
+      key = name.lower()
       warnings.warn(
         f"{shown}.{name} is a read-only copy of a tuning constant and goes in {REMOVED_IN}:"
         f" read {shown}.tuning_constants()[{key!r}], set it for a block with"
