@@ -581,8 +581,9 @@ def test_a_refit_may_read_a_run_beside_an_outlook_already_measured():
 @pytest.mark.slow
 def test_the_outlook_reports_its_progress_phase_by_phase(monkeypatch):
   """The outlook took 15 minutes on a 200-state CMDP with no progress output. It reports
-  each perfect-model run and each pilot chunk by chunk (`progress(phase, done, total)`, in
-  episodes); the script prints them on stderr with the time left (`progress.phases`)."""
+  each perfect-model run, each pilot chunk by chunk (`progress(phase, done, total)`, in
+  episodes) and the fluid run (in plans); the script prints them on stderr with the time
+  left (`progress.phases`)."""
   from optaug_jax._src import outlook_runs
 
   bench = oj.benchmarks.make_benchmark("factored")
@@ -599,7 +600,7 @@ def test_the_outlook_reports_its_progress_phase_by_phase(monkeypatch):
     pilot_seeds=2,
     perfect_episodes=20,
     chunk=250,
-    bias_form="sqrt",
+    horizon=20_000,
     num_seeds=3,
     progress=lambda *a: calls.append(a),
   )
@@ -614,7 +615,8 @@ def test_the_outlook_reports_its_progress_phase_by_phase(monkeypatch):
     assert mine == [(0, 500), (250, 500), (500, 500)]
     timing = [c[1:] for c in calls if c[0] == f"cost of {name} at 3 seeds"]
     assert timing == [(0, 40), (40, 40)]
-  assert calls[-1][0] == "cost of optdual at 3 seeds"
+  # OptAug's fluid run (one jitted call) comes last: its start and its end, in plans.
+  assert calls[-2:] == [("fluid run of optaug", 0, 496), ("fluid run of optaug", 496, 496)]
   # Each agent's timing program was built once, in the background (`timing_compiles`), and
   # run as compiled: no second trace at the timing phase.
   assert len(programs) == 2
@@ -640,3 +642,11 @@ def test_phase_progress_prints_each_phase_with_its_time_left():
   report("cost of optaug at 32 seeds", 0, 40)
   report("cost of optaug at 32 seeds", 40, 40)
   assert "40/40 episodes x 32 seeds" in out.getvalue()
+  # The fluid run counts plans, of no seed.
+  out = io.StringIO()
+  report = progress.phases(4, stream=out)
+  report("fluid run of optaug", 0, 496)
+  report("fluid run of optaug", 496, 496)
+  assert out.getvalue().startswith("fluid run of optaug: 496 plans in one jitted call\n")
+  assert "496/496 plans," in out.getvalue() and "plans/s" in out.getvalue()
+  assert "seeds" not in out.getvalue()

@@ -439,7 +439,8 @@ def outlook(
     swings, pilots, costs = _measure(built, exact, cmdp, key, config, chunk, progress)
   else:
     swings, pilots, costs = _reuse(measurements, config)
-  bias, fluid = _bias(built["optaug"], cmdp, pilots["optaug"], threshold, bias_form, horizon)
+  run = (built["optaug"], cmdp, pilots["optaug"], threshold, bias_form, horizon, progress)
+  bias, fluid = _bias(*run)
   predict_one = functools.partial(predict, threshold=threshold, horizon=horizon)
   predictions = {
     n: predict_one(n, np.asarray(swings[n]), bias, pilots[n].violations) for n in lagrangian
@@ -465,11 +466,14 @@ def _lagrangian_agents(agents) -> list[str]:
   return lagrangian
 
 
-def _bias(optaug_agent, cmdp, pilot, threshold, bias_form: str, horizon: int):
-  """OptAug's bias (`fit_bias`) of its pilot, with its fluid run (`bias_form="fluid"`)."""
+def _bias(optaug_agent, cmdp, pilot, threshold, bias_form: str, horizon: int, progress):
+  """OptAug's bias (`fit_bias`) of its pilot, with its fluid run (`bias_form="fluid"`;
+  `progress(phase, done, total)` at its start and end)."""
   curve, fluid = None, None
   if bias_form == "fluid":
-    fluid = fluid_run(optaug_agent, cmdp, pilot.visits, pilot.violations.shape[1], horizon)
+    report = progress and functools.partial(progress, "fluid run of optaug")
+    first = pilot.violations.shape[1]
+    fluid = fluid_run(optaug_agent, cmdp, pilot.visits, first, horizon, progress=report)
     curve = fluid.positive()
   bias = fit_bias(pilot.violations, pilot.pretraining, threshold, form=bias_form, curve=curve)
   return bias, fluid

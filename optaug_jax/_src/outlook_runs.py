@@ -128,6 +128,7 @@ def fluid_run(
   num_points: int = 100,
   plans: int = 4,
   burn_in: int = 100,
+  progress: Callable[[int, int], None] | None = None,
 ) -> FluidRun:
   """`agent`'s run from episode `first_episode` to `horizon` in expectation: its plans on
   counts whose statistics are their expectations under `cmdp` (`expected_counts`, in the
@@ -143,8 +144,11 @@ def fluid_run(
   empirical variance (Bernstein), a rarely visited row's radius is wider with the true
   means than with a run's (whose few draws make a degenerate row): the fluid run then
   overstates the bias (docs/results/outlook/). One jitted call; `plans x (num_points - 1) +
-  burn_in` plans in all.
+  burn_in` plans in all. `progress(done, total)`, in plans, at its start and its end.
   """
+  total = plans * (num_points - 1) + burn_in
+  if progress is not None:
+    progress(0, total)
   state = init_agent(agent, cmdp)
   counts_of = expected_counts(state.counts, cmdp, getattr(agent.assumptions, "setting", None))
   dtype = state.counts.cost_sums.dtype
@@ -179,7 +183,10 @@ def fluid_run(
     return violations, n
 
   violations, n = run(state, jnp.asarray(ends, dtype))
-  return FluidRun(ends, np.asarray(violations, np.float64), np.asarray(n, np.float64))
+  fluid = FluidRun(ends, np.asarray(violations, np.float64), np.asarray(n, np.float64))
+  if progress is not None:
+    progress(total, total)
+  return fluid
 
 
 class PerfectModelLog(NamedTuple):

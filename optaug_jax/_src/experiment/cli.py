@@ -85,17 +85,19 @@ def benchmark_name(text: str) -> str:
   )
 
 
-def progress(name, done, total, started, seeds, stream=None):
-  """Episodes done, rate and time left: one overwritten line on a terminal, one line per
-  report otherwise (a log file, a pipe)."""
+def progress(name, done, total, started, seeds, stream=None, unit="episodes"):
+  """Episodes done (or another `unit` of `seeds` seeds; `seeds=None`: no seeds), rate and
+  time left: one overwritten line on a terminal, one line per report otherwise (a log
+  file, a pipe)."""
   stream = sys.stdout if stream is None else stream
   elapsed = time.perf_counter() - started
   rate = done / max(elapsed, 1e-9)
   eta_s = (total - done) / max(rate, 1e-9)
   bar = "#" * int(30 * done / total)
+  per = "" if seeds is None else f" x {seeds} seeds"
   line = (
-    f"{name:18s} [{bar:30s}] {done}/{total} episodes x {seeds} seeds,"
-    f" {rate:7.1f} ep/s, ETA {eta_s:6.0f} s"
+    f"{name:18s} [{bar:30s}] {done}/{total} {unit}{per},"
+    f" {rate:7.1f} {'ep' if unit == 'episodes' else unit}/s, ETA {eta_s:6.0f} s"
   )
   if stream.isatty():
     stream.write(f"\r{line} ")
