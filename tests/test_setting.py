@@ -151,6 +151,29 @@ def test_known_costs_have_no_bonus_and_stationary_shapes_broadcast(media):
   chex.assert_trees_all_equal(model.lower, learned.lower)  # transitions untouched
 
 
+def test_a_known_array_stays_a_host_constant_and_a_traced_one_is_traced(media):
+  """A known cost or support (`Setting.cost`, `.support`) was broadcast and reduced by
+  `jnp` under `jit`: XLA folded those constants again at every compilation (3 s per program
+  for a dense 200-state support). A concrete one is now a NumPy array (the program's
+  constant as it is); a traced one (a setting vmapped over CMDPs) still goes through JAX,
+  with the same values."""
+  from optaug_jax._src.checking import arguments
+
+  cmdp = media.cmdp
+  cost = np.asarray(cmdp.cost[0])  # stationary: repeated over h
+  host = arguments.known_array(cost, "cost", cmdp.cost.shape, jnp.float32)
+  assert isinstance(host, np.ndarray) and host.dtype == np.float32
+  traced = jax.jit(lambda c: arguments.known_array(c, "cost", cmdp.cost.shape, jnp.float32))
+  np.testing.assert_array_equal(traced(cost), host)
+  np.testing.assert_array_equal(host, np.broadcast_to(cost, cmdp.cost.shape))
+  # The model under jit equals the model op by op, with a known support and known costs.
+  _, counts = _play(cmdp, media.safe_policy, 3)
+  known = oj.Setting(support=np.asarray(cmdp.transitions) > 0, cost=cost, stationary=True)
+  eager = oj.optimistic_model(counts, num_episodes=100, setting=known)
+  jitted = jax.jit(lambda c: oj.optimistic_model(c, num_episodes=100, setting=known))(counts)
+  chex.assert_trees_all_close(jitted, eager, rtol=1e-6)
+
+
 def test_log_factor_and_delta_conventions(media):
   cmdp = media.cmdp
   _, counts = _play(cmdp, media.safe_policy, 5)

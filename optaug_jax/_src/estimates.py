@@ -300,7 +300,8 @@ def empirical_model(
     default = jax.nn.one_hot(0, num_states, dtype=dtype)
   else:
     beta_p = jnp.where(support, beta_p, 0.0)
-    default = support / jnp.sum(support, axis=-1, keepdims=True).astype(dtype)
+    xp = np if isinstance(support, np.ndarray) else jnp  # a known support: on the host
+    default = support / xp.sum(support, axis=-1, keepdims=True).astype(dtype)
   cost_radius = constraint_radius = cast(jax.Array, beta_c)  # a JAX array (bonus_scale * ...)
   if setting.cost is not None:
     c_bar = known_array(setting.cost, "cost", c_bar.shape, dtype)

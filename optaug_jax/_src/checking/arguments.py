@@ -181,17 +181,21 @@ def position(where) -> tuple[int, ...]:
   return tuple(int(i) for i in where)
 
 
-def known_array(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array:
+def known_array(value, name: str, shape: tuple[int, ...], dtype) -> jax.Array | np.ndarray:
   """A setting's known array (`cost`, `constraint_costs`, `support`) of `shape`, or of
-  `shape` without its step axis (repeated over h)."""
-  value = jnp.asarray(value)
+  `shape` without its step axis (repeated over h). A concrete one stays a NumPy array: a
+  constant of the program as it is, which XLA does not fold again at every compilation (a
+  dense 200-state support took it 3 s per program); a traced one (a setting vmapped over
+  CMDPs) is a JAX array."""
+  xp = jnp if isinstance(value, jax.core.Tracer) else np
+  value = xp.asarray(value)
   step_axis = len(shape) - 3 if name != "support" else len(shape) - 4
   stationary_shape = shape[:step_axis] + shape[step_axis + 1 :]
   if value.shape == stationary_shape:
-    value = jnp.expand_dims(value, step_axis)
+    value = xp.expand_dims(value, step_axis)
   elif value.shape != shape:
     raise ValueError(
       f"setting.{name}: expected shape {shape} or {stationary_shape} for this"
       f" CMDP, got {value.shape}"
     )
-  return jnp.broadcast_to(value, shape).astype(dtype)
+  return xp.broadcast_to(value, shape).astype(dtype)

@@ -149,9 +149,9 @@ class Dense:
       return None, np.int32(0)
     _, horizon, num_states, num_actions = counts.constraint_cost_sums.shape
     shape = (horizon, num_states, num_actions, num_states)
-    mask = arguments.known_array(support, "support", shape, bool)
+    mask: Any = arguments.known_array(support, "support", shape, bool)
     if counts.transitions.shape[0] == 1:
-      mask = jnp.any(mask, axis=0, keepdims=True)
+      mask = mask.any(axis=0, keepdims=True)  # on the host when known
     return mask, jnp.sum((counts.transitions > 0) & ~mask, dtype=jnp.int32)
 
   def count_off_support(self, off_support, found):
