@@ -88,6 +88,12 @@ RUNS = {  # name: (the setting of its recorded runs in docs/results, K, headline
   # Several constraints (the I >= 2 solve): the registered benchmarks have one each.
   "random_family_i2": ("paper", 5_000, ("--benchmark", "random_family", "--constraints", "2")),
   "random_family_i5": ("paper", 2_000, ("--benchmark", "random_family", "--constraints", "5")),
+  # A user's own CMDP with two constraints (S = 200, sparse): the reservoir, bonus 0.1.
+  "reservoir": (
+    "bura2022",
+    2_000,
+    ("--benchmark", "experiments/own_cmdp/reservoir.py:reservoir", "--bonus-scale", "0.1"),
+  ),
 }
 CHUNK = 500  # episodes per jitted call (a divisor of K; the numbers do not depend on it)
 LEVEL = 0.01  # family-wise level of the test (Holm over every benchmark and metric)
