@@ -11,10 +11,9 @@ vertex it returns as a cut. The loop stops only on a proof: the master's own pri
   vertices re-filled in this box (`planning.policy_vertex`; valid cuts, as any feasible
   point's line bounds `Phi` from above). Where that model meets `psi` there, the one DP
   proves the solve.
-- A cold solve ends on a final master of 40 steps (its weights polished); only a loop out
-  of cuts pays one more DP (at its maximiser) to tighten the certificate, which a proven
-  loop's best dual value already gives. A warm one, proven, ends with its last master's
-  weights and its best `mu`; only a warm loop out of cuts pays the final master.
+- A cold solve ends on a final master of 40 steps (its weights polished) and one more DP
+  (at its maximiser) to tighten the certificate. A warm one, proven, ends with its last
+  master's weights and its best `mu`; only a warm loop out of cuts pays the final master.
   `recover` (exact given `mu`) gives the primal point either way; its certificate is its
   objective minus the best dual value queried.
 - Which point of the optimal face a solve returns moves OptAug's learning statistics (the
@@ -312,24 +311,13 @@ def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
     mu_final, w = master_lib.master(
       m.values, m.images, distinct.mask, problem.thresholds, multipliers, eta, early=cuts.early
     )
-    # The DP at the final master's maximiser tightens the certificate. A cold loop that
-    # proved its stop certifies without it (its best dual value is within half the
-    # certificate's tolerance of its master's primal point), and it never changed the
-    # point returned there (docs/results/statistics): paid only where the loop ran out of
-    # cuts, or where a warm loop's own point did not certify.
-    skip = jnp.zeros((), bool) if warm_started else s.done
-    value = batching.batch_cond(
-      skip,
-      lambda _: jnp.full((), -jnp.inf, s.best.dtype),
-      lambda _: cuts.dual(mu_final, cuts.oracle(mu_final)),
-      None,
-    )
+    value = cuts.dual(mu_final, cuts.oracle(mu_final))
     w = recovery.polish(distinct, w, problem.thresholds, multipliers, eta, num_steps=100)
     best = jnp.maximum(s.best, value)
     w, q, best, best_mu, _ = finish(w, best, jnp.where(value > s.best, mu_final, s.best_mu))
     mu_hat, v, best = at_primal_multiplier(q, best)
     objective = problem_lib.objective(problem, q, multipliers, eta)
-    return w, q, best, best_mu, objective, mu_hat, v, 2 - skip.astype(jnp.int32)
+    return w, q, best, best_mu, objective, mu_hat, v, jnp.full((), 2, jnp.int32)
 
   certified = problem_lib.certified_tolerance(problem.cost.dtype) * (1.0 + jnp.abs(proven[4]))
   cheap = s.done & (proven[4] - proven[2] <= certified)
