@@ -583,3 +583,42 @@ def test_a_vmapped_search_pays_its_searching_members(num_constraints, monkeypatc
       np.testing.assert_allclose(
         getattr(gathered, field)[i], getattr(one, field), rtol=tol, atol=tol, err_msg=field
       )
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_the_final_masters_dp_is_paid_only_where_the_point_needs_it(dtype, monkeypatch):
+  """A cold I = 2 solve that stops on its proof ends on the final master; the DP at its
+  maximiser is paid only where the recovered point is not certified without it. Against
+  the same solve that always pays it (the certificate's tolerance patched below zero):
+  one DP fewer where it was skipped, and both within their certificates of cvxpy's
+  optimum; the skip happens on most instances."""
+  problem_module = __import__("optaug_jax._src.inner.problem", fromlist=["problem"])
+  tolerance = problem_module.certified_tolerance(dtype)
+  eta = 100.0
+  skipped = 0
+  for seed in range(6):
+    m, lower, upper = _instance(2, seed=seed, s=4, a=2, h=3)
+    problem = jax.tree.map(lambda x: jnp.asarray(x, dtype), _problem(m, lower, upper))
+    problem = problem._replace(initial_state=0)
+    lam = jnp.asarray(LAMBDAS[2], dtype)
+    solve = lambda p: oj.solve_inner(p, lam, jnp.asarray(eta, dtype), solver=oj.inner.exact())
+    sol = jax.jit(solve)(problem)
+    with monkeypatch.context() as patch:
+      patch.setattr(problem_module, "certified_tolerance", lambda dtype: -1.0)
+      paid = jax.jit(lambda p: solve(p))(problem)  # a new trace, under the patch
+    optimum, _ = ref.inner_cvxpy(
+      m.cost, m.constraint_costs, lower, upper, int(m.initial_state), m.thresholds, lam, eta
+    )
+    assert bool(sol.certified), seed
+    scale = 1.0 + abs(optimum)
+    for s in (sol, paid):
+      value = float(
+        oj.augmented_lagrangian(
+          jnp.asarray(s.occupancy, jnp.float64), m.cost, m.constraint_costs, m.thresholds, lam, eta
+        )
+      )
+      assert abs(value - optimum) <= 2 * tolerance * scale, (seed, value - optimum)
+    assert int(sol.num_iters) == int(paid.num_iters), seed
+    assert int(sol.dp_calls) in (int(paid.dp_calls) - 1, int(paid.dp_calls)), seed
+    skipped += int(sol.dp_calls) == int(paid.dp_calls) - 1
+  assert skipped >= 4, skipped

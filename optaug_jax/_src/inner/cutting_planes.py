@@ -11,11 +11,11 @@ vertex it returns as a cut. The loop stops only on a proof: the master's own pri
   vertices re-filled in this box (`planning.policy_vertex`; valid cuts, as any feasible
   point's line bounds `Phi` from above). Where that model meets `psi` there, the one DP
   proves the solve.
-- A cold solve ends on a final master of 40 steps (its weights polished) and one more DP
-  (at its maximiser) to tighten the certificate. A warm one, proven, ends with its last
-  master's weights and its best `mu`; only a warm loop out of cuts pays the final master.
-  `recover` (exact given `mu`) gives the primal point either way; its certificate is its
-  objective minus the best dual value queried.
+- A cold solve ends on a final master of 40 steps (its weights polished), and one more DP
+  at its maximiser only where the point is not certified without it. A warm one, proven,
+  ends with its last master's weights and its best `mu`. `recover` (exact given `mu`)
+  gives the primal point either way; its certificate is its objective minus the best dual
+  value queried.
 - Which point of the optimal face a solve returns moves OptAug's learning statistics (the
   tied vertices a solve mixes decide where the agent explores): the warm start certifies
   other points, so it is asked for (`exact(warm_cuts=True)`), not the default
@@ -277,53 +277,93 @@ def _distinct(m: recovery.VertexMemory) -> recovery.VertexMemory:
   return m._replace(mask=m.mask & ~jnp.any(same & earlier & m.mask[None, :], axis=1))
 
 
+class _End(NamedTuple):
+  """The ending's loop state (`_ending`)."""
+
+  stage: jax.Array  # [] int, DPs made
+  finished: jax.Array  # [] bool, the DP at the primal point's multiplier is done
+  best: jax.Array
+  best_mu: jax.Array
+  w: jax.Array
+  q: jax.Array
+  objective: jax.Array
+  mu_last: jax.Array
+  v_last: planning.LMOSolution
+
+
 def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
   """The primal point (`recover`) and the last DP, at its multiplier (module docstring):
-  `(w, q, best, best_mu, objective, mu_last, v_last, extra DPs)`. Cold, on the final
-  master over the distinct cuts (40 steps, its weights polished; the point the statistics
-  were recorded with); warm-started and proven, on the loop's last master's weights.
-  Under `gradient="unrolled"` the final master's: the loop's masters hold repeated cuts,
-  whose degenerate KKT systems blow the derivative up to 1e22."""
+  `(w, q, best, best_mu, objective, mu_last, v_last, extra DPs)`. `recover` starts from
+  the loop's last master's weights where a warm start proved the solve; else from the
+  final master's over the distinct cuts (40 steps, polished; under `gradient="unrolled"`
+  too: the loop's masters hold repeated cuts, whose degenerate KKT systems blow the
+  derivative up to 1e22). The DP at its maximiser `mu_final` is paid only where the point
+  is not certified without it (always in a fixed-length loop), and the point is then
+  recovered from the new best `mu`. Both DPs are one call site, in a loop of two steps."""
   problem, multipliers, eta = cuts.problem, cuts.multipliers, cuts.eta
   m = s.memory
   distinct = _distinct(m)
 
-  def finish(w, best, best_mu):
+  def finish(w, best_mu):
     w = recovery.recover(distinct, w, best_mu, problem, multipliers, eta)
     q = jnp.tensordot(w, m.occupancy, axes=1)
-    return w, q, best, best_mu, problem_lib.objective(problem, q, multipliers, eta)
+    return w, q, problem_lib.objective(problem, q, multipliers, eta)
 
-  def at_primal_multiplier(q, best):
-    # The last query is within the stop's tolerance in value, not in `mu` (the dual is
-    # flat to 1/eta): its greedy actions differed, and the learning statistics with them.
-    mu_hat = dual_step(q, problem.constraint_costs, problem.thresholds, multipliers, eta)
-    v = cuts.oracle(mu_hat)
-    return mu_hat, v, jnp.maximum(best, cuts.dual(mu_hat, v))
+  def certified(objective, best):
+    tol = problem_lib.certified_tolerance(problem.cost.dtype)
+    return objective - best <= tol * (1.0 + jnp.abs(objective))
 
-  proven = finish(s.weights, s.best, s.best_mu)  # the loop's proof: its last master's weights
-
-  def proven_end(_):
-    w, q, best, best_mu, objective = proven
-    mu_hat, v, best = at_primal_multiplier(q, best)
-    return w, q, best, best_mu, objective, mu_hat, v, jnp.ones((), jnp.int32)
-
-  def tightened_end(_):
+  def final_master(_):
     mu_final, w = master_lib.master(
       m.values, m.images, distinct.mask, problem.thresholds, multipliers, eta, early=cuts.early
     )
-    value = cuts.dual(mu_final, cuts.oracle(mu_final))
     w = recovery.polish(distinct, w, problem.thresholds, multipliers, eta, num_steps=100)
-    best = jnp.maximum(s.best, value)
-    w, q, best, best_mu, _ = finish(w, best, jnp.where(value > s.best, mu_final, s.best_mu))
-    mu_hat, v, best = at_primal_multiplier(q, best)
-    objective = problem_lib.objective(problem, q, multipliers, eta)
-    return w, q, best, best_mu, objective, mu_hat, v, jnp.full((), 2, jnp.int32)
+    return mu_final, w
 
-  certified = problem_lib.certified_tolerance(problem.cost.dtype) * (1.0 + jnp.abs(proven[4]))
-  cheap = s.done & (proven[4] - proven[2] <= certified)
-  if cuts.early and warm_started:
-    return batching.batch_cond(cheap, proven_end, tightened_end, None)
-  return tightened_end(None)
+  if cuts.early and warm_started:  # proven by the loop's own weights: no final master
+    proven = certified(finish(s.weights, s.best_mu)[2], s.best) & s.done
+    mu_final, w_start = batching.batch_cond(
+      proven, lambda _: (s.best_mu, s.weights), final_master, None
+    )
+  else:
+    mu_final, w_start = final_master(None)
+
+  def step(e: _End) -> _End:
+    w, q, objective = finish(w_start, e.best_mu)
+    final = (e.stage == 0) & ~(cuts.early & certified(objective, e.best))
+    # Not the last query: it is within the stop's tolerance in value, not in `mu`.
+    mu_hat = dual_step(q, problem.constraint_costs, problem.thresholds, multipliers, eta)
+    query = jnp.where(final, mu_final, mu_hat)
+    v = cuts.oracle(query)
+    value = cuts.dual(query, v)
+    return _End(
+      stage=e.stage + 1,
+      finished=~final,
+      best=jnp.maximum(e.best, value),
+      best_mu=jnp.where(final & (value > e.best), mu_final, e.best_mu),
+      w=w,
+      q=q,
+      objective=objective,
+      mu_last=query,
+      v_last=v,
+    )
+
+  v0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), s.v_last)
+  start = _End(
+    stage=jnp.zeros((), jnp.int32),
+    finished=jnp.zeros((), bool),
+    best=s.best,
+    best_mu=s.best_mu,
+    w=w_start,
+    q=jnp.zeros_like(m.occupancy[0]),
+    objective=jnp.zeros((), problem.cost.dtype),
+    mu_last=s.mu_last,
+    v_last=v0,
+  )
+  e = loops.iterate(
+    step, start, num_iters=2, running=lambda e: ~e.finished, early=cuts.early, can_stop=cuts.early
+  )
+  return e.w, e.q, e.best, e.best_mu, e.objective, e.mu_last, e.v_last, e.stage
 
 
 def _transitions(problem, m: recovery.VertexMemory, w):
