@@ -37,3 +37,33 @@ def test_tuning_reaches_the_traces_inside_its_block_only():
       pass
   with pytest.warns(DeprecationWarning, match=r"tuning_constants\(\)\['unroll_horizon'\]"):
     assert oj.kernels.UNROLL_HORIZON == defaults["unroll_horizon"]
+
+
+def test_the_several_constraint_solves_dp_is_traced_rolled():
+  """`horizon.rolled_scans()`: a program traced inside it keeps its horizon scans rolled
+  (a `while` loop), one traced outside unrolls them (a fresh function each time: JAX
+  reuses a function's trace); nested blocks end with the outer one. The I >= 2 solve's oracle (`cutting_planes._lagrangian_lmo`) is traced rolled, and
+  agrees with the unrolled DP."""
+  from optaug_jax._src import horizon
+  from optaug_jax._src.inner import cutting_planes
+
+  rng = np.random.default_rng(10)
+  p = rng.dirichlet(np.ones(6), size=(4, 6, 3))
+  lower, upper = (jnp.asarray(x) for x in ref.random_box(rng, p, 0.3))
+  cost = jnp.asarray(rng.uniform(0, 1, size=(4, 6, 3)))
+  constraint_costs = jnp.asarray(rng.uniform(0, 1, size=(2, 4, 6, 3)))
+  problem = oj.inner.InnerProblem(
+    cost, constraint_costs, jnp.asarray([1.0, 1.0]), oj.TransitionSet(lower, upper), 0
+  )
+  lmo = lambda r: oj.TransitionSet(lower, upper).lmo(r, 0)
+  assert "while" not in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
+  with horizon.rolled_scans():
+    with horizon.rolled_scans():
+      assert "while" in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
+    assert "while" in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
+  assert "while" not in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
+  mu = jnp.asarray([0.5, 1.5])
+  oracle = jax.jit(lambda m: cutting_planes._lagrangian_lmo(problem, m))
+  assert "while" in oracle.lower(mu).as_text()
+  unrolled = jax.jit(lmo)(cost + jnp.einsum("i,ihsa->hsa", mu, constraint_costs))
+  chex.assert_trees_all_close(oracle(mu), unrolled, atol=1e-12)

@@ -6,7 +6,9 @@ horizon through these two functions, which share the unrolling limits below.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import jax
 from jax import lax
@@ -23,18 +25,40 @@ UNROLL_HORIZON = 32
 UNROLL_MAX_ELEMENTS = 2**21
 
 
+# Inside `rolled_scans()`, every scan is traced rolled (a count, for nested blocks).
+_ROLLED_BLOCKS = 0
+
+
+@contextlib.contextmanager
+def rolled_scans() -> Iterator[None]:
+  """A block whose horizon scans are traced rolled, whatever their size.
+
+  For a DP that one program calls from many sites, each an unrolled copy compiled on its
+  own: the I >= 2 exact solve calls it from seven (the first query, the loop's five
+  buckets of `batching.for_active`, the ending). Rolled, OptAug on a 200-state CMDP with
+  two constraints compiled in 24 s instead of 53, and its episode was no slower
+  (docs/results/episode_cost, "Rolled DPs in the I >= 2 solve"). Read while tracing.
+  """
+  global _ROLLED_BLOCKS
+  _ROLLED_BLOCKS += 1
+  try:
+    yield
+  finally:
+    _ROLLED_BLOCKS -= 1
+
+
 def scan_horizon(f, init, xs, *, reverse=False, rolled=False):
   """`lax.scan` over the leading (horizon) axis of `xs`, unrolled when it is short.
 
   Unrolled when the horizon is at most `UNROLL_HORIZON` and the horizon times the largest
   per-step slice of `xs` is at most `UNROLL_MAX_ELEMENTS` (sizes of one problem: under
-  `vmap` the batch axis does not count), unless `rolled`.
+  `vmap` the batch axis does not count), unless `rolled` or inside `rolled_scans()`.
   """
   leaves = jax.tree.leaves(xs)
   length = leaves[0].shape[0]
   step_size = max(math.prod(x.shape[1:]) for x in leaves)
   unroll = length <= UNROLL_HORIZON and length * step_size <= UNROLL_MAX_ELEMENTS
-  unroll = unroll and not rolled
+  unroll = unroll and not rolled and not _ROLLED_BLOCKS
   return lax.scan(f, init, xs, reverse=reverse, unroll=bool(unroll))
 
 

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import batching, planning
+from .. import batching, horizon, planning
 from ..multiplier_updates import dual_step
 from . import loops, recovery, retrieve
 from . import master as master_lib
@@ -67,8 +67,10 @@ class _CutState(NamedTuple):
 
 
 def _lagrangian_lmo(problem: problem_lib.InnerProblem, mu):
-  """The extended DP at the Lagrangian costs `c + mu . D` (the cutting planes' oracle)."""
-  return problem.lmo(problem.cost + jnp.einsum("i,ihsa->hsa", mu, problem.constraint_costs))
+  """The extended DP at the Lagrangian costs `c + mu . D` (the cutting planes' oracle),
+  its horizon scans rolled (`horizon.rolled_scans`: seven call sites in one solve)."""
+  with horizon.rolled_scans():
+    return problem.lmo(problem.cost + jnp.einsum("i,ihsa->hsa", mu, problem.constraint_costs))
 
 
 def _warm_cuts(problem, memory: recovery.VertexMemory, warm: problem_lib.WarmStart):
