@@ -36,8 +36,8 @@ def rolled_scans() -> Iterator[None]:
   For a DP that one program calls from many sites, each an unrolled copy compiled on its
   own: the I >= 2 exact solve calls it from seven (the first query, the loop's five
   buckets of `batching.for_active`, the ending). Rolled, OptAug on a 200-state CMDP with
-  two constraints compiled in 24 s instead of 53, and its episode was no slower
-  (docs/results/episode_cost, "Rolled DPs in the I >= 2 solve"). Read while tracing.
+  two constraints compiled in 24 s instead of 59, and its episode was no slower
+  (docs/results/episode_cost, "the I >= 2 solve's DPs rolled"). Read while tracing.
   """
   global _ROLLED_BLOCKS
   _ROLLED_BLOCKS += 1

@@ -333,7 +333,7 @@ def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
   def step(e: _End) -> _End:
     w, q, objective = finish(w_start, e.best_mu)
     final = (e.stage == 0) & ~(cuts.early & certified(objective, e.best))
-    # Not the last query: it is within the stop's tolerance in value, not in `mu`.
+    # mu_hat, not the last query (within the stop's tolerance in value, not in `mu`).
     mu_hat = dual_step(q, problem.constraint_costs, problem.thresholds, multipliers, eta)
     query = jnp.where(final, mu_final, mu_hat)
     v = cuts.oracle(query)
