@@ -42,8 +42,9 @@ def test_tuning_reaches_the_traces_inside_its_block_only():
 def test_the_several_constraint_solves_dp_is_traced_rolled():
   """`horizon.rolled_scans()`: a program traced inside it keeps its horizon scans rolled
   (a `while` loop), one traced outside unrolls them (a fresh function each time: JAX
-  reuses a function's trace); nested blocks end with the outer one. The I >= 2 solve's oracle (`cutting_planes._lagrangian_lmo`) is traced rolled, and
-  agrees with the unrolled DP."""
+  reuses a function's trace); nested blocks end with the outer one. The I >= 2 solve's
+  oracle (`cutting_planes._lagrangian_lmo`) is traced rolled, and agrees with the
+  unrolled DP."""
   from optaug_jax._src import horizon
   from optaug_jax._src.inner import cutting_planes
 
