@@ -39,11 +39,12 @@ def test_tuning_reaches_the_traces_inside_its_block_only():
     assert oj.kernels.UNROLL_HORIZON == defaults["unroll_horizon"]
 
 
-def test_the_several_constraint_solves_dp_is_traced_rolled():
-  """`horizon.rolled_scans()`: a program traced inside it keeps its horizon scans rolled
-  (a `while` loop), one traced outside unrolls them (a fresh function each time: JAX
-  reuses a function's trace); nested blocks end with the outer one. The I >= 2 solve's
-  oracle (`cutting_planes._lagrangian_lmo`) is traced rolled, and agrees with the
+def test_the_several_constraint_solves_dp_is_traced_rolled_from_its_size(monkeypatch):
+  """`horizon.rolled_scans(size)`: a program traced inside a block of a size from
+  `ROLLED_BLOCK_MIN_ELEMENTS` keeps its horizon scans rolled (a `while` loop); one of a
+  smaller size, or traced outside, unrolls them (a fresh function each time: JAX reuses a
+  function's trace); nested blocks end with the outer one. The I >= 2 solve's oracle
+  (`cutting_planes._lagrangian_lmo`) rolls by its problem's size, and agrees with the
   unrolled DP."""
   from optaug_jax._src import horizon
   from optaug_jax._src.inner import cutting_planes
@@ -57,14 +58,20 @@ def test_the_several_constraint_solves_dp_is_traced_rolled():
     cost, constraint_costs, jnp.asarray([1.0, 1.0]), oj.TransitionSet(lower, upper), 0
   )
   lmo = lambda r: oj.TransitionSet(lower, upper).lmo(r, 0)
-  assert "while" not in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
-  with horizon.rolled_scans():
-    with horizon.rolled_scans():
-      assert "while" in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
-    assert "while" in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
-  assert "while" not in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
+  rolled = lambda: "while" in jax.jit(lambda r: lmo(r)).lower(cost).as_text()
+  least = horizon.ROLLED_BLOCK_MIN_ELEMENTS
+  assert not rolled()
+  with horizon.rolled_scans(least - 1):
+    assert not rolled()
+  with horizon.rolled_scans(least):
+    with horizon.rolled_scans(least):
+      assert rolled()
+    assert rolled()
+  assert not rolled()
   mu = jnp.asarray([0.5, 1.5])
-  oracle = jax.jit(lambda m: cutting_planes._lagrangian_lmo(problem, m))
-  assert "while" in oracle.lower(mu).as_text()
+  oracle = lambda: jax.jit(lambda m: cutting_planes._lagrangian_lmo(problem, m))
+  assert "while" not in oracle().lower(mu).as_text()  # 4 x 6 x 3 x 6 elements: unrolled
+  monkeypatch.setattr(horizon, "ROLLED_BLOCK_MIN_ELEMENTS", 4 * 6 * 3 * 6)
+  assert "while" in oracle().lower(mu).as_text()
   unrolled = jax.jit(lmo)(cost + jnp.einsum("i,ihsa->hsa", mu, constraint_costs))
-  chex.assert_trees_all_close(oracle(mu), unrolled, atol=1e-12)
+  chex.assert_trees_all_close(oracle()(mu), unrolled, atol=1e-12)

@@ -29,6 +29,7 @@ vertex it returns as a cut. The loop stops only on a proof: the master's own pri
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -67,9 +68,9 @@ class _CutState(NamedTuple):
 
 
 def _lagrangian_lmo(problem: problem_lib.InnerProblem, mu):
-  """The extended DP at the Lagrangian costs `c + mu . D` (the cutting planes' oracle),
-  its horizon scans rolled (`horizon.rolled_scans`: seven call sites in one solve)."""
-  with horizon.rolled_scans():
+  """The extended DP at `c + mu . D` (the oracle; seven call sites: `horizon.rolled_scans`)."""
+  size = problem.cost.shape[0] * math.prod(problem.transitions.lower.shape[1:])
+  with horizon.rolled_scans(size):
     return problem.lmo(problem.cost + jnp.einsum("i,ihsa->hsa", mu, problem.constraint_costs))
 
 
@@ -301,7 +302,8 @@ def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
   too: the loop's masters hold repeated cuts, whose degenerate KKT systems blow the
   derivative up to 1e22). The DP at its maximiser `mu_final` is paid only where the point
   is not certified without it (always in a fixed-length loop), and the point is then
-  recovered from the new best `mu`. Both DPs are one call site, in a loop of two steps."""
+  recovered from the new best `mu`. Both DPs are one call site, in a loop of two steps
+  (under `vmap` the second gathers its members: `batching.for_active`)."""
   problem, multipliers, eta = cuts.problem, cuts.multipliers, cuts.eta
   m = s.memory
   distinct = _distinct(m)
@@ -336,7 +338,10 @@ def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
     # mu_hat, not the last query (within the stop's tolerance in value, not in `mu`).
     mu_hat = dual_step(q, problem.constraint_costs, problem.thresholds, multipliers, eta)
     query = jnp.where(final, mu_final, mu_hat)
-    v = cuts.oracle(query)
+    if cuts.early:  # under vmap, a second step's DP for its members alone
+      v = batching.for_active(~e.finished, _lagrangian_lmo, problem, query)
+    else:
+      v = cuts.oracle(query)
     value = cuts.dual(query, v)
     return _End(
       stage=e.stage + 1,
@@ -350,7 +355,6 @@ def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
       v_last=v,
     )
 
-  v0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), s.v_last)
   start = _End(
     stage=jnp.zeros((), jnp.int32),
     finished=jnp.zeros((), bool),
@@ -360,7 +364,7 @@ def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
     q=jnp.zeros_like(m.occupancy[0]),
     objective=jnp.zeros((), problem.cost.dtype),
     mu_last=s.mu_last,
-    v_last=v0,
+    v_last=jax.tree.map(jnp.zeros_like, s.v_last),
   )
   e = loops.iterate(
     step, start, num_iters=2, running=lambda e: ~e.finished, early=cuts.early, can_stop=cuts.early
