@@ -592,7 +592,8 @@ def test_the_final_masters_dp_is_paid_only_where_the_point_needs_it(dtype, monke
   the same solve that always pays it (the certificate's tolerance patched below zero):
   one DP fewer where it was skipped, and both within their certificates of cvxpy's
   optimum; the skip happens on most instances."""
-  problem_module = __import__("optaug_jax._src.inner.problem", fromlist=["problem"])
+  from optaug_jax._src.inner import problem as problem_module
+
   tolerance = problem_module.certified_tolerance(dtype)
   eta = 100.0
   skipped = 0
