@@ -41,19 +41,14 @@ from ..multiplier_updates import dual_step
 from . import loops, recovery, retrieve
 from . import master as master_lib
 from . import problem as problem_lib
-from .dual_function import dual_value
+from .dual_function import dual_value, stop_tolerance
 
-# Interior-point steps of each master inside the cutting-plane loop, and the relative gap
-# (restricted primal - best dual) at which the loop stops: in float64 1e-12; in float32
-# half of what its certificate must prove (`certified_tolerance`, 1e-4): float32 rounds
-# the gap at ~1e-6 of the objective. Measured on a 60-state random CMDP with I = 2 (16
-# seeds, warm-started OptAug, docs/results/episode_cost "Several constraints"): 20 steps
-# left the master's weights too inexact to meet the stop (4% of solves ran the whole
-# budget; DPs 14.8 per solve, the batch's maximum 42.6); a stop at a tenth of the
-# certificate's tolerance took 14.8 DPs, at half 8.6 (every solve certified either way).
+# Interior-point steps of each master inside the cutting-plane loop (the loop stops at the
+# relative gap `dual_function.stop_tolerance`). Measured on a 60-state random CMDP with I =
+# 2 (16 seeds, warm-started OptAug, docs/results/episode_cost "Several constraints"): 20
+# steps left the master's weights too inexact to meet the stop (4% of solves ran the whole
+# budget; DPs 14.8 per solve, the batch's maximum 42.6).
 LOOP_MASTER_STEPS = 40
-STOP_RTOL = 1e-12
-FLOAT32_STOP_RTOL = 5e-5
 
 
 class _CutState(NamedTuple):
@@ -167,8 +162,7 @@ def cutting_planes(
   dtype = problem.cost.dtype
   num_warm = 0 if warm is None else warm.actions.shape[0]
   slots = num_warm + num_iters + 1
-  floor = STOP_RTOL if jnp.finfo(dtype).bits >= 64 else FLOAT32_STOP_RTOL
-  stop_tol = floor if tol is None else max(floor, tol)
+  stop_tol = stop_tolerance(dtype, tol)
   cuts = _Solve(problem, multipliers, eta, tol is not None and not fixed_length, stop_tol, num_warm)
   shape_of = jax.eval_shape(cuts.oracle, multipliers)
   memory = recovery.empty_memory(

@@ -25,14 +25,15 @@ Otherwise each step queries the maximiser of the model built from the two bracke
 vertices' Lagrangian lines (a kink of `Phi` or the stationary point of one quadratic
 piece); after `STALLS_BEFORE_BISECTION` model steps in a row that did not halve the
 bracket, a safeguard step (twice the last move from the end that moved, or the midpoint if
-nearer). The search ends exactly when the DP finds nothing below the model at its
-maximiser (Kelley's finite end on the kinks of `Phi`). Both bracketing vertices then
-minimise the Lagrangian at `mu*`, so the optimum lies on their segment: an exact line
-search there gives the primal point, and the two vertices are the next solve's
-`WarmStart`. The last DP, at the search's final dual point, is returned as
-`SolverResult.lmo`: `solve_inner` takes the greedy actions at unreached states from it
-instead of one more DP. Only a search that ran out of steps pays a last DP at the primal
-point's multiplier (to tighten its certificate).
+nearer). The search ends when the DP finds nothing below the model at its maximiser
+(Kelley's finite end: the optimum lies on the two bracketing vertices' segment), or when
+the model's maximum is within `dual_function.stop_tolerance` of the best dual value. An
+exact line search on that segment gives the primal point (its objective, the two-cut
+model's maximum, is below the last model's: the stop's gap certifies it), and the two
+vertices are the next solve's `WarmStart`. The last DP, at the search's final dual point,
+is `SolverResult.lmo`: `solve_inner` takes the greedy actions at unreached states from it
+instead of one more DP. Only a search out of steps pays a last DP at the primal point's
+multiplier (to tighten its certificate).
 """
 
 from __future__ import annotations
@@ -46,20 +47,17 @@ from .. import batching, planning
 from ..multiplier_updates import dual_step
 from . import loops, retrieve
 from . import problem as problem_lib
-from .dual_function import dual_value
+from .dual_function import dual_value, stop_tolerance
 from .line_search import exact_line_search
 
 # The first query after the prox centre: this fraction of the way to the one-cut step's end.
-# Late in a run `mu*` moves little from episode to episode while the one-cut step jumps by
-# `eta |g|` (a vertex's constraint value is off alpha by a finite amount at a kink), so the
-# far end lies beyond several kinks; the probe usually lands just past the new `mu*`, on
-# the other vertex of its kink, and the two-cut model then finds `mu*` in one step.
+# Late in a run `mu*` moves little while the one-cut step jumps by `eta |g|` (a vertex's
+# constraint value is off alpha by a finite amount), beyond several kinks; the probe usually
+# lands just past `mu*`, on its kink's other vertex, and one model step then finds `mu*`.
 PROBE_FRACTION = 0.01
-# Model steps in a row that may fail to halve the bracket before a bisection step. One
-# such step is common and harmless: with one end's line exact at `mu*` (a warm start's, or
-# a far end's), each model step finds the next vertex on the other side and the steps
-# converge fast while the bracket, whose other end is a loose one-cut bound, shrinks by a
-# small fraction. Bisecting after one of them threw that progress away.
+# Model steps in a row that may fail to halve the bracket before a bisection step. One is
+# common and harmless: with one end's line exact at `mu*`, model steps converge fast while
+# the bracket's other, loose end moves little. Bisecting after one threw that away.
 STALLS_BEFORE_BISECTION = 2
 
 
@@ -231,8 +229,7 @@ def _next_query(dual: _Dual, m0, s: _SearchState, lines):
   (a_lo, y_lo), (a_hi, y_hi) = lines
   model = dual.candidate(s.lo, s.hi, a_lo, y_lo, a_hi, y_hi)
   # The safeguard after stalled model steps: twice the last move from the end that moved,
-  # or the midpoint if that is nearer (a far end may be a loose bound, and a midpoint there
-  # would throw the steps' progress away).
+  # or the midpoint if nearer (a far end may be loose: its midpoint would waste progress).
   bisect = s.stalls >= STALLS_BEFORE_BISECTION
   mid = 0.5 * (s.lo + s.hi)
   safeguard = jnp.where(
@@ -255,9 +252,8 @@ def _update(dual: _Dual, s: _SearchState, lines, mu, v, bisect, tol) -> _SearchS
   (a_lo, y_lo), (a_hi, y_hi) = lines
   best_now = jnp.maximum(s.best, dual.psi(mu, v))
   g, noise = dual.slope(mu, v), dual.slope_noise(mu, v)
-  # A probe that did not pass mu* moves the queried end to it; the far end stays to be
-  # queried, nearer: the one-cut step from the probe bounds mu* too (D q does not
-  # increase). One that passed mu* is the far end of a smaller bracket.
+  # A probe short of mu* moves the queried end to it; the far end, still to be queried,
+  # to the one-cut step from it (D q does not increase). One past mu* is the far end.
   probed = s.probing & (need_hi | need_lo)
   short = probed & jnp.where(need_hi, g > noise, g < -noise)
   one_cut = dual.lam + dual.eta * (dual.constraint(v) - dual.alpha)
@@ -266,11 +262,15 @@ def _update(dual: _Dual, s: _SearchState, lines, mu, v, bisect, tol) -> _SearchS
   # A model step: the model is an upper bound of Phi built from two of its lines; where it
   # meets Phi at its own maximiser, that point maximises psi: stop (exact, up to rounding).
   upper = jnp.minimum(a_lo + mu * y_lo, a_hi + mu * y_hi)
-  scale = 1.0 + jnp.abs(upper)
-  model_solved = ~bisect & (v.value >= upper - dual.tiny * scale)
-  if tol is not None:  # the model's maximum bounds max psi from above
+  model_solved = ~bisect & (v.value >= upper - dual.tiny * (1.0 + jnp.abs(upper)))
+  if tol is not None:
+    # Where `mu` is the model's own maximiser (not clipped), the next segment's optimum
+    # (the primal point) lies below the model's maximum: a gap within `tol` certifies it.
     model_max = dual_value(mu[None], upper, dual.thresholds, dual.multipliers, dual.eta)
-    model_solved = model_solved | (~bisect & (model_max - best_now <= tol * scale))
+    peak = dual.peak(a_lo, y_lo, a_hi, y_hi, 0.5 * (s.lo + s.hi))
+    unclipped = (peak >= s.lo) & (peak <= s.hi)
+    close = model_max - best_now <= tol * (1.0 + jnp.abs(model_max))
+    model_solved = model_solved | (~bisect & unclipped & close)
   is_end = need_hi | need_lo
   done = jnp.where(is_end, end_solved, model_solved)
   step_up = jnp.where(need_hi, short, jnp.where(need_lo, ~short, g > 0))  # mu* >= mu
@@ -315,6 +315,7 @@ def two_cut_search(
   """The I = 1 exact solve (module docstring); `num_iters` loop steps at most. `warm`: the
   last solve's two vertices (`WarmStart`), re-evaluated here; `None`: a cold start."""
   dual = _Dual.of(problem, multipliers, eta)
+  stop_tol = None if tol is None else stop_tolerance(dual.cost.dtype, tol)
   # The first query: the prox centre, or the maximiser of the model that the last solve's
   # two vertices, re-filled in this box, give (`WarmStart`); one DP there.
   hint = None if warm is None else _refilled_hint(problem, dual, warm)
@@ -333,7 +334,7 @@ def two_cut_search(
       v = batching.for_active(running(s), _shifted_lmo, problem, mu)
     else:
       v = _shifted_lmo(problem, mu)
-    return _update(dual, s, lines, mu, v, bisect, tol)
+    return _update(dual, s, lines, mu, v, bisect, stop_tol)
 
   s = loops.iterate(step, start, num_iters=num_iters, running=running, early=early)
   return _primal_point(
@@ -354,9 +355,8 @@ def _primal_point(
   minimise the Lagrangian at `mu*`), its certificate, and the next solve's hint."""
   cost, d, lam, eta = dual.cost, dual.d, dual.lam, dual.eta
   v_lo, v_hi, best = s.v_lo, s.v_hi, s.best
-  # The optimum lies on the two vertices' segment (the whole optimal face when the bracket
-  # holds a single kink of Phi). An end never queried (a search out of steps) has no
-  # vertex: its segment is the other end.
+  # The primal point lies on the two vertices' segment. An end never queried (a search
+  # out of steps) has no vertex: its segment is the other end.
   v_lo = loops.tree_where(s.has_lo, v_lo, v_hi)
   v_hi = loops.tree_where(s.has_hi, v_hi, v_lo)
   direction = v_lo.occupancy - v_hi.occupancy

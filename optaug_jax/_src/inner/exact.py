@@ -92,12 +92,13 @@ def exact(
       num_iters)` DPs (the budget and 3 or 4 outside it); in float32 with several binding
       constraints a few percent of solves use all of them (float32 rounds the stopping
       test's gap): use float64 (x64) for I >= 3 binding constraints.
-    tol: `0.0` (default): stop as soon as the dual is solved (no new cut, or, for I = 1, the
-      model's bound within `tol` (relative) of the best dual value): a `lax.while_loop`
-      that pays only the DPs it needs. `None`: no stopping rule beyond the search's own
-      exact end (I = 1). I >= 2 stops when its master's primal point is within
-      `max(tol, 1e-12)` (float64) or `max(tol, 5e-5)` (float32, half of what its
-      certificate must prove) of the best dual value, relative to `1 + |objective|`. Under
+    tol: `0.0` (default): stop as soon as the dual is solved to the dtype's accuracy: no
+      new cut, or the model's bound on the dual maximum (I = 1: the two-cut model's; I >=
+      2: the master's primal point) within `max(tol, 1e-12)` (float64) or `max(tol,
+      5e-5)` (float32, half of what a certificate must prove) of the best dual value,
+      relative to `1 + |bound|` (`dual_function.stop_tolerance`): a `lax.while_loop` that
+      pays only the DPs it needs. `None`: I = 1 stops only at the search's exact end (every
+      step of the budget traced); I >= 2 as with `0.0`. Under
       `solve_inner(gradient="unrolled")` the loops run their whole budget (a
       `lax.fori_loop`, reverse-differentiable; finished iterates stay put, so the numbers
       are the same).
