@@ -162,7 +162,7 @@ def cutting_planes(
   dtype = problem.cost.dtype
   num_warm = 0 if warm is None else warm.actions.shape[0]
   slots = num_warm + num_iters + 1
-  stop_tol = stop_tolerance(dtype, tol)
+  stop_tol = stop_tolerance(dtype, tol, problem.thresholds.shape[0])
   cuts = _Solve(problem, multipliers, eta, tol is not None and not fixed_length, stop_tol, num_warm)
   shape_of = jax.eval_shape(cuts.oracle, multipliers)
   memory = recovery.empty_memory(

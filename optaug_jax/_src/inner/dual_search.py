@@ -315,7 +315,7 @@ def two_cut_search(
   """The I = 1 exact solve (module docstring); `num_iters` loop steps at most. `warm`: the
   last solve's two vertices (`WarmStart`), re-evaluated here; `None`: a cold start."""
   dual = _Dual.of(problem, multipliers, eta)
-  stop_tol = None if tol is None else stop_tolerance(dual.cost.dtype, tol)
+  stop_tol = None if tol is None else stop_tolerance(dual.cost.dtype, tol, 1)
   # The first query: the prox centre, or the maximiser of the model that the last solve's
   # two vertices, re-filled in this box, give (`WarmStart`); one DP there.
   hint = None if warm is None else _refilled_hint(problem, dual, warm)

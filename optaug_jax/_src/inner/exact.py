@@ -94,14 +94,14 @@ def exact(
       test's gap): use float64 (x64) for I >= 3 binding constraints.
     tol: `0.0` (default): stop as soon as the dual is solved to the dtype's accuracy: no
       new cut, or the model's bound on the dual maximum (I = 1: the two-cut model's; I >=
-      2: the master's primal point) within `max(tol, 1e-12)` (float64) or `max(tol,
-      5e-5)` (float32, half of what a certificate must prove) of the best dual value,
-      relative to `1 + |bound|` (`dual_function.stop_tolerance`): a `lax.while_loop` that
-      pays only the DPs it needs. `None`: I = 1 stops only at the search's exact end (every
-      step of the budget traced); I >= 2 as with `0.0`. Under
-      `solve_inner(gradient="unrolled")` the loops run their whole budget (a
-      `lax.fori_loop`, reverse-differentiable; finished iterates stay put, so the numbers
-      are the same).
+      2: the master's primal point) within `max(tol, 1e-12)` (float64) or, in float32,
+      `max(tol, 5e-6)` for I = 1 and `max(tol, 5e-5)` for I >= 2 (a twentieth and half of
+      what a certificate must prove) of the best dual value, relative to `1 + |bound|`
+      (`dual_function.stop_tolerance`): a `lax.while_loop` that pays only the DPs it
+      needs. `None`: I = 1 stops only at the search's exact end (every step of the budget
+      traced); I >= 2 as with `0.0`. Under `solve_inner(gradient="unrolled")` the loops
+      run their whole budget (a `lax.fori_loop`, reverse-differentiable; finished iterates
+      stay put, so the numbers are the same).
     warm_cuts: I >= 2: start each solve from the last one's `I + 1` vertices, re-filled in
       this box as its first cuts (an agent's `warm_start`): often one DP proves the solve
       where a cold start takes three or more. Off by default: the solve then certifies
