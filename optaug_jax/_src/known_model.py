@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import inner as inner_lib
+from . import numerics
 from .agents import base
 from .checking import arguments
 from .cmdp import CMDP
@@ -37,7 +38,7 @@ class KnownModelLog(NamedTuple):
 
 
 def _values(cmdp: CMDP, q):
-  return jnp.sum(cmdp.cost * q), jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
+  return jnp.sum(cmdp.cost * q), numerics.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
 
 
 def alm_known_model(
@@ -106,7 +107,7 @@ def dual_descent_known_model(cmdp: CMDP, eta: base.Schedule, *, num_iters: int) 
   dtype = cmdp.cost.dtype
 
   def step(multipliers, n):
-    reward = cmdp.cost + jnp.einsum("i,ihsa->hsa", multipliers, cmdp.constraint_costs)
+    reward = cmdp.cost + numerics.einsum("i,ihsa->hsa", multipliers, cmdp.constraint_costs)
     kernel = cmdp.transition_set()
     policy = kernel.optimal_policy(reward)
     q = kernel.occupancy(policy, cmdp.initial_state)

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from . import numerics
 from .checking import arguments, kernels
 from .errors import ArgumentError
 from .numerics import compensated_add
@@ -67,7 +68,7 @@ def dual_step(
   kernels.finite("occupancy", occupancy, "dual_step", check=check)
   kernels.finite("constraint_costs", constraint_costs, "dual_step", check=check)
   kernels.finite("thresholds", thresholds, "dual_step", check=check)
-  violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
+  violation = numerics.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
   return jnp.maximum(multipliers + eta * violation, 0.0)
 
 

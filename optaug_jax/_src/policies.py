@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import planning
+from . import numerics, planning
 from .checking import arguments
 from .cmdp import CMDP
 from .cmdp_checks import baseline_fault, check_cmdp, validate_cmdp
@@ -27,7 +27,7 @@ def policy_values(cmdp: CMDP, policy: jax.Array) -> tuple[jax.Array, jax.Array]:
   """
   q = planning.occupancy(cmdp.transition_set(), policy, cmdp.initial_state)
   cost_value = jnp.sum(cmdp.cost * q)
-  constraint_values = jnp.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
+  constraint_values = numerics.einsum("ihsa,hsa->i", cmdp.constraint_costs, q)
   return cost_value, constraint_values
 
 

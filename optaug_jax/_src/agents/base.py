@@ -277,7 +277,7 @@ def plan_info(
   model's count of observations outside the declared support."""
   return PlanInfo(
     optimistic_cost_value=jnp.sum(model.cost * q),
-    optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", model.constraint_costs, q),
+    optimistic_constraint_values=numerics.einsum("ihsa,hsa->i", model.constraint_costs, q),
     inner_gap=inner_gap,
     pretraining=pretraining,
     extras={} if extras is None else extras,

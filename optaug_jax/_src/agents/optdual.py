@@ -183,7 +183,7 @@ def _plan_fn(optimistic_model, box_of, step: _DualStep):
     dtype = state.multipliers.dtype
     num_constraints, horizon = state.counts.constraint_cost_sums.shape[:2]
     model = optimistic_model(state.counts)
-    reward = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
+    reward = model.cost + numerics.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
     lmo = box_of(model).lmo(reward, state.initial_state)
     q = lmo.occupancy
     if step.dual_optimizer is None:
@@ -202,7 +202,7 @@ def _plan_fn(optimistic_model, box_of, step: _DualStep):
       if step.eta is not None:  # the step the optimizer was given, at this episode
         eta_k = jnp.asarray(step.step_size(horizon, num_constraints, state.episode), dtype)
         kernels.finite("eta", eta_k, "optdual", check=check, low=0.0, low_open=True)
-      violation = jnp.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
+      violation = numerics.einsum("ihsa,hsa->i", model.constraint_costs, q) - state.thresholds
       multipliers, dual_state = multiplier_updates.projected_dual_update(
         step.optimizer(horizon, num_constraints), state.dual_state, state.multipliers, violation
       )

@@ -110,7 +110,9 @@ def _plan_fn(optimistic_model, steps):
     )
     model = optimistic_model(state.counts)
     # Optimistic evaluation of the previous policy (data up to the last episode).
-    lagrangian = model.cost + jnp.einsum("i,ihsa->hsa", state.multipliers, model.constraint_costs)
+    lagrangian = model.cost + numerics.einsum(
+      "i,ihsa->hsa", state.multipliers, model.constraint_costs
+    )
     confidence = model.transition_set()
     _, q_values = confidence.evaluate(lagrangian, state.policy)
     evaluate = jax.vmap(confidence.evaluate, in_axes=(0, None))

@@ -246,7 +246,7 @@ def _lp_plan(played, cost, constraint_costs, est, state):
   policy, q, skip, feasible, failed = played
   info = base.PlanInfo(
     optimistic_cost_value=jnp.sum(cost * q),
-    optimistic_constraint_values=jnp.einsum("ihsa,hsa->i", constraint_costs, q),
+    optimistic_constraint_values=numerics.einsum("ihsa,hsa->i", constraint_costs, q),
     inner_gap=jnp.zeros((), state.multipliers.dtype),
     pretraining=skip | ~feasible,
     off_support_transitions=est.off_support_transitions,
@@ -364,7 +364,7 @@ def optpess_lp(
     lp_args = (est.transitions, cost, constraint_costs, state.thresholds, state.initial_state)
 
     def use_baseline(baseline_q):  # the baseline test: its pessimistic values near alpha
-      values = jnp.einsum("ihsa,hsa->i", constraint_costs, baseline_q)
+      values = numerics.einsum("ihsa,hsa->i", constraint_costs, baseline_q)
       return jnp.any(values >= state.thresholds - slack / 2.0)
 
     played = _lp_or_baseline(est, state, pi_b, use_baseline, _pess_lp, lp_args)

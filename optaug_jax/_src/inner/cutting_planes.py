@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import batching, horizon, planning
+from .. import batching, horizon, numerics, planning
 from ..multiplier_updates import dual_step
 from . import loops, recovery, retrieve
 from . import master as master_lib
@@ -66,7 +66,7 @@ def _lagrangian_lmo(problem: problem_lib.InnerProblem, mu):
   """The extended DP at `c + mu . D` (the oracle; seven call sites: `horizon.rolled_scans`)."""
   size = problem.cost.shape[0] * math.prod(problem.transitions.lower.shape[1:])
   with horizon.rolled_scans(size):
-    return problem.lmo(problem.cost + jnp.einsum("i,ihsa->hsa", mu, problem.constraint_costs))
+    return problem.lmo(problem.cost + numerics.einsum("i,ihsa->hsa", mu, problem.constraint_costs))
 
 
 def _warm_cuts(problem, memory: recovery.VertexMemory, warm: problem_lib.WarmStart):
@@ -304,7 +304,7 @@ def _ending(cuts: _Solve, s: _CutState, warm_started: bool):
 
   def finish(w, best_mu):
     w = recovery.recover(distinct, w, best_mu, problem, multipliers, eta)
-    q = jnp.tensordot(w, m.occupancy, axes=1)
+    q = numerics.tensordot(w, m.occupancy, axes=1)
     return w, q, problem_lib.objective(problem, q, multipliers, eta)
 
   def certified(objective, best):
@@ -374,7 +374,7 @@ def _transitions(problem, m: recovery.VertexMemory, w):
     m.values, m.occupancy, paths.actions, paths.greedy_transitions, paths.state_occupancy
   )
   num_actions = problem.cost.shape[-1]
-  z = jnp.tensordot(w, jax.vmap(lambda v: retrieve.vertex_z(v, num_actions))(vertices), axes=1)
+  z = numerics.tensordot(w, jax.vmap(lambda v: retrieve.vertex_z(v, num_actions))(vertices), axes=1)
   return retrieve.transitions_from_z(z, problem.transitions)
 
 
@@ -385,7 +385,7 @@ def _next_hint(memory: recovery.VertexMemory, w, mu, num: int) -> problem_lib.Wa
   fewer are collected: the first one again)."""
   names = memory.names
   assert names is not None  # kept when a hint is asked for
-  lagrangian = memory.values + memory.images @ mu
+  lagrangian = memory.values + numerics.matmul(memory.images, mu)
   low = jnp.min(jnp.where(memory.mask, lagrangian, jnp.inf))
   excess = jnp.where(memory.mask, lagrangian - low, jnp.inf)
   rank = jnp.where(memory.mask & (w > 0), -1.0 - w, excess)  # the mix first

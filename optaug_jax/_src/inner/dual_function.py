@@ -16,10 +16,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .. import numerics
+
 
 def dual_value(mu, phi, thresholds, multipliers, eta) -> jax.Array:
   """`psi(mu)` given `Phi(mu) = phi` (the extended DP's value at the costs `c + D^T mu`)."""
-  return phi - jnp.dot(mu, thresholds) - jnp.dot(mu, mu - 2.0 * multipliers) / (2.0 * eta)
+  return phi - numerics.dot(mu, thresholds) - numerics.dot(mu, mu - 2.0 * multipliers) / (2.0 * eta)
 
 
 # The relative gap (the model's or master's bound on the dual maximum - the best dual value

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import planning
+from .. import numerics, planning
 from ..checking import arguments
 from . import loops, retrieve
 from . import problem as problem_lib
@@ -82,7 +82,7 @@ class FrankWolfe:
       return _FWState(t=t, q=q, z=z, lmo=lmo, grad=grad, gap=gap)
 
     # z^0: the best response to the plain Lagrangian c + D^T lambda (a vertex of Z).
-    start = oracle(cost + jnp.einsum("i,ihsa->hsa", multipliers, constraint_costs))
+    start = oracle(cost + numerics.einsum("i,ihsa->hsa", multipliers, constraint_costs))
     z0 = retrieve.vertex_z(start, num_actions) if with_transitions else jnp.zeros(())
     state = probe(start.occupancy, z0, jnp.zeros((), jnp.int32))
 
@@ -91,9 +91,9 @@ class FrankWolfe:
       if self.step_rule == "standard":
         step = 2.0 / (state.t.astype(cost.dtype) + 2.0)
       else:
-        violation = jnp.einsum("ihsa,hsa->i", constraint_costs, state.q) - thresholds
+        violation = numerics.einsum("ihsa,hsa->i", constraint_costs, state.q) - thresholds
         a = multipliers / eta + violation
-        b = jnp.einsum("ihsa,hsa->i", constraint_costs, direction)
+        b = numerics.einsum("ihsa,hsa->i", constraint_costs, direction)
         step = exact_line_search(jnp.sum(cost * direction), a, b, eta)
       q = state.q + step * direction
       z = state.z

@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import numerics
+
 # Largest system `spd_solve` writes out as scalar code (an unrolled Cholesky); larger
 # ones go to `jnp.linalg.solve` (a batched LU under `vmap` on XLA:CPU was a fifth of the
 # I = 2 dual step: docs/design.md, "Tuned constants").
@@ -101,7 +103,7 @@ def master(
   slots = values.shape[0]
   qp = _scale_free_qp(values, images, mask, thresholds, multipliers, eta)
   x = jnp.concatenate([jnp.zeros((num_constraints,), dtype), -jnp.ones((1,), dtype)])
-  slack = jnp.maximum(qp.h - qp.g @ x, 1.0)
+  slack = jnp.maximum(qp.h - numerics.matmul(qp.g, x), 1.0)
   dual = jnp.ones_like(slack)
   # Stop once the iterate is optimal to rounding: the complementarity gap and the
   # residuals below `CONVERGED` (relative); `num_steps` at most. Under vmap the loop runs
@@ -142,7 +144,7 @@ def _scale_free_qp(values, images, mask, thresholds, multipliers, eta) -> _QP:
   num_constraints = thresholds.shape[0]
   n = num_constraints + 1
   slots = values.shape[0]
-  lagrangians = values + images @ multipliers
+  lagrangians = values + numerics.matmul(images, multipliers)
   low = jnp.min(jnp.where(mask, lagrangians, jnp.inf))
   offsets = jnp.where(mask, (lagrangians - low) / eta, 1.0)
   floor = multipliers / eta  # v >= -lambda / eta, i.e. mu >= 0
@@ -161,16 +163,16 @@ def _mehrotra_step(qp: _QP, carry):
   iterate is kept where the step is not finite and interior)."""
   curvature, linear, g, h = qp
   x, slack, dual = carry
-  r_dual = curvature * x + linear + g.T @ dual
-  r_primal = g @ x + slack - h
-  gap = jnp.dot(slack, dual) / slack.shape[0]
+  r_dual = curvature * x + linear + numerics.matmul(g.T, dual)
+  r_primal = numerics.matmul(g, x) + slack - h
+  gap = numerics.dot(slack, dual) / slack.shape[0]
   weight = dual / slack
-  lhs = jnp.diag(curvature) + (g * weight[:, None]).T @ g
+  lhs = jnp.diag(curvature) + numerics.matmul((g * weight[:, None]).T, g)
 
   def direction(r_cent):
-    rhs = -r_dual - g.T @ ((r_cent + dual * r_primal) / slack)
+    rhs = -r_dual - numerics.matmul(g.T, (r_cent + dual * r_primal) / slack)
     dx = spd_solve(lhs, rhs)
-    ds = -r_primal - g @ dx
+    ds = -r_primal - numerics.matmul(g, dx)
     return dx, ds, (r_cent - dual * ds) / slack
 
   def longest(v, dv):
@@ -180,7 +182,7 @@ def _mehrotra_step(qp: _QP, carry):
   # (sigma = (gap after it / gap)^3) and its second-order term corrects the step.
   _, ds_aff, dz_aff = direction(-slack * dual)
   step_aff = jnp.minimum(1.0, jnp.minimum(longest(slack, ds_aff), longest(dual, dz_aff)))
-  gap_aff = jnp.dot(slack + step_aff * ds_aff, dual + step_aff * dz_aff) / slack.shape[0]
+  gap_aff = numerics.dot(slack + step_aff * ds_aff, dual + step_aff * dz_aff) / slack.shape[0]
   sigma = jnp.clip(gap_aff / jnp.where(gap > 0, gap, 1.0), 0.0, 1.0) ** 3
   dx, ds, dz = direction(-slack * dual - ds_aff * dz_aff + sigma * gap)
   alpha = jnp.minimum(1.0, 0.99 * jnp.minimum(longest(slack, ds), longest(dual, dz)))
@@ -193,8 +195,8 @@ def _unconverged(qp: _QP, carry, tol) -> jax.Array:
   """Whether `(x, slack, dual)` is not yet optimal to `tol` (relative to `h`)."""
   curvature, linear, g, h = qp
   x, slack, dual = carry
-  r_dual = curvature * x + linear + g.T @ dual
-  r_primal = g @ x + slack - h
+  r_dual = curvature * x + linear + numerics.matmul(g.T, dual)
+  r_primal = numerics.matmul(g, x) + slack - h
   scale = 1.0 + jnp.max(jnp.abs(h))
   # Each row's complementarity, not their mean: the mean over the memory's slots (most of
   # them empty rows `0 <= 1`) let the loop's masters stop with weights too inexact for

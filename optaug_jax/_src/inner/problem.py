@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .. import numerics
 from ..multiplier_updates import dual_step
 from ..transition_set import TransitionSet
 
@@ -199,7 +200,7 @@ def augmented_lagrangian(
   """
   # Written as (eta / 2) ||[lambda / eta + (D q - alpha)]_+||^2: no eta^2 intermediate, so
   # float32 stays finite for eta up to ~1e37 (accuracy is another matter: use x64).
-  violation = jnp.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
+  violation = numerics.einsum("ihsa,hsa->i", constraint_costs, occupancy) - thresholds
   scaled = jnp.maximum(multipliers / eta + violation, 0.0)
   return jnp.sum(cost * occupancy) + 0.5 * eta * jnp.sum(scaled**2)
 
@@ -214,4 +215,4 @@ def objective(problem: InnerProblem, occupancy, multipliers, eta) -> jax.Array:
 def gradient(problem: InnerProblem, occupancy, multipliers, eta) -> jax.Array:
   """Eq. (nabla): `c + D^T lambda+(q)`, `[H, S, A]` (the same for every next state)."""
   weights = dual_step(occupancy, problem.constraint_costs, problem.thresholds, multipliers, eta)
-  return problem.cost + jnp.einsum("i,ihsa->hsa", weights, problem.constraint_costs)
+  return problem.cost + numerics.einsum("i,ihsa->hsa", weights, problem.constraint_costs)

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import numerics
 from . import problem as problem_lib
 from .line_search import exact_line_search
 
@@ -81,7 +82,7 @@ def store(problem, memory: VertexMemory, j, v, keep=True, write=None):
   `write`: whether to write at all (False: the slot stays as it is; one slot is read and
   written either way, never the whole memory)."""
   a = jnp.sum(problem.cost * v.occupancy)
-  y = jnp.einsum("ihsa,hsa->i", problem.constraint_costs, v.occupancy)
+  y = numerics.einsum("ihsa,hsa->i", problem.constraint_costs, v.occupancy)
 
   def put(x, new):
     return x.at[j].set(new if write is None else jnp.where(write, new, x[j]))
@@ -110,8 +111,8 @@ def store(problem, memory: VertexMemory, j, v, keep=True, write=None):
 def restricted_objective(values, images, w, thresholds, multipliers, eta):
   """The objective at the mix `w` of collected vertices: `values.w + (eta / 2)
   ||[lambda / eta + Y'w - alpha]_+||^2` (eq. (step1) at `q = sum_j w_j q_j`)."""
-  scaled = jnp.maximum(multipliers / eta + images.T @ w - thresholds, 0.0)
-  return jnp.dot(values, w) + 0.5 * eta * jnp.sum(scaled**2)
+  scaled = jnp.maximum(multipliers / eta + numerics.matmul(images.T, w) - thresholds, 0.0)
+  return numerics.dot(values, w) + 0.5 * eta * jnp.sum(scaled**2)
 
 
 def polish(memory: VertexMemory, w, thresholds, multipliers, eta, *, num_steps: int = 100):
@@ -124,9 +125,9 @@ def polish(memory: VertexMemory, w, thresholds, multipliers, eta, *, num_steps: 
   base = multipliers / eta - thresholds
 
   def step(_, w):
-    y = images.T @ w
+    y = numerics.matmul(images.T, w)
     mu = jnp.maximum(multipliers + eta * (y - thresholds), 0.0)
-    score = values + images @ mu  # gradient of the primal in w
+    score = values + numerics.matmul(images, mu)  # gradient of the primal in w
     best = jnp.argmin(jnp.where(mask, score, jnp.inf))
     worst = jnp.argmax(jnp.where(mask & (w > 0), score, -jnp.inf))
     amount = w[worst]
@@ -157,7 +158,7 @@ def simplex_least_squares(c, allowed, *, num_iters: int):
   eps = jnp.finfo(dtype).eps
   size = jnp.max(jnp.where(allowed[None, :], jnp.abs(c), 0.0))
   c = c / jnp.where(size > 0, size, 1.0)
-  gram = c.T @ c
+  gram = numerics.matmul(c.T, c)
   ridge = eps * (1.0 + jnp.trace(gram))
   single = jnp.diagonal(gram)  # ||c e_j||^2
   first = jnp.argmin(jnp.where(allowed, single, jnp.inf))
@@ -180,8 +181,8 @@ def simplex_least_squares(c, allowed, *, num_iters: int):
     feasible = jnp.all(jnp.where(passive, z > 0, True))
     # Optimal on the passive set: add the most improving allowed vertex, if any. Reduced
     # gradients relative to the passive set's mean (the multiplier of sum w = 1).
-    residual = c @ z
-    score = c.T @ residual
+    residual = numerics.matmul(c, z)
+    score = numerics.matmul(c.T, residual)
     nu = jnp.sum(jnp.where(passive, score * z, 0.0)) / jnp.sum(jnp.where(passive, z, 0.0))
     reduced = jnp.where(allowed & ~passive, score - nu, jnp.inf)
     enter = jnp.argmin(reduced)
@@ -235,7 +236,7 @@ def recover(
   eps = jnp.finfo(dtype).eps
   slots, num_constraints = images.shape
   k = min(slots, num_candidates or 4 * (num_constraints + 1))
-  lagrangian = jnp.where(mask, values + images @ mu, jnp.inf)
+  lagrangian = jnp.where(mask, values + numerics.matmul(images, mu), jnp.inf)
   _, index = lax.top_k(-lagrangian, k)
   lagr, pts, valid = lagrangian[index], images[index], mask[index]
   low = lagr[0]
@@ -251,7 +252,7 @@ def recover(
     def one_pass(rows, _):
       c = jnp.where(rows[:, None], pts.T - target[:, None], 0.0)  # [I, k], d = 0
       v = simplex_least_squares(c, allowed, num_iters=3 * k)
-      over = (pts.T @ v - target) > jnp.sqrt(eps) * scale
+      over = (numerics.matmul(pts.T, v) - target) > jnp.sqrt(eps) * scale
       return rows | over, v
 
     _, tries = lax.scan(one_pass, free, None, length=num_constraints)

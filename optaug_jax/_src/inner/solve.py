@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import planning
+from .. import numerics, planning
 from ..checking import arguments
 from ..multiplier_updates import dual_step
 from . import checks as inner_checks
@@ -166,7 +166,9 @@ def _at_solution(problem, q, multipliers, eta, objective, lmo, gradient, unreach
     # The gradient at q*: the linearised problem there has the same optimal KKT
     # multipliers (box sensitivity), and its extended DP acts at every (h, s).
     lam_plus = dual_step(q, problem.constraint_costs, problem.thresholds, multipliers, eta)
-    grad = lax.stop_gradient(cost + jnp.einsum("i,ihsa->hsa", lam_plus, problem.constraint_costs))
+    grad = lax.stop_gradient(
+      cost + numerics.einsum("i,ihsa->hsa", lam_plus, problem.constraint_costs)
+    )
     linear = problem.lmo(grad)
     if gradient == "envelope":
       # The box's derivative: each row's fill differentiated in its bounds at the DP's

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import numerics
 from ..cmdp import CMDP
 from .model import LinearCMDP
 
@@ -142,13 +143,13 @@ def kitamura_linear(seed: int = 0, dtype=None) -> LinearBenchmark:
   mu = jax.random.dirichlet(key, jnp.full((num_states,), 0.1, F32), (horizon * num_features,), F32)
   mu = mu.reshape(horizon, num_features, num_states)
   key, _ = jax.random.split(key)
-  kernel = jnp.einsum("hds,kd->hks", mu, phi).reshape(horizon, num_states, num_actions, -1)
+  kernel = numerics.einsum("hds,kd->hks", mu, phi).reshape(horizon, num_states, num_actions, -1)
 
   def scaled(key):
     theta = jax.random.uniform(key, shape=(horizon, num_features), dtype=F32)
-    values = jnp.einsum("hd,kd->hk", theta, phi)
+    values = numerics.einsum("hd,kd->hk", theta, phi)
     theta = theta * (1 / values.max())
-    return jnp.einsum("hd,kd->hk", theta, phi).reshape(horizon, num_states, num_actions)
+    return numerics.einsum("hd,kd->hk", theta, phi).reshape(horizon, num_states, num_actions)
 
   reward = scaled(key)
   key, _ = jax.random.split(key)

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import numerics
 from . import ridge as ridge_lib
 
 
@@ -103,8 +104,8 @@ def composite_softmax(
       future, components.low[:, None, None] * after, components.high[:, None, None] * after
     )
     q = components.costs[:, h] + bonus_out * est.bonus[h][None] + future  # [K, S, A]
-    pi, log_pi = _softmax(-sense * jnp.einsum("k,ksa->as", weights, q) / tau)
-    new = jnp.einsum("as,ksa->ks", pi, q)
+    pi, log_pi = _softmax(-sense * numerics.einsum("k,ksa->as", weights, q) / tau)
+    new = numerics.einsum("as,ksa->ks", pi, q)
     new = new + components.entropy[:, None] * (sense * tau * jnp.sum(pi * log_pi, axis=0))
     return new, pi.T
 

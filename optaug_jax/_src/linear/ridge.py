@@ -33,6 +33,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .. import numerics
+
 
 class Ridge(NamedTuple):
   """The sufficient statistics of the per-step ridge regressions."""
@@ -79,7 +81,7 @@ def gram(ridge: Ridge, features: jax.Array, rho) -> jax.Array:
   """`Lambda_h = rho I + sum_{s,a} n_h(s, a) phi phi^T`, `[H, d, d]`."""
   dtype = features.dtype
   n = ridge.visits.astype(dtype)
-  out = jnp.einsum("hsad,hsa,hsae->hde", features, n, features)
+  out = numerics.einsum("hsad,hsa,hsae->hde", features, n, features)
   return out + rho * jnp.eye(features.shape[-1], dtype=dtype)
 
 
@@ -92,7 +94,7 @@ def estimate(ridge: Ridge, features: jax.Array, rho) -> Estimate:
   # on CPUs).
   eye = jnp.eye(d, dtype=features.dtype)
   inverse = jax.vmap(lambda chol: jax.scipy.linalg.solve_triangular(chol, eye, lower=True))(factor)
-  z = jnp.einsum("hsad,hed->hsae", features, inverse)
+  z = numerics.einsum("hsad,hed->hsae", features, inverse)
   weights = jax.vmap(lambda chol, t: jax.scipy.linalg.cho_solve((chol, True), t.T))(
     factor, ridge.targets
   )
@@ -103,4 +105,4 @@ def expected_next(est: Estimate, features: jax.Array, h, values: jax.Array) -> j
   """`(P_hat_h V)(s, a)` for all `(s, a)`, `[S, A]` (`values [S]`: `V_{h+1}`, `features`
   `[H, S, A, d]`); `O(S d + S A d)`: two matrix-vector products, `Lambda_h^{-1} targets_h^T`
   being factored once per plan (`estimate`)."""
-  return features[h] @ (est.weights[h] @ values)
+  return numerics.matmul(features[h], numerics.matmul(est.weights[h], values))
