@@ -499,3 +499,32 @@ def test_episode_cost_times_your_own_cmdp(tmp_path):
 def test_episode_cost_refuses_your_own_cmdp_when_it_cannot_load_it(tmp_path):
   err = _script_fails("episode_cost.py", "--benchmark", f"{tmp_path}/none.py:mine")
   assert f"episode_cost.py: error: --benchmark {tmp_path}/none.py:mine: no file" in err
+
+
+def test_roofline_states_the_floors_and_places_a_devices_rows(tmp_path):
+  """perf/roofline.py: the bandwidth floor is the bytes of one seed's bounds over the
+  stream bandwidth, and `--measured` places rows against another file's device."""
+  device = tmp_path / "device.json"
+  tiny = ["--sizes-mib", "1", "--steps", "20", "--reps", "2", "--problems", "queue"]
+  _run_script("perf/roofline.py", *tiny, "--out", str(device))
+  measured = _read_json(device)
+  bench = oj.benchmarks.make_benchmark("queue")
+  h, s, a, n = bench.cmdp.next_states.shape
+  (floor,) = measured["floors"].values()
+  assert floor["bounds_bytes_per_seed"] == 2 * h * s * a * n * 4
+  assert measured["bandwidth_gb_s"] > 0 and measured["loop_step_least_s"] > 0
+  cost = tmp_path / "cost.json"
+  row = {"problem": "queue", "early_optaug_s": 2e-3, "early_optdual_s": 1e-3}
+  cost.write_text(json.dumps({"args": {"seeds": 4}, "rows": [row]}))
+  placed = tmp_path / "placed.json"
+  _run_script(
+    "perf/roofline.py", "--measured", str(device), "--cost", str(cost), "--out", str(placed)
+  )
+  out = _read_json(placed)
+  assert out["bandwidth_gb_s"] == measured["bandwidth_gb_s"]  # the device's, not this one's
+  queue = out["floors"]["queue"]
+  seconds = floor["bounds_bytes_per_seed"] / (measured["bandwidth_gb_s"] * 1e9)
+  assert queue["optaug_bandwidth_floors"] == pytest.approx(2e-3 / seconds)
+  assert queue["optdual_step_floors"] == pytest.approx(
+    1e-3 / (3 * h * measured["loop_step_least_s"] / 4)
+  )

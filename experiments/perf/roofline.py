@@ -9,19 +9,21 @@ of `--reps` calls after one warm-up call:
   caches; the largest size's read is the bandwidth of the floors below.
 - loop steps: a `lax.fori_loop` of `--steps` iterations over a 1,024-float vector whose
   body is k dependent reductions (`x - mean(x) / 2`, k times), for k = 1, 2, 4, 8: the
-  time per iteration, and its slope in k (least squares: what one more dependent
-  reduction adds; on a GPU each is a kernel of its own). The step of one reduction is what
-  a step of a scan costs on this device when it does almost nothing (on a GPU the loop's
-  own bookkeeping and one launch; on a CPU a few instructions).
+  time per iteration. The least of them is what a step of a scan costs on this device when
+  it does almost nothing (on a GPU the loop's own bookkeeping and a launch or two; on a
+  CPU a few instructions). On the H200 it did not grow with k (XLA fuses the chain
+  differently for each k), so no per-reduction cost is fitted.
 - dispatch: one call of a jitted scalar function, end to end.
 - floors, per problem of `--problems` (episode_cost.py's table): the bytes of one seed's
   confidence-set bounds (`2 x H x S x A x N` of float32, lower and upper, `N` the next
   states of a row: its slots in the sparse layout), the time to read them once at the
   stream bandwidth (the "bandwidth floor", per seed-episode), and a "step floor": the
   `3 x H` sequential steps of one episode (one extended DP, the play, the evaluation) at the
-  one-reduction step's time, shared by the seeds of a vmapped batch (per seed-episode at `--seeds`).
+  least step's time, shared by the seeds of a vmapped batch (per seed-episode at `--seeds`).
 - with `--cost FILE.json` (episode_cost.py's `--out`): each of its rows' early ms per
-  seed-episode, for OptAug and OptDual, over the two floors at that file's seed count.
+  seed-episode, for OptAug and OptDual, over the two floors at that file's seed count;
+  with `--measured ROOFLINE.json` (this script's earlier `--out`, on the device that ran
+  the rows), that device's bandwidth and loop step instead of this machine's.
 
 Printed and saved (`--out`, JSON with the arguments and the hardware, its manifest beside
 it, as the other scripts' results):
@@ -38,7 +40,6 @@ import os
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import optaug_jax as oj
 from optaug_jax.experiment import cli, cost_table, result_files, timing
@@ -68,6 +69,11 @@ def parse_args(argv=None):
   )
   p.add_argument("--seeds", type=int, default=16, help="seeds of the step floor without --cost")
   p.add_argument("--cost", help="an episode_cost.py --out file: its rows against the floors")
+  p.add_argument(
+    "--measured",
+    help="an earlier roofline.py --out file: its device's numbers, not this machine's (to"
+    " place a device's --cost rows on another machine)",
+  )
   p.add_argument("--out", default="results/roofline.json", help="(default: %(default)s)")
   return p.parse_args(argv)
 
@@ -100,10 +106,20 @@ def loop_steps(steps, reps):
   return out
 
 
-def slope(per_step):
-  """Seconds one more dependent reduction adds to a step (least squares on k)."""
-  k = np.array(list(per_step), float)
-  return float(np.polyfit(k, np.array(list(per_step.values())), 1)[0])
+def _measured(path):
+  """(streams, loop steps, dispatch) of an earlier roofline.py file."""
+  old = result_files.read_file(path, "--measured")
+  streams = {float(m): (s["read"], s["read_write"]) for m, s in old["stream_gb_s"].items()}
+  per_step = {int(k): t for k, t in old["loop_step_s"].items()}
+  return streams, per_step, old["dispatch_s"]
+
+
+def _measured_on(path):
+  """Where the numbers were measured: this machine, or an earlier file's device."""
+  if not path:
+    return None
+  old = result_files.read_file(path, "--measured")
+  return {"file": path, "device": old.get("device"), "hardware": old.get("hardware")}
 
 
 def bounds_bytes(problem):
@@ -148,18 +164,20 @@ def main(argv=None):
   settings = {k: v for k, v in vars(args).items() if k != "out"}
   run_dir = result_files.result_file(args.out, "roofline", settings)  # before any work
   with run_dir.running():
-    sizes = [float(s) for s in args.sizes_mib.split(",") if s]
-    streams = {mib: stream(mib, args.reps) for mib in sizes}
+    if args.measured:
+      streams, per_step, dispatch = _measured(args.measured)
+    else:
+      sizes = [float(s) for s in args.sizes_mib.split(",") if s]
+      streams = {mib: stream(mib, args.reps) for mib in sizes}
+      per_step = loop_steps(args.steps, args.reps)
+      one = jax.jit(lambda x: x + 1)
+      dispatch = timing.median_time(lambda: one(jnp.float32(0)), args.reps)
     for mib, (read, both) in streams.items():
       _say(f"stream {mib:8g} MiB: read {read:9.1f} GB/s, read+write {both:9.1f} GB/s")
-    bandwidth = streams[max(sizes)][0]
-    per_step = loop_steps(args.steps, args.reps)
-    base, per_reduction = per_step[1], slope(per_step)
+    bandwidth = streams[max(streams)][0]
+    base = min(per_step.values())
     for k, t in per_step.items():
       _say(f"loop step, {k} dependent reductions: {1e6 * t:8.2f} us")
-    _say(f"loop step: {1e6 * per_reduction:.2f} us per further dependent reduction")
-    one = jax.jit(lambda x: x + 1)
-    dispatch = timing.median_time(lambda: one(jnp.float32(0)), args.reps)
     _say(f"dispatch of a jitted scalar call: {1e6 * dispatch:.1f} us")
     rows = floors(args, bandwidth, base)
     for problem, row in rows.items():
@@ -179,11 +197,11 @@ def main(argv=None):
       "args": vars(args),
       "hardware": timing.hardware(),
       "device": str(jax.devices()[0]),
+      "measured_on": _measured_on(args.measured),
       "stream_gb_s": {str(m): {"read": r, "read_write": w} for m, (r, w) in streams.items()},
       "bandwidth_gb_s": bandwidth,
       "loop_step_s": {str(k): t for k, t in per_step.items()},
-      "loop_step_one_reduction_s": base,
-      "loop_per_reduction_s": per_reduction,
+      "loop_step_least_s": base,
       "dispatch_s": dispatch,
       "floors": rows,
     }
