@@ -86,3 +86,18 @@ def test_the_check_finds_a_default_precision_product():
   assert len(products_below_highest(lambda x: x @ x, a)) == 1
   assert products_below_highest(lambda x: numerics.matmul(x, x), a) == []
   assert products_below_highest(lambda x: numerics.einsum("ij,jk->ik", x, x), a) == []
+
+
+@pytest.mark.parametrize("gradient", ["envelope", "unrolled"])
+def test_every_product_of_the_sensitivities_and_known_model_methods_is_full_precision(
+  problems, gradient
+):
+  cmdp = problems["dense, I = 2"].cmdp
+  problem = oj.inner.InnerProblem.of_cmdp(cmdp)
+  lam = jax.numpy.asarray([0.3, 0.0])
+  sens = lambda eta: oj.analysis.inner_sensitivities(problem, lam, eta, gradient=gradient)
+  assert products_below_highest(sens, 10.0) == []
+  alm = lambda c: oj.analysis.alm_known_model(c, 10.0, num_iters=3, gradient=gradient)
+  assert products_below_highest(alm, cmdp) == []
+  dual = lambda c: oj.analysis.dual_descent_known_model(c, 1.0, num_iters=3)
+  assert products_below_highest(dual, cmdp) == []
