@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
 
 import jax
@@ -71,14 +72,16 @@ _COMPILED: set = set()  # (function, fresh start) pairs already compiled
 _COMPILE_SECONDS: dict = {}  # their compile times (`_play`)
 
 
-def _play(fn, state, seeds, episodes, chunk, stage):
+def _play(fn, state, seeds, episodes, chunk, stage, label="chunk"):
   """`episodes` episodes in chunks of `chunk` (one compiled function): the state, the
   seconds spent and the window's per-episode counts (`_Window`: every chunk's, so that the
   DPs and the seconds describe the same episodes). The first chunk of a function (per
   start: `state=None` is another program) is played twice: once to compile, once timed;
   `_COMPILE_SECONDS[id(fn), fresh]` is that first call's time less the timed one's (the
-  compilation, to the noise of one chunk)."""
-  seconds, window, done = 0.0, _Window(), 0
+  compilation, to the noise of one chunk). Progress goes to stderr, `label` first: the
+  first call's seconds, then each chunk (a run stopped midway still shows where its time
+  went)."""
+  seconds, window, done, started = 0.0, _Window(), 0, time.perf_counter()
   while done < episodes:
     keys = cost_table.keys(seeds, stage + done)
     program = (id(fn), state is None)
@@ -88,6 +91,7 @@ def _play(fn, state, seeds, episodes, chunk, stage):
       jax.block_until_ready(fn(keys, state))
       first = time.perf_counter() - start
       _COMPILED.add(program)
+      print(f"{label}: compiled and played one chunk in {first:.1f} s", file=sys.stderr, flush=True)
     start = time.perf_counter()
     state, log = jax.block_until_ready(fn(keys, state))
     elapsed = time.perf_counter() - start
@@ -96,6 +100,7 @@ def _play(fn, state, seeds, episodes, chunk, stage):
     seconds += elapsed
     window.add(log)
     done += chunk
+    cli.progress(label, min(done, episodes), episodes, started, seeds, stream=sys.stderr)
   return state, seconds, window
 
 
@@ -184,7 +189,8 @@ def _cached_state(args, problem, name, fn, state, total):
       except checkpoints.OtherRunCheckpoint:
         print(f"  {path}: another run's state; recomputing", flush=True)
   start = time.perf_counter()
-  state, _, _ = _play(fn, state, args.seeds, args.late_after - args.early, args.chunk, 10**6)
+  prefix = args.late_after - args.early
+  state, _, _ = _play(fn, state, args.seeds, prefix, args.chunk, 10**6, f"{problem} {name} prefix")
   os.makedirs(args.cache, exist_ok=True)
   checkpoints.save_checkpoint(path, identity, done, state, {}, time.perf_counter() - start)
   return state
@@ -231,8 +237,9 @@ def measure(args, problem):
       agent, cmdp, args.chunk, args.batch_size
     )  # this agent's one compiled function
     # OptAug's pre-training (one chunk), untimed; OptDual plays as many episodes.
-    state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, stage=0)
-    state, seconds, log = _play(fn, state, args.seeds, args.early, args.chunk, stage=1)
+    label = f"{problem} {name}"
+    state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, 0, f"{label} pre-training")
+    state, seconds, log = _play(fn, state, args.seeds, args.early, args.chunk, 1, f"{label} early")
     row[f"early_{name}_s"] = seconds / (args.seeds * args.early)
     # The program that continues from a state (the optimistic episodes): its compile time.
     row[f"compile_{name}_s"] = _COMPILE_SECONDS.get((id(fn), False))
@@ -243,7 +250,9 @@ def measure(args, problem):
     windows = {"early": log}
     if args.late_after > args.early:
       state = _cached_state(args, problem, name, fn, state, total)
-      state, seconds, log = _play(fn, state, args.seeds, args.window, args.chunk, stage=2)
+      state, seconds, log = _play(
+        fn, state, args.seeds, args.window, args.chunk, 2, f"{label} late"
+      )
       row[f"late_{name}_s"] = seconds / (args.seeds * args.window)
       if args.profile:
         row[f"late_{name}_phases"] = _phases(
@@ -292,9 +301,8 @@ def measure_unroll(args, problem):
   )
   row = {"problem": problem, "S": cmdp.num_states, "A": cmdp.num_actions, "H": cmdp.horizon}
   for name, agent in agents.items():
-    state, _, _ = _play(
-      cost_table.chunk(agent, cmdp, args.chunk), None, args.seeds, args.chunk, args.chunk, 0
-    )
+    fn = cost_table.chunk(agent, cmdp, args.chunk)
+    state, _, _ = _play(fn, None, args.seeds, args.chunk, args.chunk, 0, f"{problem} {name}")
     keys = cost_table.keys(args.seeds, 1)
     fns = {u: _compiled_with(u, agent, cmdp, args.chunk, keys, state) for u in (False, True)}
     times = {False: [], True: []}
