@@ -21,11 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from . import numerics
 from .checking import arguments, kernels
-
-# Full float32 accuracy for the small matmuls of the fill (TF32 on GPUs would break the
-# sum-to-one of the filled transition rows at ~1e-3).
-_HIGHEST = lax.Precision.HIGHEST
 
 
 def slot_states(next_states: jax.Array) -> jax.Array:
@@ -182,14 +179,14 @@ def blocked_fill(values: jax.Array, lower: jax.Array, upper: jax.Array) -> Block
 
   capacity = upper - lower
   ones_and_values = jnp.stack([jnp.ones_like(values), values], axis=1)
-  lower_sums = jnp.matmul(lower, ones_and_values.astype(dtype), precision=_HIGHEST)
+  lower_sums = numerics.matmul(lower, ones_and_values.astype(dtype))
   free = 1.0 - lower_sums[..., 0]
   expected = lower_sums[..., 1]
   num_bounds = num_blocks - 1
   if num_bounds > 0:
     upto = (block_of[:, None] <= jnp.arange(num_bounds)[None, :]).astype(dtype)
     basis = jnp.concatenate([upto, upto * values[:, None]], axis=1)  # [S', 2 (nb - 1)]
-    sums = jnp.matmul(capacity, basis, precision=_HIGHEST)
+    sums = numerics.matmul(capacity, basis)
     capacity_upto, weighted_upto = sums[..., :num_bounds], sums[..., num_bounds:]
     crossing = jnp.sum(capacity_upto < free[..., None], axis=-1, dtype=jnp.int32)
     prev = jnp.maximum(crossing - 1, 0)[..., None]
@@ -207,7 +204,7 @@ def blocked_fill(values: jax.Array, lower: jax.Array, upper: jax.Array) -> Block
   member_values = jnp.take(in_blocks(values[order]), crossing, axis=0)
   real = jnp.take(in_blocks(jnp.ones((num_next,), bool)), crossing, axis=0)
   cap = jnp.where(real, jnp.take_along_axis(capacity, members, axis=-1), 0.0)
-  before = jnp.matmul(cap, _strictly_before(block, dtype), precision=_HIGHEST)
+  before = numerics.matmul(cap, _strictly_before(block, dtype))
   give = jnp.clip(free[..., None] - before, 0.0, cap)
   expected = expected + jnp.sum(give * member_values, axis=-1)
   return BlockedFill(expected, crossing, give, block_of, position)
@@ -279,14 +276,14 @@ def box_minimize(
   capacity = upper - lower
   free = 1.0 - jnp.sum(lower, axis=-1)
   if method == "matmul":
-    capacity_before = jnp.matmul(capacity, _precedence(values), precision=_HIGHEST)
+    capacity_before = numerics.matmul(capacity, _precedence(values))
     p = lower + jnp.clip(free[..., None] - capacity_before, 0.0, capacity)
   else:
     order = _sorted_order(values)
     give_sorted = _fill_sorted(free, jnp.take(capacity, order, axis=-1), method)
     inverse = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0]))
     p = lower + jnp.take(give_sorted, inverse, axis=-1)
-  return jnp.matmul(p, values, precision=_HIGHEST), p
+  return numerics.matmul(p, values), p
 
 
 def box_expectation(values, lower, upper, method):

@@ -12,15 +12,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from .. import box, horizon
+from .. import box, horizon, numerics
 from ..checking import arguments
 from ..errors import ArgumentError
-
-# Full float32 accuracy for the small matmuls of the pushes (TF32 on GPUs would break the
-# sum-to-one of the filled transition rows at ~1e-3).
-_HIGHEST = lax.Precision.HIGHEST
 
 
 class Dense:
@@ -76,12 +71,12 @@ class Dense:
   def push_rows(self, d: jax.Array, p_h: jax.Array, ns_h: None) -> jax.Array:
     """`d' = d P` through the rows `p_h [S, S']` of a deterministic policy."""
     del ns_h
-    return jnp.matmul(d, p_h, precision=_HIGHEST)
+    return numerics.matmul(d, p_h)
 
   def push(self, q_h: jax.Array, p_h: jax.Array, ns_h: None) -> jax.Array:
     """`d'[t] = sum_{s, a} q_h[s, a] p_h[s, a, t]`."""
     del ns_h
-    return jnp.einsum("sa,sat->t", q_h, p_h, precision=_HIGHEST)
+    return numerics.einsum("sa,sat->t", q_h, p_h)
 
   def expectation(self, v_next, lower_h, upper_h, ns_h: None) -> jax.Array:
     """`[S, A]` minimum of `p . v_next` over each row's box."""
@@ -91,7 +86,7 @@ class Dense:
   def kernel_expectation(self, p_h, v_next, ns_h: None) -> jax.Array:
     """`[S, A]` mean of `v_next` under the kernel's rows `p_h [S, A, S']`."""
     del ns_h
-    return jnp.matmul(p_h, v_next, precision=_HIGHEST)
+    return numerics.matmul(p_h, v_next)
 
   # --- a named vertex, fixed points, indices -----------------------------------------------
 
