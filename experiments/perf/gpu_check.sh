@@ -32,9 +32,11 @@ cost() {  # name, seconds, problems
   echo "$1: exit status $?"
   quiet "$OUT/$1.log"
 }
-first() {  # name, seconds, extra XLA flags: OptAug's compile and first chunk, 16 seeds
-  XLA_FLAGS="${XLA_FLAGS:-} $3" timeout "$2" python3 experiments/episode_cost.py --seeds 16 \
-    --agents optaug --late-after 0 --early 100 --problems reservoir --out "/tmp/$1.json" \
+first() {  # name, seconds, extra XLA flags: the compile and first chunk of each agent, 16 seeds
+  local flags="${XLA_FLAGS:-}"
+  [ -n "$3" ] && flags="${flags:+$flags }$3"  # XLA reads a lone space as a file's name
+  env ${flags:+"XLA_FLAGS=$flags"} timeout "$2" python3 experiments/episode_cost.py --seeds 16 \
+    --agents optaug,optdual --late-after 0 --early 100 --problems reservoir --out "/tmp/$1.json" \
     >"$OUT/$1.log" 2>&1  # its log only: 8 files in all
   echo "$1: exit status $?"
   grep -i "compiled\|| early:" "$OUT/$1.log" | head -n 3
