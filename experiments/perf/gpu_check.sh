@@ -8,7 +8,7 @@
 # done; episode_cost.py's progress on stderr (each agent's compile and every chunk, timed)
 # goes to the logs. Steps (STEPS, default "compile reservoir rows"; "roofline" adds the
 # device's roofline, which docs/results/episode_cost/gpu has for the H200):
-#   compile: the reservoir's OptAug at 16 seeds, its compile and first chunk timed, with
+#   compile: the reservoir at 16 seeds, each agent's compile and first chunk timed, with
 #      XLA's GEMM autotuning on and off (--xla_gpu_autotune_level=0): after the
 #      full-precision products (5e27d69) the last lease's run printed no row in 320 s, and
 #      a compile that autotunes every small product at HIGHEST is the first suspect;
