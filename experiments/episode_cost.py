@@ -52,12 +52,21 @@ def _phases(agent, cmdp, state, seeds, episodes, stage):
   """Op seconds per seed-episode by phase (`optaug_jax.experiment.phases`) of `episodes` episodes
   from `state`, every seed vmapped (a chunk compiled for the profile alone), with that chunk's
   wall seconds per seed-episode (untraced) and its DP statistics (`_dp_stats`): the profile
-  describes these episodes, not the window's."""
-  run = lambda key, st, model: oj.run(agent, key, model, num_episodes=episodes, state=st)
+  describes these episodes, not the window's. A trace at the profiler's event cap is taken
+  again with fewer episodes (`phases.fitted_phase_profile`; `profile_episodes`,
+  `profile_calls`: what was traced)."""
   keys = cost_table.keys(seeds, stage)
-  compiled = jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
-  per = phases.phase_profile(compiled, (keys, state, cmdp), calls=2)
+
+  def compile_for(n):
+    run = lambda key, st, model: oj.run(agent, key, model, num_episodes=n, state=st)
+    return jax.jit(jax.vmap(run, in_axes=(0, 0, None))).lower(keys, state, cmdp).compile()
+
+  say = lambda line: print(f"  profile: {line}", file=sys.stderr)
+  per, episodes, calls, compiled = phases.fitted_phase_profile(
+    compile_for, (keys, state, cmdp), episodes, log=say
+  )
   out = {k: v / (seeds * episodes) for k, v in per.items()}
+  out.update(profile_episodes=episodes, profile_calls=calls)
   start = time.perf_counter()
   _, log = jax.block_until_ready(compiled(keys, state, cmdp))
   out["wall"] = (time.perf_counter() - start) / (seeds * episodes)
@@ -355,8 +364,12 @@ def _print(row):
       ph = row.get(f"{w}_{name}_phases")
       if ph:
         cells = ", ".join(
-          f"{k} {1e3 * v:.3f}" for k, v in ph.items() if v > 0 and not k.startswith("chunk_")
+          f"{k} {1e3 * v:.3f}"
+          for k, v in ph.items()
+          if v > 0 and not k.startswith(("chunk_", "profile_"))
         )
+        if "profile_episodes" in ph:
+          cells += f"; {ph['profile_episodes']} episodes x {ph['profile_calls']} calls traced"
         if "chunk_dp_mean" in ph:
           cells += f"; its DPs {ph['chunk_dp_mean']:.2f} ({ph['chunk_dp_vmapped_max_mean']:.2f})"
         print(f"  {w} {name} op ms per seed-episode: {cells}", flush=True)

@@ -476,6 +476,63 @@ def test_phase_profile_attributes_ops_to_the_innermost_named_phase():
   assert {"extended_dp", "inner_solve", "play"} <= set(found.values())
 
 
+def _loop_program(steps):
+  """A compiled loop of `steps` steps of a scatter and a sort (ops the trace records)."""
+
+  def f(x, idx):
+    body = lambda i, c: jnp.sort(c.at[idx].add(c[::-1] * 1e-3))
+    return jax.lax.fori_loop(0, steps, body, x)
+
+  args = (jnp.ones(16), jnp.arange(16) % 5)
+  return jax.jit(f).lower(*args).compile(), args
+
+
+def test_a_profile_at_the_profilers_event_cap_is_refused_then_taken_smaller(monkeypatch):
+  """The profiler keeps a trace's first `TRACE_EVENT_CAP` events and drops the rest without
+  a word: the episode-cost profiles of 20 episodes x 2 calls summed a part of their ops
+  (the queue's OptAug at bonus 0.01: 1.66 ms of 3.72 per seed-episode). A trace at the cap
+  is refused, and
+  `fitted_phase_profile` takes one call, then fewer episodes, until the trace fits."""
+  from optaug_jax.experiment import phases, timing
+
+  compiled, args = _loop_program(200)
+  full = timing.trace_events(compiled, args, 1)
+  complete = sum(e.get("ph") == "X" for e in full)
+  scatters = sum(e.get("ph") == "X" and "scatter" in e.get("name", "") for e in full)
+  assert scatters >= 200  # every step's scatter (and its end marker) is there
+  monkeypatch.setattr(timing, "TRACE_EVENT_CAP", complete)
+  with pytest.raises(timing.TraceTruncatedError, match="cap of"):
+    timing.trace_events(compiled, args, 1)
+  # 8 "episodes" of 100 steps each, with the cap between one and two episodes' events.
+  monkeypatch.setattr(timing, "TRACE_EVENT_CAP", complete * 3 // 4)
+  said = []
+  per, episodes, calls, _ = phases.fitted_phase_profile(
+    lambda n: _loop_program(100 * n)[0], args, 8, log=said.append
+  )
+  assert (episodes, calls) == (1, 1), said
+  assert said[0].endswith("again: 8 episodes, 1 call") and len(said) == 4
+  assert per[phases.OTHER] > 0
+  monkeypatch.setattr(timing, "TRACE_EVENT_CAP", complete // 4)
+  with pytest.raises(timing.TraceTruncatedError):
+    phases.fitted_phase_profile(lambda n: _loop_program(100 * n)[0], args, 2)
+
+
+@pytest.mark.slow
+def test_the_profiler_keeps_trace_event_cap_events_and_drops_the_rest(monkeypatch):
+  """`timing.TRACE_EVENT_CAP` is the profiler's real cap: a loop of 200,000 steps (about
+  1.6 million events) comes back with exactly that many complete events, the later steps'
+  missing. A jax that moves the cap fails here."""
+  from optaug_jax.experiment import timing
+
+  cap = timing.TRACE_EVENT_CAP
+  monkeypatch.setattr(timing, "TRACE_EVENT_CAP", 10**9)
+  compiled, args = _loop_program(200_000)
+  events = timing.trace_events(compiled, args, 1)
+  assert sum(e.get("ph") == "X" for e in events) == cap
+  kept = sum(e.get("ph") == "X" and e.get("name", "").startswith("wrapped_scatter") for e in events)
+  assert kept < 200_000
+
+
 @pytest.mark.slow
 def test_episode_cost_times_your_own_cmdp(tmp_path):
   """`episode_cost.py --benchmark path.py:FUNCTION`: a user could not time their own CMDP

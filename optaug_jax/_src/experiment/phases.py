@@ -84,3 +84,29 @@ def phase_profile(compiled, args, calls: int = 3) -> dict[str, float]:
     if phase is not None:
       total[phase] += e["dur"] * 1e-6
   return {k: total[k] / calls for k in PHASES + (OTHER,)}
+
+
+def fitted_phase_profile(compile_for, args, episodes: int, calls: int = 2, log=None):
+  """`phase_profile` of `compile_for(episodes)(*args)`, within the profiler's event cap.
+
+  A trace that reaches the cap (`timing.TraceTruncatedError`: the profiler kept its first
+  events and dropped the rest) is taken again with one call, then with half the episodes
+  (`compile_for` compiles the program of that many), down to one.
+
+  Returns:
+    `(op seconds per call by phase, episodes, calls, compiled)`: what was profiled.
+  """
+  compiled = compile_for(episodes)
+  while True:
+    try:
+      return phase_profile(compiled, args, calls=calls), episodes, calls, compiled
+    except common.TraceTruncatedError:
+      if calls > 1:
+        calls = 1
+      elif episodes > 1:
+        episodes //= 2
+        compiled = compile_for(episodes)
+      else:
+        raise
+      if log is not None:
+        log(f"the trace reached the profiler's event cap; again: {episodes} episodes, {calls} call")
