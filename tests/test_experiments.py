@@ -427,17 +427,25 @@ def test_separation_sweep_tabulates_its_cells_and_resumes(tmp_path):
 @pytest.mark.slow
 def test_episode_cost_counts_the_dps_of_every_timed_episode(tmp_path):
   """The DP statistics describe the episodes the seconds do: every chunk of the window
-  (they once came from its last chunk alone, where the searches are shortest)."""
+  (they once came from its last chunk alone, where the searches are shortest). With
+  `--profile`, each agent's phases and what was traced."""
   out = tmp_path / "cost.json"
   _run_script(
     "episode_cost.py",
     *["--problems", "media_streaming", "--seeds", "2", "--chunk", "10", "--early", "30"],
     *["--late-after", "0", "--agents", "optaug,optdual", "--out", str(out)],
+    *["--profile", "--profile-episodes", "4"],
   )
   (row,) = _read_json(out)["rows"]
   assert row["early_episodes"] == 30
   assert 1.0 <= row["early_dp_mean"] <= row["early_dp_vmapped_max_mean"] <= row["early_dp_max"]
   assert row["early_certified"] == 1.0
+  # The profile says what it traced (fewer episodes or calls where the trace hit the cap).
+  for agent in ("optaug", "optdual"):
+    phases = row[f"early_{agent}_phases"]
+    assert phases["profile_episodes"] in (1, 2, 4) and phases["profile_calls"] in (1, 2)
+    assert phases["extended_dp"] > 0 and phases["wall"] > 0
+  assert row["early_optaug_phases"]["refill"] > 0
 
 
 def test_phase_profile_attributes_ops_to_the_innermost_named_phase():
