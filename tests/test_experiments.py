@@ -499,8 +499,8 @@ def test_a_profile_at_the_profilers_event_cap_is_refused_then_taken_smaller(monk
   """The profiler keeps a trace's first `TRACE_EVENT_CAP` events and drops the rest without
   a word: the episode-cost profiles of 20 episodes x 2 calls summed a part of their ops
   (the queue's OptAug at bonus 0.01: 1.51 ms of 3.72 per seed-episode). A trace at the cap
-  is refused, and
-  `fitted_phase_profile` takes one call, then fewer episodes, until the trace fits."""
+  is refused, and `fitted_phase_profile` takes one call, then fewer episodes, until the
+  trace fits."""
   from optaug_jax.experiment import phases, timing
 
   compiled, args = _loop_program(200)
